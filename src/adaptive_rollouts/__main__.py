@@ -1,0 +1,3 @@
+from adaptive_rollouts.cli import main
+
+raise SystemExit(main())

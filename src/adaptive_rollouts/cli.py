@@ -1,0 +1,77 @@
+"""`adaptive-rollouts` command line: demo | bench | allocate.
+
+Each subcommand imports its (possibly heavy) module only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _cmd_allocate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from adaptive_rollouts.solvers import allocate
+
+    p = np.array([float(x) for x in args.p.split(",")])
+    counts = allocate(
+        p * (1 - p),
+        budget=args.budget,
+        lower=args.lower,
+        upper=args.upper,
+        objective=args.objective,
+        success_prob=p,
+    )
+    print(" ".join(str(int(c)) for c in counts))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="adaptive-rollouts",
+        description="Decide how many rollouts each prompt gets in RLVR, under a fixed budget.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="RLVR on a tiny LM through TRL: Uniform vs VIP vs VIGOR vs ours")
+    try:
+        from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
+    except ImportError as err:  # the demo needs the [demo] extra
+        demo.set_defaults(func=lambda _a, err=err: _missing("demo", err))
+    else:
+        add_demo_arguments(demo)
+        demo.set_defaults(func=run_demo)
+
+    bench = sub.add_parser("bench", help="learning-simulator benchmark of every allocator")
+    try:
+        from adaptive_rollouts.sim.cli import add_bench_arguments, run_bench
+    except ImportError as err:
+        bench.set_defaults(func=lambda _a, err=err: _missing("bench", err))
+    else:
+        add_bench_arguments(bench)
+        bench.set_defaults(func=run_bench)
+
+    alloc = sub.add_parser("allocate", help="exact allocation for given success probabilities")
+    alloc.add_argument("--p", required=True, help="comma-separated success probabilities")
+    alloc.add_argument("--budget", type=int, required=True)
+    alloc.add_argument("--lower", type=int, default=2)
+    alloc.add_argument("--upper", type=int, default=None)
+    alloc.add_argument("--objective", default="rloo", choices=["rloo", "drgrpo", "grpo"])
+    alloc.set_defaults(func=_cmd_allocate)
+    return parser
+
+
+def _missing(command: str, err: Exception) -> int:
+    print(f"`adaptive-rollouts {command}` is unavailable: {err}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
