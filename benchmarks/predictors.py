@@ -1,0 +1,120 @@
+"""Predictor benchmark: next-step quality on synthetic traces with known truth, and cost vs pool size.
+
+    .venv/bin/python benchmarks/predictors.py            # default run, < 3 min on 2 cores
+    .venv/bin/python benchmarks/predictors.py --full     # adds the 1M-prompt pool and more seeds
+
+Quality: every predictor predicts each step's batch before seeing its rewards (then updates);
+log-loss (per rollout, E[p] clipped to [1e-3, 1 - 1e-3]), Brier score and MAE against the true p,
+printed as ratios to PaperGP (< 1 is better). Cost: CPU and wall ms per step (predict + update of 512
+prompts; CPU time is the fair number on a shared machine)
+and memory of the predictor's state after every prompt of the pool was seen once (tracemalloc),
+for pools of 1k, 10k, 100k (and 1M with --full). BLAS runs single-threaded (set before numpy loads)
+so timings do not depend on how busy the other cores are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import tracemalloc
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
+from adaptive_rollouts.predictors import (CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP,  # noqa: E402
+                                          Ridge, WindowedMean)
+from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace  # noqa: E402
+
+FACTORIES = {
+    "PaperGP": lambda table: PaperGP(table),
+    "GaussianProcess": lambda table: GaussianProcess(table),
+    "DiscountedBeta": lambda table: DiscountedBeta(),
+    "WindowedMean": lambda table: WindowedMean(),
+    "Ridge": lambda table: Ridge(table),
+    "CumulativeMean": lambda table: CumulativeMean(),
+}
+
+SCENARIOS = {
+    # name: synthetic_trace kwargs
+    "default (2k prompts, 64/step, 200 steps)": {},
+    "revisited often (500 prompts)": {"n_prompts": 500},
+    "rarely revisited (20k prompts)": {"n_prompts": 20000},
+    "fast drift (wander half-life 20)": {"wander_half_life": 20.0, "wander_scale": 0.8},
+    "many rollouts (16-32 each)": {"count_choices": (16, 32), "count_probs": (0.5, 0.5)},
+}
+
+
+def quality(seeds: list[int]) -> None:
+    print("\n== next-step quality, ratio to PaperGP (lower is better; absolute PaperGP value in brackets)")
+    for scenario, kwargs in SCENARIOS.items():
+        totals = {name: np.zeros(3) for name in FACTORIES}
+        for seed in seeds:
+            trace = synthetic_trace(seed=seed, **kwargs)
+            table = trace.table
+            for name, make in FACTORIES.items():
+                r = evaluate(make(table), trace)
+                totals[name] += [r["log_loss"], r["brier"], r["mae"]]
+        base = totals["PaperGP"]
+        print(f"\n{scenario}  [PaperGP log-loss {base[0] / len(seeds):.3f}, Brier {base[1] / len(seeds):.3f}, "
+              f"MAE {base[2] / len(seeds):.3f}]")
+        print(f"  {'predictor':<16} {'log-loss':>9} {'Brier':>7} {'MAE':>7}")
+        for name, tot in totals.items():
+            ratio = tot / base
+            print(f"  {name:<16} {ratio[0]:9.3f} {ratio[1]:7.3f} {ratio[2]:7.3f}")
+        gp, beta = totals["GaussianProcess"], totals["DiscountedBeta"]
+        print(f"  GaussianProcess vs PaperGP log-loss: {100 * (1 - gp[0] / base[0]):+.1f}% lower; "
+              f"vs DiscountedBeta: {100 * (1 - gp[0] / beta[0]):+.1f}% lower")
+
+
+def cost(pool_sizes: list[int], batch: int = 512, dim: int = 32, steps: int = 10) -> None:
+    print(f"\n== cost per step (predict + update, {batch} prompts, {dim}-d features, 1 BLAS thread)")
+    print(f"  {'predictor':<16} {'pool':>9} {'cpu ms':>9} {'wall ms':>9} {'state MB':>9}")
+    rng = np.random.default_rng(0)
+    for n in pool_sizes:
+        x = rng.standard_normal((n, dim)).astype(np.float32)
+        keys = [f"q{i}" for i in range(n)]
+        table = FeatureTable(keys, x)
+        for name, make in FACTORIES.items():
+            if name == "PaperGP" and n > 100_000:
+                print(f"  {name:<16} {n:>9} {'skipped':>9}   (O(N B d) per step, ~10 s at 1M)")
+                continue
+            tracemalloc.start()
+            pred = make(table)
+            fill = 16384
+            if name != "PaperGP":  # see every prompt once, so per-prompt state covers the pool
+                for start in range(0, n, fill):
+                    chunk = keys[start : start + fill]
+                    pred.update(chunk, [np.ones(4) * (i % 2) for i in range(len(chunk))])
+            mem = tracemalloc.get_traced_memory()[0] / 2**20
+            tracemalloc.stop()
+            n_steps = 3 if name == "PaperGP" and n >= 100_000 else steps
+            batches = [[keys[i] for i in rng.choice(n, batch, replace=False)] for _ in range(n_steps)]
+            rewards = [[rng.integers(0, 2, 8).astype(float) for _ in range(batch)] for _ in range(n_steps)]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for chunk, rew in zip(batches, rewards):
+                pred.predict(chunk)
+                pred.update(chunk, rew)
+            wall = 1000 * (time.perf_counter() - wall) / n_steps
+            cpu = 1000 * (time.process_time() - cpu) / n_steps
+            print(f"  {name:<16} {n:>9} {cpu:9.1f} {wall:9.1f} {mem:9.1f}")
+        del table, x, keys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="3 seeds and the 1M pool")
+    args = parser.parse_args()
+    t0 = time.time()
+    quality(seeds=[0, 1, 2] if args.full else [0])
+    cost([1000, 10_000, 100_000, 1_000_000] if args.full else [1000, 10_000, 100_000])
+    print(f"\ntotal {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""VIP's Gaussian-process predictor as published (arXiv 2602.01601), without the N x N cache."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
+
+from ..embeddings import FeatureTable
+from ..types import Encoder, Prediction, StateDict
+from ._common import check_batch, check_features, check_prompts, check_state_keys, delta_method, encode, logit, names, sigmoid
+
+
+def rbf(xa: np.ndarray, xb: np.ndarray, bandwidth: float,
+        sq_a: np.ndarray | None = None, sq_b: np.ndarray | None = None) -> np.ndarray:
+    """K[i, j] = exp(-|xa_i - xb_j|^2 / (2 h^2))."""
+    sq_a = np.einsum("ij,ij->i", xa, xa) if sq_a is None else sq_a
+    sq_b = np.einsum("ij,ij->i", xb, xb) if sq_b is None else sq_b
+    d2 = np.maximum(sq_a[:, None] + sq_b[None, :] - 2.0 * (xa @ xb.T), 0.0)
+    return np.exp(-d2 / (2.0 * bandwidth * bandwidth))
+
+
+def median_heuristic(x: np.ndarray, max_points: int = 1000, seed: int = 0) -> float:
+    """Median pairwise Euclidean distance over (a seeded sample of at most max_points of) the rows of x."""
+    if x.shape[0] > max_points:
+        x = x[np.random.default_rng(seed).choice(x.shape[0], max_points, replace=False)]
+    x = np.asarray(x, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", x, x)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0)
+    dist = np.sqrt(d2[np.triu_indices(x.shape[0], k=1)])
+    dist = dist[dist > 0]
+    if dist.size == 0:
+        raise ValueError("median heuristic needs at least two distinct feature vectors in the pool")
+    return float(np.median(dist))
+
+
+class PaperGP:
+    """VIP's GP success predictor, faithfully (METHODS.md section 3), kernel rows computed on demand.
+
+    Latent logit g ~ GP(m, K), K(x, x') = exp(-|x - x'|^2 / (2 h^2)), h = median pairwise distance
+    of the pool's features (a seeded sample of <= 1000), p = sigmoid(g). After each step, every prompt
+    of the batch B with n >= 1 rollouts gives the exact pseudo-observation
+
+        g_hat_q = logit(clip(mean reward_q, eps, 1 - eps))      (eps = 1e-6: |g_hat| <= 13.8)
+
+    and the mean over the whole pool moves by the recursive update with the *prior* kernel
+
+        m <- m + K[:, B] (K[B, B] + jitter I)^-1 (g_hat_B - m_B),      jitter = 1e-4,
+
+    so only the last step's data enters the solve and the new mean is the next step's prior mean
+    (constant prior mean m_0 = `prior_mean` on the logit scale; the paper's code uses -1 or -5).
+    Predicted mean: sigmoid(m_q) (the plug-in value VIP allocates with).
+
+    Variance (the paper allocates with the plug-in p(1-p) and uses none): we report the posterior
+    variance of g given the last step's data, s_q = 1 - K[q, B] (K[B, B] + jitter I)^-1 K[B, q]
+    (1 before the first update), mapped to the p scale by the delta method,
+    Var[p_q] ~ (p_q (1 - p_q))^2 s_q, capped at p_q (1 - p_q).
+
+    The model lives on a known prompt pool (as in the paper): the keys of a `FeatureTable`, or the
+    `pool` prompts encoded once when `features` is another Encoder. A prompt outside the pool raises
+    KeyError. Cost per update O(N |B| d) time in chunks of `chunk_size` rows, O(N) memory; the
+    paper's N x N distance matrix is never built.
+
+    >>> table = FeatureTable(["a", "b", "c"], [[0.0, 0.0], [0.1, 0.0], [3.0, 0.0]])
+    >>> gp = PaperGP(table, prior_mean=0.0, bandwidth=0.5)
+    >>> gp.update(["a"], [np.array([1.0, 1.0, 1.0, 0.0])])
+    >>> gp.predict(["a", "b", "c"]).mean.round(3).tolist()   # b borrows from a, c stays at the prior
+    [0.75, 0.746, 0.5]
+    """
+
+    def __init__(
+        self,
+        features: FeatureTable | Encoder,
+        pool: Sequence[Hashable] | None = None,
+        bandwidth: float | None = None,
+        prior_mean: float = -1.0,
+        jitter: float = 1e-4,
+        clip: float = 1e-6,
+        chunk_size: int = 4096,
+    ):
+        dim = check_features(features)
+        if pool is None:
+            if not isinstance(features, FeatureTable):
+                raise ValueError("PaperGP works on a known prompt pool: pass pool=[...] with an Encoder, "
+                                 "or a FeatureTable as features")
+            keys, x = features.keys, features.vectors
+            index = features._index
+        else:
+            keys = check_prompts(pool, "pool")
+            if len(set(keys)) != len(keys):
+                raise ValueError("pool has duplicate prompts")
+            x = encode(features, keys, dim)
+            index = {k: i for i, k in enumerate(keys)}
+        if len(keys) == 0:
+            raise ValueError("pool is empty")
+        if not (0.0 < clip < 0.5):
+            raise ValueError(f"clip must be in (0, 0.5), got {clip}")
+        if jitter <= 0:
+            raise ValueError(f"jitter must be > 0, got {jitter}")
+        self.features = features
+        self.dim = dim
+        self._keys, self._index, self._x = keys, index, x
+        self._sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+        self.bandwidth = float(bandwidth) if bandwidth is not None else median_heuristic(x)
+        if not self.bandwidth > 0:
+            raise ValueError(f"bandwidth must be > 0, got {self.bandwidth}")
+        self.prior_mean, self.jitter, self.clip = float(prior_mean), float(jitter), float(clip)
+        self.chunk_size = int(chunk_size)
+        self.step = 0
+        self._mean = np.full(len(keys), self.prior_mean)
+        self._last_rows = np.zeros(0, dtype=np.int64)
+        self._last_chol = None
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _rows(self, prompts: list) -> np.ndarray:
+        get = self._index.get
+        rows = np.fromiter((get(p, -1) for p in prompts), dtype=np.int64, count=len(prompts))
+        if (rows < 0).any():
+            missing = [p for p, r in zip(prompts, rows) if r < 0]
+            raise KeyError(f"PaperGP has no features for prompts outside its pool: {names(missing)}")
+        return rows
+
+    def _kernel(self, rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+        xa = np.asarray(self._x[rows_a], dtype=np.float64)
+        xb = np.asarray(self._x[rows_b], dtype=np.float64)
+        return rbf(xa, xb, self.bandwidth, self._sq[rows_a], self._sq[rows_b])
+
+    def _factor(self, rows: np.ndarray):
+        k_bb = self._kernel(rows, rows)
+        k_bb[np.diag_indices_from(k_bb)] += self.jitter
+        return cho_factor(k_bb, lower=True)
+
+    def latent(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of the logit g (variance from the last step's data only)."""
+        rows = self._rows(check_prompts(prompts))
+        var = np.ones(len(rows))
+        if self._last_chol is not None and len(rows):
+            k_qb = self._kernel(rows, self._last_rows)
+            half = solve_triangular(self._last_chol[0], k_qb.T, lower=True)
+            var = np.maximum(1.0 - np.einsum("ij,ij->j", half, half), 0.0)
+        return self._mean[rows].copy(), var
+
+    # -- protocol ------------------------------------------------------------------------------
+    def predict(self, prompts: Sequence[Hashable]) -> Prediction:
+        g_mean, g_var = self.latent(prompts)
+        p = sigmoid(g_mean)
+        return Prediction(p, delta_method(p, g_var))
+
+    def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
+        prompts, successes, counts = check_batch(prompts, rewards)
+        rows = self._rows(prompts)
+        observed = counts > 0
+        rows, successes, counts = rows[observed], successes[observed], counts[observed]
+        self.step += 1
+        if rows.size == 0:
+            return
+        rate = np.clip(successes / counts, self.clip, 1.0 - self.clip)
+        chol = self._factor(rows)
+        alpha = cho_solve(chol, logit(rate) - self._mean[rows])
+        xb = np.asarray(self._x[rows], dtype=np.float64)
+        sq_b = self._sq[rows]
+        for start in range(0, len(self._keys), self.chunk_size):
+            stop = min(start + self.chunk_size, len(self._keys))
+            xa = np.asarray(self._x[start:stop], dtype=np.float64)
+            self._mean[start:stop] += rbf(xa, xb, self.bandwidth, self._sq[start:stop], sq_b) @ alpha
+        self._last_rows, self._last_chol = rows, chol
+
+    def state_dict(self) -> StateDict:
+        return {"class": "PaperGP", "keys": list(self._keys), "bandwidth": self.bandwidth,
+                "prior_mean": self.prior_mean, "jitter": self.jitter, "clip": self.clip, "step": self.step,
+                "mean": self._mean.copy(), "last_rows": self._last_rows.copy()}
+
+    def load_state_dict(self, state: StateDict) -> None:
+        check_state_keys(state, ["keys", "bandwidth", "prior_mean", "jitter", "clip", "step", "mean",
+                                 "last_rows"], "PaperGP")
+        if list(state["keys"]) != list(self._keys):
+            raise ValueError("state keys do not match this PaperGP's prompt pool")
+        mean = np.array(state["mean"], dtype=np.float64)
+        last_rows = np.array(state["last_rows"], dtype=np.int64)
+        if mean.shape != (len(self._keys),):
+            raise ValueError(f"state mean must have shape ({len(self._keys)},), got {mean.shape}")
+        if last_rows.ndim != 1 or (last_rows.size and (last_rows.min() < 0 or last_rows.max() >= len(self._keys))):
+            raise ValueError("state last_rows out of range of the pool")
+        self.bandwidth, self.prior_mean = float(state["bandwidth"]), float(state["prior_mean"])
+        self.jitter, self.clip, self.step = float(state["jitter"]), float(state["clip"]), int(state["step"])
+        self._mean, self._last_rows = mean, last_rows
+        self._last_chol = self._factor(last_rows) if last_rows.size else None

@@ -1,0 +1,110 @@
+"""VIP's ablation predictor: ridge regression of the logit success rate on prompt embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from ..embeddings import FeatureTable
+from ..types import Encoder, Prediction, StateDict
+from ._common import check_batch, check_features, check_prompts, check_state_keys, delta_method, encode, logit, sigmoid
+
+
+class Ridge:
+    """Ridge regression on embeddings (VIP, arXiv 2602.01601, ablation "ridge predictor + VIP").
+
+    Every observed (prompt, step) pair is one row: z = [x, 1], target y = logit(clip(mean reward,
+    eps, 1 - eps)) - m_0 (the same pseudo-observation as `PaperGP`), and
+
+        w = (sum z z^T + lambda D)^-1 sum z y,    D = diag(1, ..., 1, 0)  (intercept unpenalised)
+        g_q = m_0 + z_q^T w,   p_q = sigmoid(g_q)
+
+    over all steps so far (``forgetting`` < 1 multiplies the sums by it before each step; the paper's
+    ablation does not say, the default 1.0 keeps everything). Variance: the Bayesian-ridge posterior
+    s_q = sigma^2 z_q^T (sum z z^T + lambda D)^-1 z_q with sigma^2 the residual mean square (1 before any
+    data), mapped to p by the delta method Var[p] ~ (p (1 - p))^2 s_q (capped at p (1 - p)). Unknown prompts are fine as long
+    as `features` can encode them.
+
+    >>> table = FeatureTable(["a", "b", "c"], [[0.0], [1.0], [2.0]])
+    >>> model = Ridge(table, alpha=1e-9, prior_mean=0.0)
+    >>> model.update(["a", "c"], [np.array([1.0, 0.0, 0.0, 0.0]), np.array([1.0, 1.0, 1.0, 0.0])])
+    >>> model.predict(["b"]).mean.round(6).tolist()   # the line through logit(.25) and logit(.75)
+    [0.5]
+    """
+
+    def __init__(self, features: FeatureTable | Encoder, alpha: float = 1.0, prior_mean: float = -1.0,
+                 clip: float = 1e-6, forgetting: float = 1.0):
+        self.dim = check_features(features)
+        if alpha <= 0:
+            raise ValueError(f"alpha must be > 0, got {alpha}")
+        if not 0.0 < clip < 0.5:
+            raise ValueError(f"clip must be in (0, 0.5), got {clip}")
+        if not 0.0 < forgetting <= 1.0:
+            raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
+        self.features = features
+        self.alpha, self.prior_mean, self.clip, self.forgetting = float(alpha), float(prior_mean), float(clip), float(forgetting)
+        d = self.dim + 1
+        self._gram = np.zeros((d, d))
+        self._zy = np.zeros(d)
+        self._yy = 0.0
+        self._n = 0.0
+        self._refit()
+
+    def _refit(self) -> None:
+        d = self.dim + 1
+        penalty = np.full(d, self.alpha)
+        penalty[-1] = 1e-9 * max(self.alpha, 1.0)  # intercept: unpenalised, kept invertible
+        self._chol = cho_factor(self._gram + np.diag(penalty), lower=True)
+        self._w = cho_solve(self._chol, self._zy)
+        if self._n > 1:
+            rss = self._yy - 2.0 * self._w @ self._zy + self._w @ self._gram @ self._w
+            self._noise = max(rss, 0.0) / (self._n - 1.0)
+        else:
+            self._noise = 1.0
+
+    def _design(self, prompts: list) -> np.ndarray:
+        x = encode(self.features, prompts, self.dim)
+        return np.hstack([x, np.ones((len(prompts), 1))])
+
+    def predict(self, prompts: Sequence[Hashable]) -> Prediction:
+        z = self._design(check_prompts(prompts))
+        g = self.prior_mean + z @ self._w
+        if self._n > 0:
+            s = self._noise * np.einsum("ij,ji->i", z, cho_solve(self._chol, z.T))
+        else:
+            s = np.ones(len(z))
+        p = sigmoid(g)
+        return Prediction(p, delta_method(p, s))
+
+    def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
+        prompts, successes, counts = check_batch(prompts, rewards)
+        z = self._design(prompts)
+        observed = counts > 0
+        z = z[observed]
+        y = logit(np.clip(successes[observed] / counts[observed], self.clip, 1.0 - self.clip)) - self.prior_mean
+        f = self.forgetting
+        self._gram = f * self._gram + z.T @ z
+        self._zy = f * self._zy + z.T @ y
+        self._yy = f * self._yy + float(y @ y)
+        self._n = f * self._n + float(observed.sum())
+        self._refit()
+
+    def state_dict(self) -> StateDict:
+        return {"class": "Ridge", "dim": self.dim, "alpha": self.alpha, "prior_mean": self.prior_mean,
+                "clip": self.clip, "forgetting": self.forgetting, "gram": self._gram.copy(),
+                "zy": self._zy.copy(), "yy": self._yy, "n": self._n}
+
+    def load_state_dict(self, state: StateDict) -> None:
+        check_state_keys(state, ["dim", "alpha", "prior_mean", "clip", "forgetting", "gram", "zy", "yy", "n"], "Ridge")
+        if int(state["dim"]) != self.dim:
+            raise ValueError(f"state has feature dim {state['dim']}, this Ridge has {self.dim}")
+        d = self.dim + 1
+        gram, zy = np.array(state["gram"], dtype=np.float64), np.array(state["zy"], dtype=np.float64)
+        if gram.shape != (d, d) or zy.shape != (d,):
+            raise ValueError(f"state gram/zy must have shapes ({d}, {d}) / ({d},)")
+        self.alpha, self.prior_mean = float(state["alpha"]), float(state["prior_mean"])
+        self.clip, self.forgetting = float(state["clip"]), float(state["forgetting"])
+        self._gram, self._zy, self._yy, self._n = gram, zy, float(state["yy"]), float(state["n"])
+        self._refit()

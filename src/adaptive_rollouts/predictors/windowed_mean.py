@@ -1,0 +1,82 @@
+"""Knapsack-RL / GRESO: the success rate over a prompt's most recent observations."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from ..types import Prediction, StateDict
+from ._common import UNIFORM_PRIOR_VAR, RowIndex, check_batch, check_prompts, check_state_keys, grow
+
+
+class WindowedMean:
+    """Success rate over the last `window` times a prompt was rolled out.
+
+        p_hat_q = sum_{j in last W visits} s_qj / sum_{j in last W visits} n_qj
+        Var     = p_hat_q (1 - p_hat_q) / sum n_qj
+
+    Knapsack-RL (Li et al. 2025) plugs in the previous epoch's success rate (``window=1``, the
+    default); GRESO (Zheng et al. 2025) keeps the last few epochs' results per prompt (``window=k``).
+    A prompt with no rollouts gets the prior: mean `prior_mean`, variance 1/12.
+
+    >>> pred = WindowedMean(window=2)
+    >>> for r in ([1.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0]):
+    ...     pred.update(["a"], [np.array(r)])
+    >>> pred.predict(["a", "new"]).mean.tolist()   # last two visits: 1 success of 6
+    [0.16666666666666666, 0.5]
+    """
+
+    def __init__(self, window: int = 1, prior_mean: float = 0.5):
+        if int(window) != window or window < 1:
+            raise ValueError(f"window must be an integer >= 1, got {window}")
+        if not 0.0 < prior_mean < 1.0:
+            raise ValueError(f"prior_mean must be in (0, 1), got {prior_mean}")
+        self.window = int(window)
+        self.prior_mean = float(prior_mean)
+        self._index = RowIndex()
+        self._sums = np.zeros((0, self.window))  # ring buffer of the last W visits
+        self._counts = np.zeros((0, self.window))
+        self._next = np.zeros(0, dtype=np.int64)  # next slot per prompt
+
+    def predict(self, prompts: Sequence[Hashable]) -> Prediction:
+        prompts = check_prompts(prompts)
+        rows = self._index.lookup(prompts)
+        known = rows >= 0
+        count, total = np.zeros(len(prompts)), np.zeros(len(prompts))
+        count[known] = self._counts[rows[known]].sum(axis=1)
+        total[known] = self._sums[rows[known]].sum(axis=1)
+        seen = count > 0
+        mean = np.where(seen, total / np.maximum(count, 1.0), self.prior_mean)
+        var = np.where(seen, mean * (1.0 - mean) / np.maximum(count, 1.0), UNIFORM_PRIOR_VAR)
+        return Prediction(mean, var)
+
+    def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
+        prompts, successes, counts = check_batch(prompts, rewards)
+        observed = counts > 0  # a skipped prompt (no rollouts) is no visit
+        prompts = [p for p, o in zip(prompts, observed) if o]
+        rows = self._index.add(prompts, self._index.lookup(prompts))
+        n = len(self._index)
+        self._sums, self._counts = grow(self._sums, n, 0.0), grow(self._counts, n, 0.0)
+        self._next = grow(self._next, n, 0)
+        slots = self._next[rows]
+        self._sums[rows, slots] = successes[observed]
+        self._counts[rows, slots] = counts[observed]
+        self._next[rows] = (slots + 1) % self.window
+
+    def state_dict(self) -> StateDict:
+        n = len(self._index)
+        return {"class": "WindowedMean", "window": self.window, "prior_mean": self.prior_mean,
+                "keys": list(self._index.keys), "sums": self._sums[:n].copy(),
+                "counts": self._counts[:n].copy(), "next": self._next[:n].copy()}
+
+    def load_state_dict(self, state: StateDict) -> None:
+        check_state_keys(state, ["window", "prior_mean", "keys", "sums", "counts", "next"], "WindowedMean")
+        keys, window = list(state["keys"]), int(state["window"])
+        sums, counts = (np.array(state[k], dtype=np.float64) for k in ("sums", "counts"))
+        nxt = np.array(state["next"], dtype=np.int64)
+        if sums.shape != (len(keys), window) or counts.shape != sums.shape or nxt.shape != (len(keys),):
+            raise ValueError(f"state arrays must have shapes ({len(keys)}, {window}) / ({len(keys)},)")
+        self.window, self.prior_mean = window, float(state["prior_mean"])
+        self._index = RowIndex(keys)
+        self._sums, self._counts, self._next = sums, counts, nxt
