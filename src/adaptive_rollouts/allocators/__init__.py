@@ -1,0 +1,74 @@
+"""Allocators: how many rollouts each prompt gets in one step, all under one protocol.
+
+`run(prompts, budget, sample)` spends exactly `budget` rollouts and returns the rewards per prompt;
+single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, rewards)`.
+After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
+
+`make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ar3po import AR3PO
+from .base import BaseAllocator, PredictiveAllocator, SingleShotAllocator
+from .dynamic_sampling import DynamicSampling
+from .greso import GRESO
+from .knapsack import Knapsack
+from .posterior_progressive import PosteriorProgressive
+from .proportional import DynaMO, InverseAccuracy, InverseVariance
+from .speedrl import SpeedRL
+from .uniform import Uniform
+from .vigor import VIGOR
+from .vip import VIP
+
+__all__ = [
+    "AR3PO",
+    "BaseAllocator",
+    "DynaMO",
+    "DynamicSampling",
+    "GRESO",
+    "InverseAccuracy",
+    "InverseVariance",
+    "Knapsack",
+    "PosteriorProgressive",
+    "PredictiveAllocator",
+    "SingleShotAllocator",
+    "SpeedRL",
+    "Uniform",
+    "VIGOR",
+    "VIP",
+    "ALLOCATORS",
+    "make_allocator",
+]
+
+ALLOCATORS: dict[str, Any] = {
+    "uniform": Uniform,
+    "vip": VIP,
+    "vip-paper": lambda **kw: VIP(**{"predictor": "paper-gp", "estimator": "rloo", "variance": "plugin", **kw}),
+    "vigor": VIGOR,
+    "posterior-progressive": PosteriorProgressive,
+    "dynamic-sampling": DynamicSampling,
+    "greso": GRESO,
+    "knapsack": Knapsack,
+    "dynamo": DynaMO,
+    "inverse-accuracy": InverseAccuracy,
+    "inverse-variance": InverseVariance,
+    "ar3po": AR3PO,
+    "speedrl": SpeedRL,
+}
+
+
+def make_allocator(name: str, **kwargs: Any) -> BaseAllocator:
+    """Build an allocator by its lowercase registry name, e.g. ``make_allocator("vigor", seed=1)``.
+
+    "vip-paper" is VIP exactly as published (`PaperGP`, RLOO, plug-in p(1-p)); "vip" uses our GP.
+
+    >>> make_allocator("uniform").plan(["a", "b"], 5).tolist()
+    [3, 2]
+    """
+    key = name.lower().replace("_", "-")
+    if key not in ALLOCATORS:
+        raise ValueError(f"unknown allocator {name!r}; known: {', '.join(ALLOCATORS)}")
+    return ALLOCATORS[key](**kwargs)

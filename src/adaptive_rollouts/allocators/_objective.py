@@ -1,0 +1,93 @@
+"""Glue between allocators and `objectives` / `solvers`: cost tables and exact solves with
+per-prompt lower bounds (rollouts already drawn this step)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..types import Prediction
+
+__all__ = ["cost_table", "solve_increments", "ESTIMATORS", "OBJECTIVES", "VARIANCES"]
+
+ESTIMATORS = ("rloo", "drgrpo", "grpo")
+OBJECTIVES = ("improvement", "variance")
+VARIANCES = ("plugin", "expected")
+
+
+def bernoulli_weights(prediction: Prediction, variance: str) -> np.ndarray:
+    """a_q: plug-in m (1 - m) (VIP as published) or the posterior expectation E[p (1 - p)]."""
+    if variance == "plugin":
+        return np.asarray(prediction.plugin_bernoulli_variance, dtype=float)
+    if variance == "expected":
+        return np.asarray(prediction.expected_bernoulli_variance, dtype=float)
+    raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+
+
+def cost_table(prediction: Prediction, upper: int, lower: int, *, objective: str, estimator: str,
+               variance: str = "expected", aggregation: str | None = None,
+               skip_cost: float | None = None, budget: int | None = None,
+               options: dict | None = None) -> np.ndarray:
+    """[Q, upper + 1] cost of giving prompt q n rollouts (lower is better).
+
+    objective "variance": the per-prompt gradient variance a_q f(n) of `objectives.variance_table`
+    (column 0, a skipped prompt, costs a_q skip_cost when skip_cost is given, else +inf);
+    objective "improvement": minus the expected one-step improvement of
+    `objectives.improvement_table` (issue 9), which uses the posterior, not the plug-in, p;
+    `budget` is its total_budget (n_bar of the prompt-mean weight), `options` its other keywords
+    (lr_noise, noise_ratio, eps, constant).
+    """
+    from .. import objectives
+
+    if objective == "variance":
+        mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
+        # GRPO's std normalisation cancels the reward variance: its weights are plain importances
+        weights = np.ones_like(mean) if estimator == "grpo" else bernoulli_weights(prediction, variance)
+        return np.asarray(objectives.variance_table(
+            estimator, success_prob=mean, weights=weights, upper=upper, lower=lower,
+            allow_skip=skip_cost is not None, skip_cost=skip_cost), dtype=float)
+    if objective == "improvement":
+        kwargs = {"estimator": estimator, **(options or {})}
+        if aggregation is not None:
+            kwargs["aggregation"] = aggregation
+        if budget is not None:
+            kwargs.setdefault("total_budget", budget)
+        mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
+        gain = np.asarray(objectives.improvement_table(Prediction(mean, np.asarray(prediction.var, dtype=float)),
+                                                       upper, **kwargs), dtype=float)
+        return -gain
+    raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def solve_increments(table: np.ndarray, current: np.ndarray, budget: int, lower: int, upper: int,
+                     allow_skip: bool) -> np.ndarray:
+    """Exact increments d_q >= 0, sum d = budget, minimising sum_q table[q, current_q + d_q],
+    subject to current_q + d_q in [lower, upper] (or 0 when allow_skip and current_q == 0).
+    Returns None when no such increments exist (e.g. a budget of 1 with only skipped prompts)."""
+    from ..solvers import solve_table
+
+    q = table.shape[0]
+    current = np.asarray(current, dtype=np.int64)
+    span = upper - int(current.min())
+    d = np.arange(span + 1)
+    target = current[:, None] + d[None, :]
+    inc = np.full((q, span + 1), np.inf)
+    ok = target <= upper
+    inc[ok] = table[np.nonzero(ok)[0], target[ok]]
+    below = (target > 0) & (target < lower)  # a group of 1..lower-1 is not allowed
+    if not allow_skip:
+        below |= target == 0
+    inc[below] = np.inf
+    reachable = np.isfinite(inc)
+    least = int(np.argmax(reachable, axis=1).sum())
+    most = int((span - np.argmax(reachable[:, ::-1], axis=1)).sum())
+    if not reachable.any(axis=1).all() or not least <= budget <= most:
+        return None
+    try:
+        increments = np.asarray(solve_table(inc, budget, 0, span), dtype=np.int64)
+    except ValueError as err:  # the solver proves no allocation sums to `budget` exactly
+        if "cannot be met exactly" in str(err) or "infeasible" in str(err):
+            return None
+        raise
+    if increments.sum() != budget or not reachable[np.arange(q), increments].all():
+        raise RuntimeError(f"internal error: increments {increments.tolist()} break the bounds")
+    return increments

@@ -1,0 +1,349 @@
+"""What every allocator shares: input checks, the run loop, seeded randomness, state and metrics.
+
+Two kinds of allocator:
+
+- `SingleShotAllocator`: decides all counts before any rollout (`plan`), then learns from the
+  rewards (`observe`); `run` = plan -> sample once -> observe. Trainers that generate outside the
+  allocator (verl, TRL) call `plan` and `observe` themselves.
+- progressive allocators (VIGOR, ours, AR3PO, SPEED-RL) subclass `BaseAllocator` and call
+  `sample` several times inside `run`, through a `RolloutCollector`.
+
+Every allocator spends exactly the budget it is given, or raises `ValueError` before sampling.
+A prompt given zero rollouts gets an empty reward array and is counted as skipped in the metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..metrics import step_metrics
+from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
+
+__all__ = [
+    "BaseAllocator",
+    "SingleShotAllocator",
+    "RolloutCollector",
+    "PredictorSlot",
+    "check_prompts",
+    "check_budget",
+    "check_rewards",
+    "random_order",
+]
+
+
+def _names(items: Sequence[Any], limit: int = 5) -> str:
+    shown = ", ".join(repr(p) for p in list(items)[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
+    """A non-empty batch of distinct hashable prompts, as a list."""
+    if isinstance(prompts, (str, bytes)):
+        raise ValueError("prompts must be a sequence of prompts, got a single string")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: an allocator needs at least one prompt")
+    seen: set = set()
+    dupes: list = []
+    for p in prompts:
+        if not isinstance(p, Hashable):
+            raise ValueError(f"prompts must be hashable keys, got {type(p).__name__}: {p!r}")
+        if p in seen and p not in dupes:
+            dupes.append(p)
+        seen.add(p)
+    if dupes:
+        raise ValueError(f"prompts has duplicates in one batch: {_names(dupes)}")
+    return prompts
+
+
+def check_budget(budget: Any) -> int:
+    """A non-negative integer budget."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
+        if isinstance(budget, (float, np.floating)) and float(budget).is_integer():
+            budget = int(budget)
+        else:
+            raise ValueError(f"budget must be an integer, got {budget!r}")
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    return int(budget)
+
+
+def check_rewards(prompts: Sequence[Prompt], rewards: Sequence[Any], expected: Sequence[int] | None = None,
+                  source: str = "rewards") -> list[np.ndarray]:
+    """One finite 1-D float array per prompt, of length expected[i] when given."""
+    if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
+        rewards = list(rewards)
+    try:
+        n = len(rewards)
+    except TypeError:
+        raise ValueError(f"{source} must be a list of 1-D arrays, got {type(rewards).__name__}") from None
+    if n != len(prompts):
+        raise ValueError(f"{source} returned {n} reward arrays for {len(prompts)} prompts")
+    out = []
+    for i, r in enumerate(rewards):
+        arr = np.asarray(r, dtype=float)
+        if arr.ndim != 1:
+            raise ValueError(f"{source} for prompt {prompts[i]!r} has shape {arr.shape}, expected a 1-D array")
+        if expected is not None and arr.size != expected[i]:
+            raise ValueError(f"{source} for prompt {prompts[i]!r} has {arr.size} rewards, expected {expected[i]}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{source} for prompt {prompts[i]!r} contain NaN/inf: {arr.tolist()}")
+        out.append(arr)
+    return out
+
+
+def random_order(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
+    """Indices by descending score, ties broken uniformly at random with `rng`."""
+    scores = np.asarray(scores, dtype=float)
+    tiebreak = rng.random(scores.size)
+    return np.lexsort((tiebreak, -scores))
+
+
+class RolloutCollector:
+    """Accumulates rewards per prompt over several calls to `sample` and checks each answer."""
+
+    def __init__(self, prompts: Sequence[Prompt], sample: SampleFn):
+        self.prompts = list(prompts)
+        self.sample = sample
+        self.counts = np.zeros(len(self.prompts), dtype=np.int64)
+        self._groups: list[list[np.ndarray]] = [[] for _ in self.prompts]
+        self.sample_time_s = 0.0
+
+    def draw(self, increments: np.ndarray) -> None:
+        """Sample increments[q] more rollouts for every prompt q with increments[q] > 0."""
+        increments = np.asarray(increments, dtype=np.int64)
+        if np.any(increments < 0):
+            raise RuntimeError(f"internal error: negative increments {increments[increments < 0].tolist()}")
+        indices = np.flatnonzero(increments > 0)
+        if indices.size == 0:
+            return
+        start = time.perf_counter()
+        answer = self.sample(indices, increments[indices])
+        self.sample_time_s += time.perf_counter() - start
+        sub_prompts = [self.prompts[i] for i in indices]
+        groups = check_rewards(sub_prompts, answer, increments[indices], source="sample(...)")
+        for i, g in zip(indices, groups):
+            self._groups[i].append(g)
+            self.counts[i] += g.size
+
+    def rewards(self) -> Rewards:
+        return [np.concatenate(g) if g else np.zeros(0) for g in self._groups]
+
+    def reward_variance(self) -> np.ndarray:
+        """Population variance of each prompt's rewards so far (0 for fewer than 2)."""
+        return np.array([np.var(r) if r.size >= 2 else 0.0 for r in self.rewards()])
+
+
+class BaseAllocator:
+    """Seeded randomness, state, bounds and metrics shared by every allocator.
+
+    Subclasses set `name` (registry key), `lower` / `upper` (bounds on a non-zero count; upper None
+    = unbounded), `allow_skip` (whether a count may be 0), and implement `run`.
+    """
+
+    name: str = "base"
+    lower: int = 1
+    upper: int | None = None
+    allow_skip: bool = False
+
+    def __init__(self, seed: int | None = 0):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.last_metrics: dict[str, Any] | None = None
+
+    # -- budget ---------------------------------------------------------------------------------
+    def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
+        """Smallest and largest budget this allocator can spend exactly on `num_prompts` prompts."""
+        low = 0 if self.allow_skip else self.lower * num_prompts
+        high = None if self.upper is None else self.upper * num_prompts
+        return low, high
+
+    def _check_budget(self, prompts: Sequence[Prompt], budget: Any) -> int:
+        budget = check_budget(budget)
+        low, high = self.budget_range(len(prompts))
+        if budget < low or (high is not None and budget > high):
+            span = f"[{low}, {high}]" if high is not None else f">= {low}"
+            raise ValueError(
+                f"budget {budget} is infeasible for {type(self).__name__} on {len(prompts)} prompts "
+                f"(lower={self.lower}, upper={self.upper}, allow_skip={self.allow_skip}): needs {span}")
+        if self.allow_skip and budget > 0:
+            # k prompts with lower <= n <= upper can hold exactly [k lower, k upper]
+            ks = np.arange(1, len(prompts) + 1)
+            fits = (ks * self.lower <= budget) & (True if self.upper is None else budget <= ks * self.upper)
+            if not np.any(fits):
+                raise ValueError(f"budget {budget} is infeasible for {type(self).__name__}: no number of prompts "
+                                 f"with {self.lower} <= n <= {self.upper} rollouts each sums to it")
+        return budget
+
+    def _check_counts(self, counts: np.ndarray, budget: int, upper: int | None = None) -> np.ndarray:
+        """Internal invariant: exact budget, bounds respected. A failure is a bug, not bad input."""
+        counts = np.asarray(counts, dtype=np.int64)
+        upper = self.upper if upper is None else upper
+        used = counts > 0
+        bad = (counts.sum() != budget or np.any(counts < 0)
+               or (not self.allow_skip and not used.all())
+               or np.any(counts[used] < self.lower)
+               or (upper is not None and np.any(counts > upper)))
+        if bad:
+            raise RuntimeError(f"internal error in {type(self).__name__}: counts {counts.tolist()} "
+                               f"violate budget {budget} / bounds [{self.lower}, {upper}]")
+        return counts
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> StateDict:
+        return {"allocator": type(self).__name__, "rng": self.rng.bit_generator.state, **self._extra_state()}
+
+    def load_state_dict(self, state: StateDict) -> None:
+        if state.get("allocator") != type(self).__name__:
+            raise ValueError(f"state is for allocator {state.get('allocator')!r}, not {type(self).__name__!r}")
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        self._load_extra_state(state)
+        self.rng = rng
+
+    def _extra_state(self) -> StateDict:
+        return {}
+
+    def _load_extra_state(self, state: StateDict) -> None:
+        pass
+
+    # -- protocol -------------------------------------------------------------------------------
+    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        raise NotImplementedError
+
+    def _finish(self, prompts: list, collector: RolloutCollector, wall_start: float,
+                prediction: Prediction | None = None, extra: dict | None = None) -> Rewards:
+        rewards = collector.rewards()
+        wall = time.perf_counter() - wall_start - collector.sample_time_s
+        self.last_metrics = step_metrics(prompts, collector.counts, rewards, prediction, wall)
+        if extra:
+            self.last_metrics.update(extra)
+        return rewards
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(lower={self.lower}, upper={self.upper}, seed={self.seed})"
+
+
+class SingleShotAllocator(BaseAllocator):
+    """plan -> sample once -> observe. Subclasses implement `_plan` (and `_observe` to learn)."""
+
+    def plan(self, prompts: Sequence[Prompt], budget: int) -> np.ndarray:
+        """Counts per prompt (int array, sum == budget) without sampling anything."""
+        start = time.perf_counter()
+        prompts = check_prompts(prompts)
+        budget = self._check_budget(prompts, budget)
+        self._last_prediction = None
+        counts = self._check_counts(self._plan(prompts, budget), budget)
+        self._last_plan = (prompts, counts.copy(), time.perf_counter() - start)
+        return counts
+
+    def observe(self, prompts: Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None:
+        """Learn from this step's rewards; also sets `last_metrics` (counts = len of each array)."""
+        start = time.perf_counter()
+        prompts = check_prompts(prompts)
+        rewards = check_rewards(prompts, rewards)
+        self._observe(prompts, rewards)
+        counts = np.array([r.size for r in rewards], dtype=np.int64)
+        prediction, plan_time = None, 0.0
+        last = getattr(self, "_last_plan", None)
+        if last is not None and last[0] == prompts:
+            prediction, plan_time = getattr(self, "_last_prediction", None), last[2]
+        wall = plan_time + time.perf_counter() - start
+        self.last_metrics = step_metrics(prompts, counts, rewards, prediction, wall)
+
+    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        counts = self.plan(prompts, budget)
+        prompts = self._last_plan[0]
+        collector = RolloutCollector(prompts, sample)
+        collector.draw(counts)
+        rewards = collector.rewards()
+        self.observe(prompts, rewards)
+        return rewards
+
+    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _observe(self, prompts: list, rewards: list[np.ndarray]) -> None:
+        pass
+
+
+_PREDICTOR_NAMES = ("gp", "paper-gp", "beta", "windowed", "ridge", "cumulative")
+
+
+class PredictorSlot:
+    """A predictor given as an object, or by name and built lazily on first use.
+
+    Names: "gp" (our `GaussianProcess`), "paper-gp" (`PaperGP`), "ridge" (`Ridge`) - these need
+    features: `features` (an `Encoder` or `FeatureTable`), or the default offline MiniLM encoder when
+    None, so that prompt texts work with no set-up; "beta" (`DiscountedBeta`), "windowed"
+    (`WindowedMean`), "cumulative" (`CumulativeMean`) need none.
+    """
+
+    def __init__(self, predictor: Any = "gp", features: Any = None):
+        if isinstance(predictor, str):
+            if predictor not in _PREDICTOR_NAMES:
+                raise ValueError(f"predictor must be one of {_PREDICTOR_NAMES} or a Predictor, got {predictor!r}")
+        elif not all(hasattr(predictor, m) for m in ("predict", "update", "state_dict", "load_state_dict")):
+            raise ValueError(f"predictor must be a name or have predict/update/state_dict/load_state_dict, "
+                             f"got {type(predictor).__name__}")
+        self.spec = predictor
+        self.features = features
+        self._predictor = None if isinstance(predictor, str) else predictor
+
+    @property
+    def predictor(self):
+        if self._predictor is None:
+            self._predictor = self._build(self.spec)
+        return self._predictor
+
+    def _build(self, name: str):
+        from .. import predictors
+
+        if name in ("beta", "windowed", "cumulative"):
+            cls = {"beta": "DiscountedBeta", "windowed": "WindowedMean", "cumulative": "CumulativeMean"}[name]
+            return getattr(predictors, cls)()
+        features = self.features
+        if features is None:
+            from ..embeddings import default_encoder
+
+            features = default_encoder()
+        cls = {"gp": "GaussianProcess", "paper-gp": "PaperGP", "ridge": "Ridge"}[name]
+        return getattr(predictors, cls)(features)
+
+    def state_dict(self) -> StateDict:
+        return self.predictor.state_dict()
+
+    def load_state_dict(self, state: StateDict) -> None:
+        self.predictor.load_state_dict(state)
+
+
+class PredictiveAllocator(SingleShotAllocator):
+    """A single-shot allocator driven by a success-probability predictor, updated in `observe`."""
+
+    def __init__(self, predictor: Any = "gp", features: Any = None, seed: int | None = 0):
+        super().__init__(seed)
+        self.slot = PredictorSlot(predictor, features)
+
+    @property
+    def predictor(self):
+        return self.slot.predictor
+
+    def _predict(self, prompts: list) -> Prediction:
+        prediction = self.predictor.predict(prompts)
+        self._last_prediction = prediction
+        return prediction
+
+    def _observe(self, prompts: list, rewards: list[np.ndarray]) -> None:
+        seen = [i for i, r in enumerate(rewards) if r.size]
+        if seen:
+            self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
+
+    def _extra_state(self) -> StateDict:
+        return {"predictor": self.slot.state_dict()}
+
+    def _load_extra_state(self, state: StateDict) -> None:
+        self.slot.load_state_dict(state["predictor"])

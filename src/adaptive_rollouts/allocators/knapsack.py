@@ -1,0 +1,56 @@
+"""Knapsack RL: rollouts as items of a knapsack, value = chance of signal x information."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..types import Prediction
+from .base import PredictiveAllocator
+
+__all__ = ["Knapsack", "knapsack_value"]
+
+
+def knapsack_value(p: np.ndarray, upper: int) -> np.ndarray:
+    """[Q, upper + 1] value of N rollouts: (1 - p^N - (1-p)^N) p (1-p)^2 (0 for N < 2)."""
+    p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)[:, None]
+    n = np.arange(upper + 1)[None, :]
+    value = (1.0 - p**n - (1.0 - p) ** n) * p * (1.0 - p) ** 2
+    value[:, :2] = 0.0
+    return value
+
+
+class Knapsack(PredictiveAllocator):
+    """Knapsack RL (Li et al. 2025, "Knapsack RL: Unlocking exploration of LLMs via optimizing
+    budget allocation").
+
+    Rule: maximise sum_q v_q(N_q), v(N) = (1 - p^N - (1-p)^N) p (1-p)^2 (probability that the
+    group has mixed rewards, times the information gain of a prompt at success rate p), over
+    N_q in {0} U [2, 128] with sum N_q = C, solved exactly by dynamic programming
+    (`solvers.solve_table`). A prompt may get zero rollouts (skipped). p_q from a predictor
+    (default `WindowedMean`: the last observed success rates, as in the paper).
+
+    >>> knapsack_value(np.array([0.5]), 4).round(4).tolist()
+    [[0.0, 0.0, 0.0625, 0.0938, 0.1094]]
+    """
+
+    name = "knapsack"
+    allow_skip = True
+
+    def __init__(self, predictor: Any = "windowed", *, features: Any = None, lower: int = 2, upper: int = 128,
+                 seed: int | None = 0):
+        super().__init__(predictor, features, seed)
+        if lower < 1 or upper < lower:
+            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
+        self.lower, self.upper = int(lower), int(upper)
+
+    def values(self, prediction: Prediction) -> np.ndarray:
+        return knapsack_value(prediction.mean, self.upper)
+
+    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+        from ..solvers import solve_table
+
+        value = self.values(self._predict(prompts))
+        counts = solve_table(-value, budget, self.lower, self.upper, allow_skip=True)
+        return np.asarray(counts, dtype=np.int64)

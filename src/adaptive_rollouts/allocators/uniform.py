@@ -1,0 +1,38 @@
+"""Uniform allocation: GRPO / RLOO / Dr. GRPO as usually run."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import SingleShotAllocator
+
+__all__ = ["Uniform"]
+
+
+class Uniform(SingleShotAllocator):
+    """Every prompt gets the same number of rollouts: n_q = floor(C / Q), and the first C mod Q
+    prompts of the batch (batch order, deterministic) get one more.
+
+    Paper: GRPO (Shao et al. 2024, DeepSeekMath), RLOO (Ahmadian et al. 2024), Dr. GRPO
+    (Liu et al. 2025) - all sample a fixed group size per prompt.
+    Budget: lower * Q <= C <= upper * Q (lower = 1 by default; with C < 2Q some groups are singletons,
+    which carry no signal - the metrics count them).
+
+    >>> import numpy as np
+    >>> Uniform().plan(["a", "b", "c"], 8).tolist()
+    [3, 3, 2]
+    """
+
+    name = "uniform"
+
+    def __init__(self, lower: int = 1, upper: int | None = None, seed: int | None = 0):
+        super().__init__(seed)
+        if lower < 1 or (upper is not None and upper < lower):
+            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
+        self.lower, self.upper = int(lower), upper
+
+    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+        q = len(prompts)
+        counts = np.full(q, budget // q, dtype=np.int64)
+        counts[: budget % q] += 1
+        return counts

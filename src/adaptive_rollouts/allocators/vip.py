@@ -1,0 +1,112 @@
+"""VIP: predict each prompt's success probability, then allocate to minimise gradient variance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..types import Prediction
+from ._objective import ESTIMATORS, VARIANCES, bernoulli_weights, cost_table
+from .base import PredictiveAllocator
+
+__all__ = ["VIP"]
+
+
+class VIP(PredictiveAllocator):
+    """Variance-Informed Predictive allocation (Nguyen et al., arXiv 2602.01601, ICLR 2026).
+
+    Rule: predict p_q, set a_q = p_q (1 - p_q), then
+
+        minimise  sum_q a_q f(n_q)   s.t.  sum_q n_q = C,  L <= n_q <= U,
+
+    with f(n) = 1/(n-1) (RLOO), (n-1)/n^2 (Dr. GRPO) or the GRPO variance of `objectives`, solved
+    exactly by `solvers.allocate`; after the step the predictor is updated with the rewards.
+
+    Options: `estimator` ("rloo" as in the paper's runs, "drgrpo", "grpo"); `lower` / `upper`;
+    `predictor` ("paper-gp" = `PaperGP`, the paper's GP; "gp" = our `GaussianProcess`, the default;
+    or any Predictor object); `variance` ("plugin" a = m(1-m) as published, or "expected"
+    E[p(1-p)] = m(1-m) - Var[p] from the posterior); `aggregation` (None = the paper's
+    per-prompt-mean variance objective; a loss aggregation name - "prompt-mean", "seq-mean",
+    "token-mean", "constant" - switches to the expected-improvement objective of
+    `objectives.improvement_table` for that aggregation, see METHODS section 6, with
+    `improvement_options` such as lr_noise / noise_ratio passed through; it prices skipping, so
+    `allow_skip=True` needs no `skip_cost` there).
+
+    First step (no data yet): the predictor returns its prior, the same p for every prompt, so
+    every a_q is equal and the allocation is as even as the bounds allow (the solver breaks ties).
+    With no arguments, `VIP()` works on prompt texts: the default offline MiniLM encoder and our
+    GP are created on first use.
+
+    >>> import numpy as np
+    >>> from adaptive_rollouts.types import Prediction
+    >>> class Known:  # a predictor stub that knows p
+    ...     def __init__(self, p): self.p = dict(p)
+    ...     def predict(self, prompts):
+    ...         m = np.array([self.p[x] for x in prompts]); return Prediction(m, np.zeros_like(m))
+    ...     def update(self, prompts, rewards): pass
+    ...     def state_dict(self): return {}
+    ...     def load_state_dict(self, state): pass
+    >>> p = dict(zip("abcdefgh", [.01, .1, .2, .4, .5, .8, .95, .99]))
+    >>> VIP(Known(p), estimator="rloo", lower=4, upper=12).plan(list("abcdefgh"), 64).tolist()
+    [4, 7, 10, 11, 12, 10, 6, 4]
+    """
+
+    name = "vip"
+
+    def __init__(
+        self,
+        predictor: Any = "gp",
+        *,
+        features: Any = None,
+        estimator: str = "rloo",
+        lower: int = 2,
+        upper: int | None = None,
+        variance: str = "plugin",
+        aggregation: str | None = None,
+        allow_skip: bool = False,
+        skip_cost: float | None = None,
+        improvement_options: dict | None = None,
+        seed: int | None = 0,
+    ):
+        super().__init__(predictor, features, seed)
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        if variance not in VARIANCES:
+            raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+        if lower < 1 or (upper is not None and upper < lower):
+            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
+        self.estimator, self.variance, self.aggregation = estimator, variance, aggregation
+        self.lower, self.upper, self.allow_skip = int(lower), upper, bool(allow_skip)
+        self.skip_cost = skip_cost
+        self.improvement_options = dict(improvement_options or {})
+        if allow_skip and aggregation is None and skip_cost is None:
+            raise ValueError("allow_skip=True with the paper's variance objective needs skip_cost "
+                             "(or set aggregation= for the improvement objective, which prices skipping)")
+
+    def weights(self, prediction: Prediction) -> np.ndarray:
+        """a_q; ones for GRPO, whose std normalisation cancels the reward variance."""
+        if self.estimator == "grpo":
+            return np.ones(len(prediction.mean))
+        return bernoulli_weights(prediction, self.variance)
+
+    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+        prediction = self._predict(prompts)
+        if self.aggregation is None:
+            from ..solvers import allocate
+
+            return np.asarray(allocate(self.weights(prediction), budget, lower=self.lower, upper=self.upper,
+                                       objective=self.estimator,
+                                       success_prob=np.clip(np.asarray(prediction.mean, dtype=float), 0, 1),
+                                       allow_skip=self.allow_skip, skip_cost=self.skip_cost), dtype=np.int64)
+        from ..solvers import solve_table
+
+        upper = self._effective_upper(len(prompts), budget)
+        table = cost_table(prediction, upper, self.lower, objective="improvement", estimator=self.estimator,
+                           variance=self.variance, aggregation=self.aggregation, budget=budget,
+                           options=self.improvement_options)
+        return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
+
+    def _effective_upper(self, q: int, budget: int) -> int:
+        most = budget if self.allow_skip else budget - self.lower * (q - 1)
+        return int(most if self.upper is None else min(self.upper, max(most, self.lower)))

@@ -1,0 +1,131 @@
+"""Per-step metrics, the same dict for every allocator (`allocator.last_metrics`).
+
+A group is the set of rollouts of one prompt in one step. Rewards are binary {0, 1} or graded in
+[0, 1]; "signal" means the group's rewards are not all equal (within `tol`), since an all-equal group
+gets zero advantage under GRPO, Dr. GRPO and RLOO alike.
+
+Keys (all JSON-able; `allocation_histogram` has int keys, which JSON turns into strings):
+
+| key | meaning |
+|---|---|
+| num_prompts | prompts in the batch |
+| rollouts | rollouts spent, sum of counts |
+| skipped | prompts given zero rollouts |
+| singletons | prompts given exactly one rollout (no signal possible) |
+| zero_variance_groups | groups of >= 1 rollout whose rewards span <= tol (singletons included) |
+| signal_groups | groups of >= 2 rollouts whose rewards span > tol |
+| effective_rollouts | rollouts in signal groups |
+| effective_fraction | effective_rollouts / rollouts (0 when nothing was spent) |
+| solve_all / solve_none | groups whose rewards are all >= 1 - tol / all <= tol |
+| mean_reward | mean over all rollouts (nan when nothing was spent) |
+| count_min / count_max / count_mean | over prompts that were not skipped |
+| allocation_histogram | {n: number of prompts given n rollouts}, n = 0 included |
+| predicted_success / observed_success | rollout-weighted means of the prediction and of the rewards |
+| brier | mean over rollouts of (predicted p - reward)^2 (graded rewards: squared error) |
+| brier_group | mean over non-skipped groups of (predicted p - group mean reward)^2 |
+| allocator_wall_time_s | seconds the allocator itself spent (sampling excluded) |
+
+The last four are None when no prediction / wall time is given.
+
+>>> import numpy as np
+>>> m = step_metrics(["a", "b", "c"], [2, 0, 3],
+...                  [np.array([0.0, 1.0]), np.array([]), np.array([1.0, 1.0, 1.0])])
+>>> m["skipped"], m["zero_variance_groups"], m["effective_rollouts"], m["solve_all"]
+(1, 1, 2, 1)
+>>> m["allocation_histogram"]
+{0: 1, 2: 1, 3: 1}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .types import Prediction, Prompt
+
+__all__ = ["step_metrics", "group_has_signal"]
+
+
+def group_has_signal(rewards: np.ndarray, tol: float = 1e-8) -> bool:
+    """True when a group's rewards are not all equal (span > tol); needs >= 2 rollouts."""
+    rewards = np.asarray(rewards, dtype=float)
+    return rewards.size >= 2 and float(np.ptp(rewards)) > tol
+
+
+def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.ndarray]) -> list[np.ndarray]:
+    if counts.ndim != 1 or len(counts) != len(prompts):
+        raise ValueError(f"counts must be 1-D with one entry per prompt ({len(prompts)}), got shape {counts.shape}")
+    if np.any(counts < 0):
+        raise ValueError(f"counts must be >= 0, got {counts[counts < 0].tolist()}")
+    if len(rewards) != len(prompts):
+        raise ValueError(f"rewards has {len(rewards)} groups for {len(prompts)} prompts")
+    groups = []
+    for i, r in enumerate(rewards):
+        r = np.asarray(r, dtype=float)
+        if r.ndim != 1 or r.size != counts[i]:
+            raise ValueError(f"rewards for prompt {prompts[i]!r} have shape {r.shape}, expected ({counts[i]},)")
+        if not np.all(np.isfinite(r)):
+            raise ValueError(f"rewards for prompt {prompts[i]!r} contain NaN/inf: {r.tolist()}")
+        groups.append(r)
+    return groups
+
+
+def step_metrics(
+    prompts: Sequence[Prompt],
+    counts: Sequence[int] | np.ndarray,
+    rewards: Sequence[np.ndarray],
+    prediction: Prediction | None = None,
+    wall_time_s: float | None = None,
+    tol: float = 1e-8,
+) -> dict[str, Any]:
+    """Metrics of one step; `counts[q]` must equal `len(rewards[q])` (the rollouts actually spent)."""
+    counts = np.asarray(counts)
+    if counts.dtype.kind not in "iu":
+        if counts.size and not np.all(counts == np.round(counts)):
+            raise ValueError(f"counts must be integers, got {counts.tolist()}")
+        counts = counts.astype(np.int64)
+    groups = _check(prompts, counts, rewards)
+    spent = int(counts.sum())
+    used = counts > 0
+    signal = np.array([group_has_signal(r, tol) for r in groups], dtype=bool)
+    all_equal = used & ~signal
+    solve_all = sum(1 for r in groups if r.size and np.all(r >= 1.0 - tol))
+    solve_none = sum(1 for r in groups if r.size and np.all(r <= tol))
+    values, freq = np.unique(counts, return_counts=True)
+    flat = np.concatenate(groups) if spent else np.zeros(0)
+    out: dict[str, Any] = {
+        "num_prompts": len(prompts),
+        "rollouts": spent,
+        "skipped": int(np.sum(~used)),
+        "singletons": int(np.sum(counts == 1)),
+        "zero_variance_groups": int(all_equal.sum()),
+        "signal_groups": int(signal.sum()),
+        "effective_rollouts": int(counts[signal].sum()),
+        "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
+        "solve_all": int(solve_all),
+        "solve_none": int(solve_none),
+        "mean_reward": float(flat.mean()) if spent else float("nan"),
+        "count_min": int(counts[used].min()) if used.any() else 0,
+        "count_max": int(counts[used].max()) if used.any() else 0,
+        "count_mean": float(counts[used].mean()) if used.any() else 0.0,
+        "allocation_histogram": {int(v): int(f) for v, f in zip(values, freq)},
+        "predicted_success": None,
+        "observed_success": None,
+        "brier": None,
+        "brier_group": None,
+        "allocator_wall_time_s": None if wall_time_s is None else float(wall_time_s),
+    }
+    if prediction is not None:
+        mean = np.asarray(prediction.mean, dtype=float)
+        if mean.shape != (len(prompts),):
+            raise ValueError(f"prediction.mean has shape {mean.shape}, expected ({len(prompts)},)")
+        if spent:
+            per_rollout = np.repeat(mean, counts)
+            out["predicted_success"] = float(per_rollout.mean())
+            out["observed_success"] = float(flat.mean())
+            out["brier"] = float(np.mean((per_rollout - flat) ** 2))
+            group_means = np.array([r.mean() for r, u in zip(groups, used) if u])
+            out["brier_group"] = float(np.mean((mean[used] - group_means) ** 2))
+    return out

@@ -1,0 +1,310 @@
+"""Benchmark harness: allocators x scenarios x seeds x aggregations at equal rollout budget.
+
+Every method runs at each learning rate of a small published grid (``LR_MULTIPLIERS`` times the
+aggregation's base rate ``BASE_LR``); the best rate per (scenario, aggregation, method) is the one
+with the highest mean held-out accuracy over the run (area under the learning curve, averaged
+over seeds), and all reported numbers come from that rate. Uniform is run the same way.
+
+Speedup = rollouts Uniform needs to reach ``target_frac`` (90%) of its final gain / rollouts the
+method needs, per seed (same problem instance and sampling seed for every method).
+
+Method names: any name of ``adaptive_rollouts.allocators.make_allocator``, plus the simulator's
+references ``oracle-vip`` (VIP objective, true p) and ``oracle-fill`` (fill the largest p(1-p) to 32,
+skip the rest); ``NAME@true-p`` runs a predictor-based allocator with the true p as its prediction.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.sim.oracle import OracleAllocator, SimpleUniform, TruePredictor
+from adaptive_rollouts.sim.problem import Problem, make_problem
+from adaptive_rollouts.sim.train import TrainConfig, train
+
+__all__ = ["BASE_LR", "LR_MULTIPLIERS", "BenchConfig", "QUICK", "FULL", "build_allocator", "run_benchmark",
+           "rollouts_to_target", "summarize"]
+
+BASE_LR = {"prompt-mean": 200.0, "seq-mean": 600.0, "token-mean": 600.0, "constant": 2000.0}
+LR_MULTIPLIERS = (1 / 3, 1.0, 3.0)
+
+
+@dataclass
+class BenchConfig:
+    scenarios: Sequence[str] = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
+    methods: Sequence[str] = ("uniform", "vip", "vip-paper", "vigor", "posterior-progressive", "oracle-vip", "oracle-fill")
+    aggregations: Sequence[str] = ("prompt-mean", "seq-mean")
+    seeds: Sequence[int] = (0, 1)
+    lr_multipliers: Sequence[float] = LR_MULTIPLIERS
+    estimator: str = "grpo"
+    steps: int = 120
+    batch_prompts: int = 64
+    budget: int = 512
+    n_prompts: int = 4000
+    n_test: int = 1000
+    target_frac: float = 0.9
+    grad_var_every: int = 10
+    features: str = "synthetic"  # or "minilm"
+    # "all": the lr grid runs on every seed; "first-seed": the grid runs on the first seed and the
+    # other seeds run only at that seed's best rate (cheaper; used by --quick).
+    lr_select: str = "all"
+    base_lr: dict = field(default_factory=lambda: dict(BASE_LR))
+
+
+QUICK = BenchConfig(scenarios=("hard-heavy", "bimodal", "pareto"), n_prompts=1000, n_test=500, steps=40,
+                    batch_prompts=32, budget=256, seeds=(0, 1), lr_select="first-seed")
+FULL = BenchConfig(
+    methods=("uniform", "vip", "vip-paper", "vigor", "posterior-progressive", "dynamic-sampling", "greso", "knapsack", "dynamo",
+             "inverse-accuracy", "inverse-variance", "ar3po", "speedrl", "vip@true-p", "posterior-progressive@true-p",
+             "oracle-vip", "oracle-fill"),
+    aggregations=("prompt-mean", "seq-mean", "token-mean", "constant"),
+    seeds=(0, 1, 2), steps=150,
+)
+
+
+def _truth_fn(problem: Problem) -> Callable:
+    def truth(prompts):
+        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
+        return problem.success(idx), problem.reward_variance(idx)
+    return truth
+
+
+def _library_factory() -> Callable | None:
+    try:
+        from adaptive_rollouts.allocators import make_allocator
+    except ImportError:
+        return None
+    return make_allocator
+
+
+def build_allocator(name: str, problem: Problem, seed: int) -> tuple[Any, Any]:
+    """(allocator, predictor or None) for a method name (see the module docstring)."""
+    truth = _truth_fn(problem)
+    if name == "oracle-vip":
+        return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
+    if name == "oracle-fill":
+        return OracleAllocator(truth, mode="fill"), TruePredictor(truth)
+    base, _, variant = name.partition("@")
+    factory = _library_factory()
+    if factory is None:
+        if base == "uniform":
+            return SimpleUniform(), None
+        raise ValueError(f"method {name!r} needs adaptive_rollouts.allocators (not importable)")
+    kwargs: dict[str, Any] = {}
+    try:
+        params = inspect.signature(factory).parameters
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):
+        accepts_any = True
+    from adaptive_rollouts.embeddings import FeatureTable
+
+    table = FeatureTable(list(range(problem.n_prompts)), problem.features)
+    kwargs["seed"] = seed
+    if variant == "true-p":
+        kwargs["predictor"] = TruePredictor(truth)
+    elif variant:
+        raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
+    kwargs["features"] = table
+    try:
+        alloc = factory(base, **kwargs)
+    except TypeError:
+        # Allocators without a predictor take no features / predictor.
+        kwargs.pop("features")
+        kwargs.pop("predictor", None)
+        alloc = factory(base, **kwargs) if accepts_any or "seed" in params else factory(base)
+    predictor = getattr(alloc, "predictor", None)
+    if predictor is not None and not hasattr(predictor, "predict"):
+        predictor = None
+    return alloc, predictor
+
+
+def rollouts_to_target(rollouts: Sequence[float], accuracy: Sequence[float], target: float) -> float:
+    """Rollouts at which ``accuracy`` first reaches ``target`` (linear interpolation); inf if never."""
+    r = np.concatenate([[0.0], np.asarray(rollouts, float)])
+    a = np.asarray(accuracy, float)
+    hit = np.flatnonzero(a >= target)
+    if hit.size == 0:
+        return float("inf")
+    i = hit[0]
+    prev_acc = a[i - 1] if i > 0 else -np.inf
+    if not np.isfinite(prev_acc) or a[i] == prev_acc:
+        return float(r[i + 1])
+    frac = (target - prev_acc) / (a[i] - prev_acc)
+    return float(r[i] + frac * (r[i + 1] - r[i]))
+
+
+def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
+    pv, po = np.asarray(tr["probe_var"]), np.asarray(tr["probe_oracle_var"])
+    ps, pso = np.asarray(tr["probe_signal"]), np.asarray(tr["probe_oracle_signal"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nsr = np.mean(pv / np.maximum(ps, 1e-300)) / np.mean(po / np.maximum(pso, 1e-300)) if pv.size else float("nan")
+    acc = np.asarray(tr["accuracy"])
+    return {
+        "rollouts": tr["rollouts"], "accuracy": tr["accuracy"], "accuracy0": tr["accuracy0"],
+        "auc": float(acc.mean()), "final": float(acc[-5:].mean()),
+        "zero_var_frac": float(np.mean(tr["zero_var_frac"])), "wasted_frac": float(np.mean(tr["wasted_frac"])),
+        "skipped_frac": float(np.mean(tr["skipped_frac"])),
+        "alloc_ms": float(np.median(tr["alloc_seconds"]) * 1e3),
+        "grad_var_ratio": float(np.mean(pv) / np.mean(po)) if pv.size and np.mean(po) > 0 else float("nan"),
+        "noise_to_signal_ratio": float(nsr),
+        "calib_pred": tr["calib_pred"], "calib_true": tr["calib_true"],
+        "alloc_p": tr["alloc_p"], "alloc_n": tr["alloc_n"],
+    }
+
+
+def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Callable | None = None) -> dict[str, Any]:
+    """Run the grid; return {"config", "runs": [...], "summary": {...}}."""
+    if cfg.lr_select not in ("all", "first-seed"):
+        raise ValueError(f"lr_select must be 'all' or 'first-seed', got {cfg.lr_select!r}")
+    jobs = [(sc, seed) for sc in cfg.scenarios for seed in cfg.seeds]
+    per_cell = len(cfg.aggregations) * len(cfg.methods)
+    if cfg.lr_select == "all":
+        n_runs = len(jobs) * per_cell * len(cfg.lr_multipliers)
+    else:
+        n_runs = len(cfg.scenarios) * per_cell * (len(cfg.lr_multipliers) + len(cfg.seeds) - 1)
+    bar = _progress(n_runs, progress)
+    runs = []
+    errors: dict[str, str] = {}
+    t_start = time.perf_counter()
+    if problem_factory is None and cfg.features == "minilm":
+        problem_factory = _minilm_factory(cfg)
+    for sc, seed in jobs:
+        if problem_factory is not None:
+            problem = problem_factory(sc, seed)
+        else:
+            problem = make_problem(sc, n_prompts=cfg.n_prompts, n_test=cfg.n_test, seed=seed)
+        for agg in cfg.aggregations:
+            for method in cfg.methods:
+                grid = [cfg.base_lr[agg] * m for m in cfg.lr_multipliers]
+                if cfg.lr_select == "first-seed" and seed != cfg.seeds[0]:
+                    first = [r for r in runs if (r["scenario"], r["aggregation"], r["method"], r["seed"])
+                             == (sc, agg, method, cfg.seeds[0])]
+                    if first:
+                        grid = [max(first, key=lambda r: r["auc"])["lr"]]
+                for lr in grid:
+                    tcfg = TrainConfig(steps=cfg.steps, batch_prompts=cfg.batch_prompts, budget=cfg.budget, lr=lr,
+                                       estimator=cfg.estimator, aggregation=agg, seed=seed,
+                                       grad_var_every=cfg.grad_var_every)
+                    try:
+                        alloc, predictor = build_allocator(method, problem, seed)
+                    except (ImportError, AttributeError, ValueError, TypeError) as err:
+                        # Reported in the report's "methods not run" list, never silently dropped.
+                        errors.setdefault(method, f"{type(err).__name__}: {err}")
+                        bar.update(1)
+                        continue
+                    t0 = time.perf_counter()
+                    tr = train(problem, alloc, tcfg, predictor=predictor)
+                    s = _run_summary(tr)
+                    s.update(scenario=sc, seed=seed, aggregation=agg, method=method, lr=lr,
+                             seconds=time.perf_counter() - t0)
+                    runs.append(s)
+                    bar.set_postfix_str(f"{sc} {agg} {method}", refresh=False)
+                    bar.update(1)
+    bar.close()
+    out = {"config": asdict(cfg), "runs": runs, "errors": errors, "seconds": time.perf_counter() - t_start}
+    out["summary"] = summarize(runs, cfg)
+    return out
+
+
+def _minilm_factory(cfg: BenchConfig) -> Callable:
+    """Problems on real MiniLM embeddings of reasoning-gym questions (computed once per seed)."""
+    from adaptive_rollouts.sim.realdata import reasoning_gym_features
+
+    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def factory(scenario: str, seed: int) -> Problem:
+        if seed not in cache:
+            x, xt, _ = reasoning_gym_features(cfg.n_prompts, cfg.n_test, seed=seed)
+            cache[seed] = (x, xt)
+        x, xt = cache[seed]
+        return make_problem(scenario, n_prompts=x.shape[0], n_test=xt.shape[0], seed=seed, features=x,
+                            test_features=xt)
+
+    return factory
+
+
+class _NoBar:
+    def set_postfix_str(self, *a, **k): ...
+    def update(self, *a): ...
+    def close(self): ...
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc="bench", unit="run")
+
+
+def summarize(runs: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
+    """Best learning rate per (scenario, aggregation, method) and the metrics at that rate."""
+    by: dict[tuple, list] = {}
+    for r in runs:
+        by.setdefault((r["scenario"], r["aggregation"], r["method"], r["lr"]), []).append(r)
+    best: dict[tuple, tuple[float, list]] = {}
+    first_seed = cfg.seeds[0]
+    for (sc, agg, m, lr), rs in by.items():
+        chosen_on = [r for r in rs if r["seed"] == first_seed] if cfg.lr_select == "first-seed" else rs
+        auc = float(np.mean([r["auc"] for r in chosen_on])) if chosen_on else -np.inf
+        key = (sc, agg, m)
+        if key not in best or auc > best[key][0]:
+            best[key] = (auc, rs)
+    table = []
+    for (sc, agg, m), (_, rs) in sorted(best.items()):
+        ref = best.get((sc, agg, "uniform"))
+        speed, r_m, r_u, finals, eq_acc = [], [], [], [], []
+        for r in sorted(rs, key=lambda r: r["seed"]):
+            finals.append(r["final"])
+            if ref is None:
+                continue
+            u = next(x for x in ref[1] if x["seed"] == r["seed"])
+            target = u["accuracy0"] + cfg.target_frac * (u["final"] - u["accuracy0"])
+            ru = rollouts_to_target(u["rollouts"], u["accuracy"], target)
+            rm = rollouts_to_target(r["rollouts"], r["accuracy"], target)
+            r_u.append(ru)
+            r_m.append(rm)
+            speed.append(ru / rm if np.isfinite(rm) else 0.0)
+            # accuracy at equal rollouts: at the rollouts Uniform spent by half of the run
+            half = u["rollouts"][len(u["rollouts"]) // 2]
+            eq_acc.append(float(np.interp(half, r["rollouts"], r["accuracy"])))
+        # The same comparison with the method at Uniform's best rate (the learning-rate confound).
+        same_lr = []
+        if ref is not None:
+            for u in ref[1]:
+                r = next((x for x in by.get((sc, agg, m, u["lr"]), []) if x["seed"] == u["seed"]), None)
+                if r is None:
+                    continue
+                target = u["accuracy0"] + cfg.target_frac * (u["final"] - u["accuracy0"])
+                rm = rollouts_to_target(r["rollouts"], r["accuracy"], target)
+                ru = rollouts_to_target(u["rollouts"], u["accuracy"], target)
+                same_lr.append(ru / rm if np.isfinite(rm) else 0.0)
+        grid = sorted({lr for (s2, a2, m2, lr) in by if (s2, a2, m2) == (sc, agg, m)})
+        calib_p = np.concatenate([np.asarray(r["calib_pred"], float) for r in rs]) if rs else np.zeros(0)
+        calib_t = np.concatenate([np.asarray(r["calib_true"], float) for r in rs]) if rs else np.zeros(0)
+        table.append({
+            "scenario": sc, "aggregation": agg, "method": m, "lr": rs[0]["lr"],
+            "lr_at_grid_edge": bool(len(grid) > 1 and rs[0]["lr"] in (grid[0], grid[-1])),
+            "speedup_at_uniform_lr": float(np.mean(same_lr)) if same_lr else float("nan"),
+            "speedup_mean": float(np.mean(speed)) if speed else float("nan"),
+            "speedup_min": float(np.min(speed)) if speed else float("nan"),
+            "speedup_max": float(np.max(speed)) if speed else float("nan"),
+            "rollouts_to_target": r_m, "uniform_rollouts_to_target": r_u,
+            "final_accuracy": float(np.mean(finals)), "accuracy_at_half": float(np.mean(eq_acc)) if eq_acc else float("nan"),
+            "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
+            "noise_to_signal_ratio": float(np.nanmean([r["noise_to_signal_ratio"] for r in rs])),
+            "zero_var_frac": float(np.mean([r["zero_var_frac"] for r in rs])),
+            "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
+            "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),
+            "alloc_ms": float(np.median([r["alloc_ms"] for r in rs])),
+            "calib_brier": float(np.mean((calib_p - calib_t) ** 2)) if calib_p.size else float("nan"),
+            "calib_mae": float(np.mean(np.abs(calib_p - calib_t))) if calib_p.size else float("nan"),
+        })
+    return {"table": table}

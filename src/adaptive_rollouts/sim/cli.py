@@ -1,0 +1,81 @@
+"""`adaptive-rollouts bench`: the learning-simulator benchmark from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
+from adaptive_rollouts.sim.estimators import AGGREGATIONS, ESTIMATORS
+from adaptive_rollouts.sim.problem import SCENARIOS
+
+__all__ = ["add_bench_arguments", "run_bench", "config_from_args"]
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="runs/bench", help="run folder for report.md, results.json, PNGs")
+    parser.add_argument("--quick", action="store_true", help="the <= 5 minute configuration (default)")
+    parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
+    parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
+    parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
+    parser.add_argument("--aggregations", type=_csv, help=f"comma list from {','.join(AGGREGATIONS)}")
+    parser.add_argument("--seeds", type=int, help="number of seeds")
+    parser.add_argument("--steps", type=int, help="training steps per run")
+    parser.add_argument("--prompts", type=int, help="train-pool size")
+    parser.add_argument("--budget", type=int, help="rollouts per step")
+    parser.add_argument("--batch-prompts", type=int, help="prompts per step")
+    parser.add_argument("--estimator", choices=ESTIMATORS, help="advantage estimator (default grpo)")
+    parser.add_argument("--lr-grid", type=_csv, help="multipliers of the base learning rate, e.g. 0.333,1,3")
+    parser.add_argument("--features", choices=["synthetic", "minilm"],
+                        help="prompt features: synthetic clusters (default) or MiniLM embeddings of reasoning-gym questions")
+    parser.add_argument("--lr-select", choices=["all", "first-seed"],
+                        help="pick the best learning rate on all seeds, or on the first seed only")
+    parser.add_argument("--theory-draws", type=int, default=200_000,
+                        help="Monte Carlo draws per cell of the variance-formula check")
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    cfg = FULL if getattr(args, "full", False) else QUICK
+    changes = {}
+    for attr, field in (("scenarios", "scenarios"), ("methods", "methods"), ("aggregations", "aggregations"),
+                        ("steps", "steps"), ("prompts", "n_prompts"), ("budget", "budget"),
+                        ("batch_prompts", "batch_prompts"), ("estimator", "estimator"),
+                        ("features", "features"), ("lr_select", "lr_select")):
+        value = getattr(args, attr, None)
+        if value is not None:
+            changes[field] = value
+    if getattr(args, "seeds", None) is not None:
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        changes["seeds"] = tuple(range(args.seeds))
+    if getattr(args, "lr_grid", None):
+        changes["lr_multipliers"] = tuple(float(x) for x in args.lr_grid)
+    for s in changes.get("scenarios", ()):
+        if s not in SCENARIOS:
+            raise ValueError(f"--scenarios: unknown scenario {s!r}; choose from {SCENARIOS}")
+    for a in changes.get("aggregations", ()):
+        if a not in AGGREGATIONS:
+            raise ValueError(f"--aggregations: unknown aggregation {a!r}; choose from {AGGREGATIONS}")
+    return dataclasses.replace(cfg, **changes)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from adaptive_rollouts.sim.report import theory_checks, write_report
+
+    try:
+        cfg = config_from_args(args)
+    except ValueError as err:
+        print(f"adaptive-rollouts bench: {err}", file=sys.stderr)
+        return 2
+    result = run_benchmark(cfg, progress=not getattr(args, "no_progress", False))
+    theory = theory_checks(draws=max(int(getattr(args, "theory_draws", 200_000)), 1000))
+    report = write_report(result, args.out, theory=theory, plots=not getattr(args, "no_plots", False))
+    print(f"report: {report}  ({result['seconds']:.0f} s)")
+    return 0

@@ -1,0 +1,101 @@
+"""Group advantages, loss aggregation and the policy gradient of the simulated policy (numpy).
+
+Advantages follow ``adaptive_rollouts.advantages.group_advantages`` exactly (a test cross-checks
+them): GRPO ``(r - m) / (s + eps)`` with the unbiased std s, Dr. GRPO ``r - m``, RLOO
+``n / (n - 1) (r - m)``; singleton and zero-variance groups get 0.
+
+Loss aggregation decides the weight w_i of rollout i in the batch gradient
+``g = sum_i w_i A_i grad log pi(a_i | q_i)`` (N rollouts in the batch, L_i tokens in rollout i,
+n_q rollouts of prompt q, Q' prompts with at least one rollout):
+
+==============  ===========================  ==============================================
+aggregation     w_i                          used by
+==============  ===========================  ==============================================
+prompt-mean     1 / (Q' n_q)                 VIP's theory (mean per prompt, then over prompts)
+seq-mean        1 / (N L_i)                  TRL ``grpo`` (token mean per sequence, then mean)
+token-mean      1 / sum_j L_j                TRL ``dapo``/``bnpo``, verl ``token-mean``
+constant        1 / (N_budget L_max)         Dr. GRPO, verl ``seq-mean-token-sum-norm``
+==============  ===========================  ==============================================
+
+A rollout's tokens all share its advantage and its sequence log-probability is what the policy
+assigns to the answer, so the token sum of grad log-probs is grad log pi(a | q).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ESTIMATORS = ("grpo", "drgrpo", "rloo")
+AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
+
+__all__ = ["AGGREGATIONS", "ESTIMATORS", "group_advantages_np", "aggregation_weights",
+           "policy_gradient", "expected_gradient"]
+
+
+def group_advantages_np(rewards: np.ndarray, group: np.ndarray, estimator: str = "grpo",
+                        eps: float = 1e-6, std_tol: float = 1e-6) -> np.ndarray:
+    """Advantages over ragged groups; ``group`` holds dense ids 0..G-1.
+
+    >>> group_advantages_np(np.array([1., 0., 1., 5., 0., 0.]), np.array([0, 0, 0, 1, 2, 2]), "rloo")
+    array([ 0.5, -1. ,  0.5,  0. ,  0. ,  0. ])
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    r = np.asarray(rewards, dtype=float)
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rewards contain NaN or inf")
+    if r.size == 0:
+        return r.copy()
+    g = np.asarray(group, dtype=np.int64)
+    n = np.bincount(g).astype(float)
+    mean = np.bincount(g, weights=r) / np.maximum(n, 1)
+    centred = r - mean[g]
+    ss = np.bincount(g, weights=centred * centred, minlength=n.size)
+    std = np.sqrt(ss / np.maximum(n - 1, 1))
+    live = (n >= 2) & (std > std_tol)
+    if estimator == "drgrpo":
+        adv = centred
+    elif estimator == "rloo":
+        adv = centred * (n / np.maximum(n - 1, 1))[g]
+    else:
+        adv = centred / (std + eps)[g]
+    return np.where(live[g], adv, 0.0)
+
+
+def aggregation_weights(group: np.ndarray, lengths: np.ndarray, aggregation: str,
+                        budget: int, max_length: int) -> np.ndarray:
+    """Weight of each rollout in the batch loss (see the module table)."""
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    g = np.asarray(group, dtype=np.int64)
+    N = g.size
+    if N == 0:
+        return np.zeros(0)
+    L = np.asarray(lengths, dtype=float)
+    if aggregation == "prompt-mean":
+        n = np.bincount(g).astype(float)
+        return 1.0 / (np.count_nonzero(n) * n[g])
+    if aggregation == "seq-mean":
+        return 1.0 / (N * L)
+    if aggregation == "token-mean":
+        return np.full(N, 1.0 / L.sum())
+    return np.full(N, 1.0 / (budget * max_length))
+
+
+def policy_gradient(features: np.ndarray, probs: np.ndarray, answers: np.ndarray,
+                    coef: np.ndarray) -> np.ndarray:
+    """sum_i coef_i grad_W log pi(a_i | q_i) for a linear-softmax policy: [d, K].
+
+    grad_W log softmax(x W + b)[a] = x (e_a - pi)^T, so the sum is X^T (C * (E_a - Pi)).
+    ``features``/``probs`` are per rollout ([N, d], [N, K]).
+    """
+    M = -probs * coef[:, None]
+    M[np.arange(answers.size), answers] += coef
+    return features.T @ M
+
+
+def expected_gradient(features: np.ndarray, probs: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+    """Exact gradient of mean_q sum_k pi(k|q) R[q,k] with respect to W: [d, K]."""
+    pr = probs * rewards
+    m = pr.sum(axis=1, keepdims=True)
+    return features.T @ (pr - probs * m) / features.shape[0]

@@ -1,0 +1,209 @@
+"""The training loop: allocator -> sampled rollouts -> group advantages -> SGD on the policy.
+
+Prompts are integer keys (train-pool indices). Every rollout the allocator asks for through
+``sample`` costs one unit of budget, whether or not the allocator later keeps it (DAPO-style
+over-sampling pays for what it drops). The update uses the groups the allocator returns.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np, policy_gradient
+from adaptive_rollouts.sim.oracle import greedy_allocate
+from adaptive_rollouts.sim.problem import Problem
+
+__all__ = ["TrainConfig", "Simulator", "train"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. ``budget`` rollouts per step over ``batch_prompts`` prompts."""
+
+    steps: int = 100
+    batch_prompts: int = 64
+    budget: int = 512
+    lr: float = 1.0
+    estimator: str = "grpo"
+    aggregation: str = "seq-mean"
+    seed: int = 0
+    grad_var_every: int = 10       # 0 disables the gradient-variance probe
+    grad_var_resamples: int = 8
+    snapshot_step: int | None = None  # step whose (p, n) pairs are kept for the allocation plot
+
+
+class Simulator:
+    """Owns a problem, a sampling generator and the rollout log of the current step."""
+
+    def __init__(self, problem: Problem, seed: int = 0):
+        self.problem = problem
+        self.rng = np.random.default_rng(seed)
+        self._log_prompt: list[np.ndarray] = []
+        self._log_answer: list[np.ndarray] = []
+        self._log_reward: list[np.ndarray] = []
+        self.sample_seconds = 0.0
+        self.rollouts = 0
+
+    # -- what allocators see -------------------------------------------------------------
+    def truth(self, prompts) -> tuple[np.ndarray, np.ndarray]:
+        idx = self._index(prompts)
+        return self.problem.success(idx), self.problem.reward_variance(idx)
+
+    def sampler(self, prompts):
+        """The ``sample(indices, counts)`` callback for one step's prompt list."""
+        idx_of = self._index(prompts)
+
+        def sample(indices, counts):
+            t0 = time.perf_counter()
+            indices = np.asarray(indices, dtype=np.int64)
+            counts = np.asarray(counts, dtype=np.int64)
+            if indices.shape != counts.shape:
+                raise ValueError(f"indices {indices.shape} and counts {counts.shape} differ in shape")
+            if np.any(counts < 0):
+                raise ValueError(f"counts must be >= 0, got {counts[counts < 0][:5].tolist()}")
+            q = np.repeat(idx_of[indices], counts)
+            answers, rewards = self.problem.sample(q, self.rng)
+            self._log_prompt.append(q)
+            self._log_answer.append(answers)
+            self._log_reward.append(rewards)
+            self.rollouts += int(q.size)
+            out = np.split(rewards, np.cumsum(counts)[:-1]) if counts.size else []
+            self.sample_seconds += time.perf_counter() - t0
+            return [np.array(r) for r in out]
+
+        return sample
+
+    def drain(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(prompt, answer, reward) of every rollout since the last drain, in sampling order."""
+        if not self._log_prompt:
+            e = np.zeros(0, dtype=np.int64)
+            return e, e, np.zeros(0)
+        out = (np.concatenate(self._log_prompt), np.concatenate(self._log_answer),
+               np.concatenate(self._log_reward))
+        self._log_prompt, self._log_answer, self._log_reward = [], [], []
+        return out
+
+    def _index(self, prompts) -> np.ndarray:
+        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.problem.n_prompts):
+            bad = idx[(idx < 0) | (idx >= self.problem.n_prompts)][:5].tolist()
+            raise KeyError(f"unknown prompts {bad}")
+        return idx
+
+    # -- the update ----------------------------------------------------------------------
+    def batch_gradient(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray,
+                       cfg: TrainConfig) -> np.ndarray:
+        """The loss gradient (ascent direction) from rollouts (q, answers, rewards)."""
+        pb = self.problem
+        if q.size == 0:
+            return np.zeros_like(pb.W)
+        _, group = np.unique(q, return_inverse=True)
+        adv = group_advantages_np(rewards, group, cfg.estimator)
+        w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length)
+        return policy_gradient(pb.features[q], pb.probs(q), answers, w * adv)
+
+    def resampled_gradients(self, idx: np.ndarray, counts: np.ndarray, cfg: TrainConfig,
+                            repeats: int, rng: np.random.Generator) -> np.ndarray:
+        """Batch gradients of ``repeats`` fresh samples with fixed counts: [repeats, d*K]."""
+        q = np.repeat(idx, counts)
+        out = []
+        for _ in range(repeats):
+            a, r = self.problem.sample(q, rng)
+            out.append(self.batch_gradient(q, a, r, cfg).ravel())
+        return np.array(out)
+
+
+def _variance_stats(G: np.ndarray) -> tuple[float, float]:
+    """(trace of the covariance, squared norm of the mean) of gradient samples [M, D]."""
+    mean = G.mean(axis=0)
+    return float(((G - mean) ** 2).sum(axis=1).mean() * G.shape[0] / max(G.shape[0] - 1, 1)), float(mean @ mean)
+
+
+def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
+    """Train ``problem.W`` (reset to zero) with ``allocator``; return the trace.
+
+    The trace holds per-step lists: cumulative rollouts, held-out accuracy, zero-variance group
+    fraction, wasted-rollout fraction, allocator seconds, prompts skipped; gradient-variance
+    probes (method vs the oracle VIP allocation on the same prompts and policy); calibration pairs
+    (predicted vs true p) when ``predictor`` is given; and (p, n) pairs at ``snapshot_step``.
+    """
+    problem.W = np.zeros_like(problem.W)
+    sim = Simulator(problem, seed=cfg.seed)
+    order_rng = np.random.default_rng(cfg.seed + 7919)
+    probe_rng = np.random.default_rng(cfg.seed + 104729)
+    N = problem.n_prompts
+    perm, pos = order_rng.permutation(N), 0
+    snapshot = cfg.snapshot_step if cfg.snapshot_step is not None else cfg.steps // 2
+    tr: dict[str, Any] = {k: [] for k in (
+        "rollouts", "accuracy", "train_success", "zero_var_frac", "wasted_frac", "alloc_seconds",
+        "skipped_frac", "probe_step", "probe_var", "probe_signal", "probe_oracle_var",
+        "probe_oracle_signal", "calib_pred", "calib_true")}
+    tr["accuracy0"] = problem.test_accuracy()
+    tr["alloc_p"], tr["alloc_n"] = [], []
+    total = 0
+    for step in range(cfg.steps):
+        if pos + cfg.batch_prompts > N:
+            perm, pos = order_rng.permutation(N), 0
+        idx = perm[pos:pos + cfg.batch_prompts]
+        pos += cfg.batch_prompts
+        prompts = [int(i) for i in idx]
+        true_p, true_var = sim.truth(prompts)
+        if predictor is not None and step % 5 == 0:
+            pred = predictor.predict(prompts)
+            tr["calib_pred"].extend(np.asarray(pred.mean, float).tolist())
+            tr["calib_true"].extend(true_p.tolist())
+        sim.sample_seconds = 0.0
+        t0 = time.perf_counter()
+        returned = allocator.run(prompts, cfg.budget, sim.sampler(prompts))
+        tr["alloc_seconds"].append(time.perf_counter() - t0 - sim.sample_seconds)
+        q, answers, rewards = sim.drain()
+        step_total = q.size
+        total += step_total
+        # Keep the groups the allocator returned (all of a prompt's rollouts, or none if dropped).
+        kept_prompts = {int(idx[i]) for i, r in enumerate(returned) if len(r) > 0}
+        keep = np.isin(q, np.fromiter(kept_prompts, dtype=np.int64, count=len(kept_prompts)))
+        q, answers, rewards = q[keep], answers[keep], rewards[keep]
+        counts = np.bincount(q, minlength=N)[idx]
+        for i, r in enumerate(returned):
+            if len(r) and len(r) != counts[i]:
+                raise ValueError(f"allocator returned {len(r)} rewards for prompt {prompts[i]} "
+                                 f"but sampled {counts[i]}; the simulator needs whole groups")
+        grad = sim.batch_gradient(q, answers, rewards, cfg)
+        # Statistics of the groups that entered the update.
+        if q.size:
+            uq, group = np.unique(q, return_inverse=True)
+            n = np.bincount(group)
+            spread = np.bincount(group, weights=rewards**2) / n - (np.bincount(group, weights=rewards) / n) ** 2
+            dead = (n < 2) | (spread <= 1e-12)
+            tr["zero_var_frac"].append(float(dead.mean()))
+            dropped = step_total - q.size
+            tr["wasted_frac"].append(float((n[dead].sum() + dropped) / max(step_total, 1)))
+        else:
+            tr["zero_var_frac"].append(1.0)
+            tr["wasted_frac"].append(1.0)
+        tr["skipped_frac"].append(float(np.mean(counts == 0)))
+        if step == snapshot:
+            tr["alloc_p"] = true_p.tolist()
+            tr["alloc_n"] = counts.tolist()
+        if cfg.grad_var_every and step % cfg.grad_var_every == 0 and counts.sum() >= 2:
+            budget = int(counts.sum())
+            oracle_n = greedy_allocate(true_var, budget, 2 if budget >= 2 * idx.size else 0,
+                                       max(32, -(-budget // idx.size)), "rloo") if budget >= 2 * idx.size else counts
+            Gm = sim.resampled_gradients(idx, counts, cfg, cfg.grad_var_resamples, probe_rng)
+            Go = sim.resampled_gradients(idx, oracle_n, cfg, cfg.grad_var_resamples, probe_rng)
+            v, s = _variance_stats(Gm)
+            vo, so = _variance_stats(Go)
+            tr["probe_step"].append(step)
+            tr["probe_var"].append(v)
+            tr["probe_signal"].append(s)
+            tr["probe_oracle_var"].append(vo)
+            tr["probe_oracle_signal"].append(so)
+        problem.W = problem.W + cfg.lr * grad
+        tr["rollouts"].append(total)
+        tr["accuracy"].append(problem.test_accuracy())
+        tr["train_success"].append(float(problem.success().mean()) if step % 10 == 0 or step == cfg.steps - 1 else float("nan"))
+    return tr
