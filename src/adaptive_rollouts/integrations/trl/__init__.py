@@ -1,0 +1,47 @@
+"""TRL integration: ``AdaptiveGRPOTrainer`` (needs ``pip install adaptive-rollouts[trl]``).
+
+Supported TRL range: ``>=1.0,<1.17`` (tested with 1.16); the trainer overrides
+``GRPOTrainer._generate_and_score_completions`` and calls TRL's ``_generate`` and
+``_calculate_rewards`` per generation round (see docs/trl.md).
+"""
+
+from .layout import aggregation_for_loss_type, assign_groups_to_ranks, estimator_for_scale_rewards, prompt_key
+
+SUPPORTED_TRL = (">=1.0", "<1.17")
+
+__all__ = [
+    "SUPPORTED_TRL",
+    "AdaptiveGRPOTrainer",
+    "aggregation_for_loss_type",
+    "assign_groups_to_ranks",
+    "check_trl_version",
+    "estimator_for_scale_rewards",
+    "prompt_key",
+    "rollouts_consumed",
+]
+
+
+def check_trl_version(version: str | None = None) -> str:
+    """Raise ImportError unless the installed (or given) TRL version is in ``SUPPORTED_TRL``."""
+    from packaging.version import Version
+
+    if version is None:
+        import trl
+
+        version = trl.__version__
+    v = Version(version)
+    if not (Version("1.0") <= v < Version("1.17")):
+        raise ImportError(
+            f"adaptive_rollouts.integrations.trl supports trl>=1.0,<1.17 (it overrides private GRPOTrainer "
+            f"methods); found trl {version}"
+        )
+    return version
+
+
+def __getattr__(name):
+    if name in ("AdaptiveGRPOTrainer", "rollouts_consumed"):
+        check_trl_version()
+        from . import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(name)
