@@ -19,8 +19,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/adaptive-rollouts demo
 
+# One BLAS/OpenMP thread: the tests are small, and oversubscribed BLAS on 2 cores is 10x slower.
+TEST_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
+	$(TEST_ENV) $(PY) -m pytest -q $(if $(SLOW),,-m "not slow")
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench

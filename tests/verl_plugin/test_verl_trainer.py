@@ -103,14 +103,14 @@ def test_group_scores_in_dispatch_order_with_skipped_prompts():
 
 
 def test_aggregation_from_loss_agg_mode_reaches_allocators_that_accept_it():
-    assert T.aggregation_for("token-mean") == "token_mean"
+    assert T.aggregation_for("token-mean") == "token-mean"
     assert T.aggregation_for("seq-mean-token-sum-norm") == "constant"
-    assert T.aggregation_for("token-mean", "sequence_mean") == "sequence_mean"
+    assert T.aggregation_for("token-mean", "seq-mean") == "seq-mean"
     with pytest.raises(ValueError, match="loss_agg_mode 'weird'"):
         T.aggregation_for("weird")
-    alloc = T.build_allocator(f"{__name__}:FakeSingleShot", {}, "token_mean")
-    assert alloc.aggregation == "token_mean"
-    uniform = T.build_allocator("uniform", {}, "token_mean")  # Uniform takes no aggregation
+    alloc = T.build_allocator(f"{__name__}:FakeSingleShot", {}, "token-mean")
+    assert alloc.aggregation == "token-mean"
+    uniform = T.build_allocator("uniform", {}, "token-mean")  # Uniform takes no aggregation
     assert type(uniform).__name__ == "Uniform"
     assert T.check_counts(uniform.plan([1, 2, 3], 9), 3, 9).tolist() == [3, 3, 3]
     with pytest.raises(ValueError, match="not found"):

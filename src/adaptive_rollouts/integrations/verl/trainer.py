@@ -42,27 +42,31 @@ ALLOCATOR_STATE_FILE = "adaptive_allocator.safetensors"
 
 # verl actor.loss_agg_mode -> the aggregation names of adaptive_rollouts.objectives.
 AGGREGATION_FROM_LOSS_AGG_MODE = {
-    "token-mean": "token_mean",
-    "seq-mean-token-mean": "sequence_mean",
-    "seq-mean-token-sum": "sequence_mean",
+    "token-mean": "token-mean",
+    "seq-mean-token-mean": "seq-mean",
+    "seq-mean-token-sum": "seq-mean",
     "seq-mean-token-sum-norm": "constant",
 }
 
-# Short names accepted in adaptive.allocator, besides "package.module:Class".
-_ALLOCATOR_ALIASES = {"uniform": "Uniform", "vip": "VIP", "vigor": "VIGOR"}
 
 
 # ----------------------------------------------------------------------------- pure helpers
 
 
 def load_allocator_class(spec: str) -> type:
-    """``"Uniform"`` / ``"vigor"`` (from ``adaptive_rollouts.allocators``) or ``"pkg.mod:Class"``."""
+    """A registry name (``"vigor"``, ``"vip-paper"``, see ``allocators.ALLOCATORS``), a class name of
+    ``adaptive_rollouts.allocators`` (``"VIGOR"``) or ``"pkg.mod:Class"``."""
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
         module = importlib.import_module(module_name)
     else:
+        from adaptive_rollouts.allocators import ALLOCATORS
+
+        key = spec.lower().replace("_", "-")
+        if key in ALLOCATORS:
+            return ALLOCATORS[key]
         module = importlib.import_module("adaptive_rollouts.allocators")
-        attr = _ALLOCATOR_ALIASES.get(spec.lower(), spec)
+        attr = spec
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -78,7 +82,8 @@ def build_allocator(spec: str, kwargs: dict | None = None, aggregation: str | No
             params = inspect.signature(cls).parameters
         except (TypeError, ValueError):
             params = {}
-        if "aggregation" in params:
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if "aggregation" in params or takes_any:
             kwargs["aggregation"] = aggregation
     return cls(**kwargs)
 
