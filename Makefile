@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv bench clean
+.PHONY: demo test test-core test-verl venv bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,29 @@ demo: $(STAMP)
 # One BLAS/OpenMP thread: the tests are small, and oversubscribed BLAS on 2 cores is 10x slower.
 TEST_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-test: $(STAMP)
+# verl pins its own transformers range, so its plug-in is tested in a venv of its own.
+# Installed in stages: one resolve of verl + TRL + ray[default] together backtracks for >20 min.
+VERL_VENV  := .venv-verl
+VERL_PIP   := $(VERL_VENV)/bin/python -m pip --disable-pip-version-check
+VERL_STAMP := $(VERL_VENV)/.installed
+
+$(VERL_STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_PIP) install -q torch==2.13.0
+	$(VERL_PIP) install -q -c constraints.txt "verl==0.9.1" "ray>=2.41"
+	$(VERL_PIP) install -q -c constraints.txt -e '.[verl]' pytest hypothesis
+	touch $(VERL_STAMP)
+
+test: test-core test-verl
+
+test-core: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q $(if $(SLOW),,-m "not slow")
+
+test-verl: $(VERL_STAMP)
+	$(TEST_ENV) $(VERL_VENV)/bin/python -m pytest -q tests/verl_plugin tests/test_advantages.py
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) $(VERL_VENV) build *.egg-info src/*.egg-info
