@@ -215,3 +215,18 @@ def test_allocator_seconds_exclude_generation(tmp_path):
     trainer.train()
     assert generation[0] >= 0.6
     assert 0.4 <= trainer.allocator_seconds < 0.4 + 0.25
+
+
+def test_rewards_for_allocator_rescale_and_errors():
+    from types import SimpleNamespace
+
+    from adaptive_rollouts.integrations.trl.trainer import AdaptiveGRPOTrainer
+
+    fake = SimpleNamespace(reward_range=(-1.0, 1.0))
+    split = AdaptiveGRPOTrainer._rewards_for_allocator
+    out = split(fake, np.array([-1.0, 1.0, 0.0]), np.array([2, 1]), ["a", "b"])
+    assert [o.tolist() for o in out] == [[0.0, 1.0], [0.5]]
+    with pytest.raises(ValueError, match=r"'b'.*reward_range"):
+        split(fake, np.array([0.0, 2.0]), np.array([1, 1]), ["a", "b"])
+    with pytest.raises(ValueError, match=r"'a'.*no reward"):
+        split(fake, np.array([np.nan, 0.0]), np.array([1, 1]), ["a", "b"])

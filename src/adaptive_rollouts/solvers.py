@@ -329,7 +329,8 @@ def _solve_general_table(c: np.ndarray, budget: int):
                 return base + dev, t, phi, total
             gap = total
             continue
-        if gap >= top:
+        if gap + tol >= top:  # every finite count is already a candidate (also ends the loop when all
+            # slacks are <= tol, e.g. subnormal costs, where gap would otherwise stay 0 forever)
             raise ValueError(f"budget={budget} cannot be met exactly: the allowed counts of the "
                              "table rows (finite entries) never sum to it")
         gap = float(positive.min()) if gap == 0.0 and positive.size else gap * 4.0

@@ -95,6 +95,13 @@ def test_check_counts_and_prompt_key_errors():
         T.assign_rollout_counts(verl_batch(2), [1, 2, 3])
 
 
+def test_group_scores_rescale_reward_range_and_reject_outside():
+    got = T.group_scores(["a", "a", "b"], [-1.0, 1.0, 0.0], ["a", "b"], reward_range=(-1, 1))
+    assert [g.tolist() for g in got] == [[0.0, 1.0], [0.5]]
+    with pytest.raises(ValueError, match="outside adaptive.reward_range"):
+        T.group_scores(["a"], [2.0], ["a"])
+
+
 def test_group_scores_in_dispatch_order_with_skipped_prompts():
     got = T.group_scores(["b", "a", "b", "a", "a"], [1, 0, 0, 1, 1], ["a", "b", "c"])
     assert [g.tolist() for g in got] == [[0.0, 1.0, 1.0], [1.0, 0.0], []]

@@ -14,6 +14,7 @@ A prompt given zero rollouts gets an empty reward array and is counted as skippe
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -74,7 +75,8 @@ def check_budget(budget: Any) -> int:
 
 def check_rewards(prompts: Sequence[Prompt], rewards: Sequence[Any], expected: Sequence[int] | None = None,
                   source: str = "rewards") -> list[np.ndarray]:
-    """One finite 1-D float array per prompt, of length expected[i] when given."""
+    """One finite 1-D float array per prompt, values in [0, 1] (binary or graded), of length
+    expected[i] when given."""
     if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
         rewards = list(rewards)
     try:
@@ -85,13 +87,21 @@ def check_rewards(prompts: Sequence[Prompt], rewards: Sequence[Any], expected: S
         raise ValueError(f"{source} returned {n} reward arrays for {len(prompts)} prompts")
     out = []
     for i, r in enumerate(rewards):
-        arr = np.asarray(r, dtype=float)
+        if r is None:
+            raise ValueError(f"{source} for prompt {prompts[i]!r} is None, expected a 1-D array of rewards")
+        try:
+            arr = np.asarray(r, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{source} for prompt {prompts[i]!r} is not numeric: {r!r}") from None
         if arr.ndim != 1:
             raise ValueError(f"{source} for prompt {prompts[i]!r} has shape {arr.shape}, expected a 1-D array")
         if expected is not None and arr.size != expected[i]:
             raise ValueError(f"{source} for prompt {prompts[i]!r} has {arr.size} rewards, expected {expected[i]}")
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{source} for prompt {prompts[i]!r} contain NaN/inf: {arr.tolist()}")
+        if np.any((arr < 0.0) | (arr > 1.0)):
+            raise ValueError(f"{source} for prompt {prompts[i]!r} lie outside [0, 1] (rewards are binary or "
+                             f"graded in [0, 1]): {arr.tolist()}")
         out.append(arr)
     return out
 
@@ -138,12 +148,39 @@ class RolloutCollector:
         return np.array([np.var(r) if r.size >= 2 else 0.0 for r in self.rewards()])
 
 
+def _restores_rng_on_error(method):
+    """Wrap run / plan / observe: if the call raises, the generator is put back where it was, so a
+    failed step (bad budget, a `sample` that returns bad rewards) leaves `state_dict()` unchanged.
+    Predictors validate before they mutate, so the generator is the only state a failure can touch."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        saved = self.rng.bit_generator.state
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.rng.bit_generator.state = saved
+            raise
+
+    wrapper._restores_rng = True
+    return wrapper
+
+
 class BaseAllocator:
     """Seeded randomness, state, bounds and metrics shared by every allocator.
 
     Subclasses set `name` (registry key), `lower` / `upper` (bounds on a non-zero count; upper None
-    = unbounded), `allow_skip` (whether a count may be 0), and implement `run`.
+    = unbounded), `allow_skip` (whether a count may be 0), and implement `run`. Every subclass's
+    `run`, `plan` and `observe` are wrapped so that a call that raises leaves the random generator
+    (and so the whole state) as it was.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for method in ("run", "plan", "observe"):
+            fn = cls.__dict__.get(method)
+            if fn is not None and not getattr(fn, "_restores_rng", False):
+                setattr(cls, method, _restores_rng_on_error(fn))
 
     name: str = "base"
     lower: int = 1

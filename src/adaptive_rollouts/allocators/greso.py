@@ -87,8 +87,12 @@ class GRESO(SingleShotAllocator):
                 continue  # skipped: streak unchanged
             seen += 1
             all_easy, all_hard = bool(np.all(r >= 1 - 1e-8)), bool(np.all(r <= 1e-8))
-            self._easy[p] = self._easy.get(p, 0) + 1 if all_easy else 0
-            self._hard[p] = self._hard.get(p, 0) + 1 if all_hard else 0
+            # only non-zero streaks are stored: the dicts stay as small as the state they encode
+            for streaks, hit in ((self._easy, all_easy), (self._hard, all_hard)):
+                if hit:
+                    streaks[p] = streaks.get(p, 0) + 1
+                else:
+                    streaks.pop(p, None)
             easy_n += all_easy
             hard_n += all_hard
         if seen:

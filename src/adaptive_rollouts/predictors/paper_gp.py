@@ -152,12 +152,13 @@ class PaperGP:
         rows = self._rows(prompts)
         observed = counts > 0
         rows, successes, counts = rows[observed], successes[observed], counts[observed]
-        self.step += 1
         if rows.size == 0:
+            self.step += 1
             return
         rate = np.clip(successes / counts, self.clip, 1.0 - self.clip)
-        chol = self._factor(rows)
+        chol = self._factor(rows)  # may raise: nothing mutated before this point
         alpha = cho_solve(chol, logit(rate) - self._mean[rows])
+        self.step += 1
         xb = np.asarray(self._x[rows], dtype=np.float64)
         sq_b = self._sq[rows]
         for start in range(0, len(self._keys), self.chunk_size):
@@ -167,13 +168,15 @@ class PaperGP:
         self._last_rows, self._last_chol = rows, chol
 
     def state_dict(self) -> StateDict:
-        return {"class": "PaperGP", "keys": list(self._keys), "bandwidth": self.bandwidth,
+        return {"class": "PaperGP", "dim": self.dim, "keys": list(self._keys), "bandwidth": self.bandwidth,
                 "prior_mean": self.prior_mean, "jitter": self.jitter, "clip": self.clip, "step": self.step,
                 "mean": self._mean.copy(), "last_rows": self._last_rows.copy()}
 
     def load_state_dict(self, state: StateDict) -> None:
         check_state_keys(state, ["keys", "bandwidth", "prior_mean", "jitter", "clip", "step", "mean",
                                  "last_rows"], "PaperGP")
+        if "dim" in state and int(state["dim"]) != self.dim:  # states saved before "dim" was recorded pass
+            raise ValueError(f"state has feature dim {state['dim']}, this PaperGP has {self.dim}")
         if list(state["keys"]) != list(self._keys):
             raise ValueError("state keys do not match this PaperGP's prompt pool")
         mean = np.array(state["mean"], dtype=np.float64)

@@ -67,6 +67,10 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             ``adaptive_rollouts.allocators.make_allocator`` (built with the ``loss_type``'s
             aggregation when it accepts ``aggregation=``). Default ``"uniform"``: stock GRPO.
         advantage_estimator: ``None`` (follow ``scale_rewards``) or ``"rloo"``.
+        reward_range: ``(low, high)`` of the weighted reward sum. Allocators reason about success
+            probabilities, so they are fed ``(r - low) / (high - low)``, which must lie in [0, 1];
+            a reward outside the range raises (set it to your reward functions' range, e.g.
+            ``(-1, 1)``). The training advantages use the raw rewards, as stock TRL does.
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
     ``generation_batch_size`` rollouts, as stock TRL does.
@@ -75,7 +79,18 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     the allocator's ``last_metrics`` are logged as ``adaptive/<name>``.
     """
 
-    def __init__(self, *args, allocator: Any = "uniform", advantage_estimator: str | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        allocator: Any = "uniform",
+        advantage_estimator: str | None = None,
+        reward_range: tuple[float, float] = (0.0, 1.0),
+        **kwargs,
+    ):
+        low, high = (float(v) for v in reward_range)
+        if not (np.isfinite(low) and np.isfinite(high) and high > low):
+            raise ValueError(f"reward_range must be finite (low, high) with high > low, got {reward_range!r}")
+        self.reward_range = (low, high)
         super().__init__(*args, **kwargs)
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError("AdaptiveGRPOTrainer supports multi_objective_aggregation='sum_then_normalize' only")
@@ -129,6 +144,27 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         weighted[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         return weighted.numpy().astype(np.float64)
 
+    def _rewards_for_allocator(self, rewards: np.ndarray, counts: np.ndarray, keys: list) -> list[np.ndarray]:
+        """Split one round's rewards per prompt, rescaled by ``reward_range`` into [0, 1]."""
+        low, high = self.reward_range
+        out, start = [], 0
+        for key, c in zip(keys, counts.tolist(), strict=True):
+            chunk = rewards[start : start + c]
+            start += c
+            if np.isnan(chunk).any():
+                raise ValueError(
+                    f"prompt {str(key)[:80]!r}: a rollout has no reward (every reward function returned None); "
+                    "the allocator needs one reward per rollout"
+                )
+            scaled = (chunk - low) / (high - low)
+            if ((scaled < -1e-9) | (scaled > 1 + 1e-9)).any():
+                raise ValueError(
+                    f"prompt {str(key)[:80]!r}: rewards {chunk.tolist()} lie outside reward_range={self.reward_range}; "
+                    "pass AdaptiveGRPOTrainer(reward_range=(low, high)) matching your reward functions"
+                )
+            out.append(np.clip(scaled, 0.0, 1.0))
+        return out
+
     def _collect(self, unique_rows: list[dict], keys: list[str], budget: int) -> tuple[list[list], np.ndarray]:
         """Run the allocator (main process) and the rounds (all ranks). Returns per prompt the list
         of (record, rewards_per_func) of its rollouts, and the counts."""
@@ -144,12 +180,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             rewards = self._generation_round(rows, store)
             for owner, item in zip(owners, store, strict=True):
                 per_prompt[owner].append(item)
-            out, start = [], 0
-            for c in counts.tolist():
-                chunk = rewards[start : start + c]
-                out.append(chunk[np.isfinite(chunk)])  # unscorable rollouts tell the allocator nothing
-                start += c
-            return out
+            return self._rewards_for_allocator(rewards, counts, [keys[i] for i in indices.tolist()])
 
         if self.accelerator.is_main_process:
 

@@ -147,16 +147,30 @@ def assign_rollout_counts(batch: Any, counts: Sequence[int]) -> Any:
     return batch
 
 
-def group_scores(uids: Sequence[str], scores: Sequence[float], order: Sequence[str]) -> list[np.ndarray]:
-    """Scores grouped by uid, one 1-D array per uid of ``order`` (empty where a uid has none)."""
+def group_scores(
+    uids: Sequence[str],
+    scores: Sequence[float],
+    order: Sequence[str],
+    reward_range: tuple[float, float] = (0.0, 1.0),
+) -> list[np.ndarray]:
+    """Scores grouped by uid, one 1-D array per uid of ``order`` (empty where a uid has none),
+    rescaled from ``reward_range`` to [0, 1]: allocators reason about success probabilities.
+    A score outside the range raises (set ``adaptive.reward_range`` to your reward's range)."""
     if len(uids) != len(scores):
         raise ValueError(f"{len(uids)} uids for {len(scores)} scores")
+    low, high = (float(v) for v in reward_range)
+    if not high > low:
+        raise ValueError(f"adaptive.reward_range must be [low, high] with high > low, got {list(reward_range)}")
     known = set(order)
     by_uid: dict[str, list[float]] = {u: [] for u in order}
     for u, s in zip(uids, scores):
         if u not in known:
             raise KeyError(f"trajectory uid {u!r} was not dispatched in this step")
-        by_uid[u].append(float(s))
+        if not (low - 1e-9 <= float(s) <= high + 1e-9):
+            raise ValueError(
+                f"trajectory {u!r}: score {float(s)} outside adaptive.reward_range={[low, high]}"
+            )
+        by_uid[u].append(min(max((float(s) - low) / (high - low), 0.0), 1.0))
     return [np.asarray(by_uid[u], dtype=float) for u in order]
 
 
@@ -264,6 +278,7 @@ def _make_trainer_class():
             self.prompt_key = acfg.get("prompt_key", "index")
             self.budget = int(acfg.get("budget") or config.data.train_batch_size * config.actor_rollout_ref.rollout.n)
             self.round_timeout_s = acfg.get("round_timeout_s", None)
+            self.reward_range = tuple(float(v) for v in acfg.get("reward_range", (0.0, 1.0)))
             aggregation = aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"),
                                           acfg.get("aggregation", "auto"))
             kwargs = acfg.get("allocator_kwargs", {}) or {}
@@ -315,7 +330,7 @@ def _make_trainer_class():
                 self._submit_batch_to_rollout(sub)
                 wait_for_groups(new, "train", timeout_s=self.round_timeout_s)
                 uids, scores = read_scores(trajectory_keys(new, "train"), "train")
-                grouped = group_scores(uids, scores, new)
+                grouped = group_scores(uids, scores, new, self.reward_range)
                 for slot, g in zip(np.flatnonzero(live), grouped):
                     out[slot] = g
                 return out
@@ -331,7 +346,7 @@ def _make_trainer_class():
             if self.single_shot and self._step_uids:
                 keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
                 uids, scores = read_scores(keys, batch.partition_id)
-                rewards = group_scores(uids, scores, self._step_uids)
+                rewards = group_scores(uids, scores, self._step_uids, self.reward_range)
                 self.allocator.observe(self._step_prompts, rewards)
                 self._step_uids, self._step_prompts = [], []
             metrics.update(allocator_metrics(self.allocator))

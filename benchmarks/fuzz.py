@@ -1,0 +1,85 @@
+"""Soak target for the invariant fuzzing: the properties of tests/test_reliability_fuzz.py run for
+many cases (default 100,000) instead of CI's few hundred.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fuzz.py --cases 100000
+
+Cases are split 30% `solve_table` (against a brute-force DP), 20% `allocate`, 50% allocators (equal
+shares over the registry and a few non-default configurations: skipping, caps, group sizes).
+Prints executed cases, violations (the first failing case of each target, shrunk by hypothesis)
+and the rate; exit status 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: threaded BLAS is slower on tiny problems
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from test_reliability_fuzz import (allocate_problems, allocator_cases, check_allocate_problem,  # noqa: E402
+                                   check_allocator_case, check_table_problem, table_problems)
+from test_reliability_support import REGISTRY, VARIANTS  # noqa: E402
+
+
+def run_target(name: str, strategy, check, cases: int, seed: int) -> tuple[int, str | None, float]:
+    """Run `check` on `cases` hypothesis examples; returns (executed, first violation or None, seconds)."""
+    executed = 0
+
+    @settings(max_examples=cases, deadline=None, database=None, derandomize=False, print_blob=False,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def prop(case):
+        nonlocal executed
+        executed += 1
+        check(case)
+
+    prop = seed_property(prop, seed)
+    start = time.perf_counter()
+    try:
+        prop()
+        failure = None
+    except Exception as err:  # a violated invariant: report it, keep going with the other targets
+        failure = f"{type(err).__name__}: {err}"
+    return executed, failure, time.perf_counter() - start
+
+
+def seed_property(prop, seed: int):
+    from hypothesis import seed as hypothesis_seed
+
+    return hypothesis_seed(seed)(prop)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    names = REGISTRY + sorted(VARIANTS)
+    per_alloc = max(1, args.cases // 2 // len(names))
+    targets = [("solve_table", table_problems(), check_table_problem, max(1, args.cases * 3 // 10)),
+               ("allocate", allocate_problems(), check_allocate_problem, max(1, args.cases // 5))]
+    targets += [(f"allocator:{name}", allocator_cases(names=(name,)), check_allocator_case, per_alloc)
+                for name in names]
+    total, violations, seconds = 0, 0, 0.0
+    for i, (name, strategy, check, cases) in enumerate(targets):
+        executed, failure, took = run_target(name, strategy, check, cases, args.seed + i)
+        total, seconds = total + executed, seconds + took
+        violations += failure is not None
+        status = "ok" if failure is None else f"VIOLATION {failure[:2000]}"
+        print(f"{name:32s} {executed:7d} cases {took:7.1f} s  {executed / took:7.0f}/s  {status}", flush=True)
+    print(f"total: {total} cases in {seconds:.1f} s ({total / seconds:.0f} cases/s), "
+          f"{violations} targets with violations")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

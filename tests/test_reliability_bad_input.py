@@ -1,0 +1,249 @@
+"""Bad input, tried systematically: one table of (component, input) cases. Each raises an exception
+whose message names the input, and the component's state is unchanged afterwards (state_dict
+equal, and the next good step gives what it would have given without the bad call); solvers
+are stateless and must leave their arguments unmodified."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from test_reliability_support import (FEATURE_BACKED, POOL, PREDICTORS, REGISTRY, BernoulliEnv, budget_for,
+                                      build_allocator, build_predictor, feature_table, states_equal)
+
+from adaptive_rollouts.allocators import PosteriorProgressive, make_allocator
+from adaptive_rollouts.allocators.proportional import proportional_counts
+from adaptive_rollouts.solvers import allocate, solve_table
+
+Q = 4
+
+
+class WrongDimEncoder:
+    """Claims dim 4 but returns 5 columns."""
+
+    dim = 4
+
+    def encode(self, prompts):
+        return np.zeros((len(prompts), 5))
+
+
+def _sample_returning(make):
+    """A `sample` that answers every request with make(count)."""
+    return lambda indices, counts: [make(int(c)) for c in counts]
+
+
+# ------------------------------------------------------------------------------------------------
+# allocators: (input name, action(alloc, prompts, budget), exception, message pattern)
+# ------------------------------------------------------------------------------------------------
+def _run(sample=None, prompts=None, budget=None):
+    def act(alloc, good_prompts, good_budget):
+        p = good_prompts if prompts is None else prompts(good_prompts)
+        b = good_budget if budget is None else budget(alloc, good_budget)
+        s = sample if sample is not None else BernoulliEnv(seed=1).sampler(p)
+        return alloc.run(p, b, s)
+    return act
+
+
+def _observe(rewards_for, prompts=None):
+    def act(alloc, good_prompts, good_budget):
+        p = good_prompts if prompts is None else prompts(good_prompts)
+        return alloc.observe(p, rewards_for(len(p)))
+    return act
+
+
+def _infeasible(alloc, budget):
+    low, high = alloc.budget_range(Q)
+    return low - 1 if low > 0 else high + 1 if high is not None else -1
+
+
+ALLOCATOR_CASES = [
+    ("nan-rewards", _run(_sample_returning(lambda c: np.full(c, np.nan))), ValueError, "NaN"),
+    ("inf-rewards", _run(_sample_returning(lambda c: np.full(c, np.inf))), ValueError, "inf"),
+    ("none-rewards", _run(lambda i, c: [None] * len(c)), ValueError, "None"),
+    ("graded-above-1", _run(_sample_returning(lambda c: np.full(c, 1.5))), ValueError, r"outside \[0, 1\]"),
+    ("graded-below-0", _run(_sample_returning(lambda c: np.full(c, -0.2))), ValueError, r"outside \[0, 1\]"),
+    ("sample-too-few-arrays", _run(lambda i, c: [np.zeros(int(x)) for x in c][:-1]), ValueError, "reward arrays"),
+    ("sample-wrong-group-size", _run(_sample_returning(lambda c: np.zeros(c + 1))), ValueError,
+     r"has \d+ rewards, expected"),
+    ("empty-prompts", _run(prompts=lambda p: []), ValueError, "prompts is empty"),
+    ("duplicate-prompts", _run(prompts=lambda p: [p[0], p[1], p[0], p[2]]), ValueError, "duplicates.*'q"),
+    ("infeasible-budget", _run(budget=_infeasible), ValueError, "budget"),
+    ("non-integer-budget", _run(budget=lambda a, b: b + 0.5), ValueError, "budget"),
+]
+SINGLE_SHOT_CASES = [
+    ("observe-nan", _observe(lambda n: [np.array([np.nan, 1.0])] * n), ValueError, "NaN"),
+    ("observe-none", _observe(lambda n: [None] * n), ValueError, "None"),
+    ("observe-out-of-range", _observe(lambda n: [np.array([0.0, 2.0])] * n), ValueError, r"outside \[0, 1\]"),
+    ("observe-length-mismatch", _observe(lambda n: [np.ones(2)] * (n + 1)), ValueError, "reward arrays"),
+    ("observe-empty", _observe(lambda n: [], prompts=lambda p: []), ValueError, "prompts is empty"),
+]
+UNKNOWN_PROMPT_CASE = ("observe-unknown-prompt", _observe(lambda n: [np.ones(2)] * n,
+                                                          prompts=lambda p: p[:-1] + ["never-seen"]),
+                       KeyError, "never-seen")
+
+
+def allocator_rows():
+    rows = []
+    for name in REGISTRY:
+        single_shot = hasattr(build_allocator(name), "observe")
+        cases = ALLOCATOR_CASES + (SINGLE_SHOT_CASES if single_shot else [])
+        if name in FEATURE_BACKED and single_shot:
+            cases = cases + [UNKNOWN_PROMPT_CASE]
+        rows += [pytest.param(name, *case[1:], id=f"{name}-{case[0]}") for case in cases]
+    return rows
+
+
+def _twin_after_one_step(name):
+    env = BernoulliEnv(seed=4)
+    prompts = env.batch(Q)
+    alloc = build_allocator(name, seed=2)
+    budget = budget_for(alloc, Q, 2 * Q + 1)
+    alloc.run(prompts, budget, env.sampler(prompts))
+    return alloc, prompts, budget
+
+
+@pytest.mark.parametrize("name, action, exc, match", allocator_rows())
+def test_allocator_bad_input(name, action, exc, match):
+    alloc, prompts, budget = _twin_after_one_step(name)
+    twin, _, _ = _twin_after_one_step(name)
+    before = copy.deepcopy(alloc.state_dict())
+    with pytest.raises(exc, match=match):
+        action(alloc, prompts, budget)
+    assert states_equal(alloc.state_dict(), before), f"{name}: state changed by a failed call"
+    # and behaviour: the next good step equals the twin's, which never saw the bad call
+    out = [a.run(prompts, budget, BernoulliEnv(seed=9).sampler(prompts)) for a in (alloc, twin)]
+    assert [r.tolist() for r in out[0]] == [r.tolist() for r in out[1]]
+
+
+@pytest.mark.parametrize("name, kwargs, match", [
+    ("uniform", {"lower": 5, "upper": 3}, "lower"),
+    ("vip", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+    ("posterior-progressive", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+    ("knapsack", {"lower": 5, "upper": 3}, "lower"),
+    ("dynamo", {"lower": 5, "upper": 3}, "lower"),
+    ("inverse-accuracy", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+    ("inverse-variance", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+    ("vigor", {"m0": 4, "upper": 3}, "upper"),
+    ("vip", {"predictor": "no-such-predictor"}, "predictor"),
+    ("vip", {"predictor": "gp", "features": WrongDimEncoder()}, "dimension"),
+    ("vip-paper", {"features": WrongDimEncoder()}, "pool"),
+])
+def test_allocator_bad_construction(name, kwargs, match):
+    """lower > upper, unknown predictor, wrong embedding dimension: refused at construction or at
+    the first use of the features, with the offending argument named."""
+    with pytest.raises(ValueError, match=match):
+        alloc = make_allocator(name, **kwargs)
+        alloc.run(POOL[:Q], 4 * Q, BernoulliEnv().sampler(POOL[:Q]))
+
+
+def test_wrong_embedding_dimension_leaves_allocator_unchanged():
+    alloc = make_allocator("posterior-progressive", predictor="gp", features=WrongDimEncoder(), seed=0)
+    before = copy.deepcopy(alloc.state_dict())
+    with pytest.raises(ValueError, match="wrong feature dimension"):
+        alloc.run(POOL[:Q], 4 * Q, BernoulliEnv().sampler(POOL[:Q]))
+    assert states_equal(alloc.state_dict(), before)
+    assert isinstance(alloc, PosteriorProgressive)
+
+
+# ------------------------------------------------------------------------------------------------
+# predictors: update / predict / load_state_dict with bad input
+# ------------------------------------------------------------------------------------------------
+GOOD = [np.array([1.0, 0.0, 1.0]), np.array([0.0, 0.0]), np.array([0.5, 1.0])]
+PREDICTOR_CASES = [
+    ("nan-rewards", lambda m: m.update(POOL[:3], [np.array([np.nan, 1.0])] + GOOD[1:]), ValueError, "q0"),
+    ("inf-rewards", lambda m: m.update(POOL[:3], GOOD[:2] + [np.array([np.inf])]), ValueError, "q2"),
+    ("none-rewards", lambda m: m.update(POOL[:3], [GOOD[0], None, GOOD[2]]), ValueError, "None.*q1"),
+    ("graded-outside-0-1", lambda m: m.update(POOL[:3], GOOD[:2] + [np.array([1.2])]), ValueError, r"\[0, 1\].*q2"),
+    ("negative-reward", lambda m: m.update(POOL[:3], [np.array([-0.1])] + GOOD[1:]), ValueError, r"\[0, 1\].*q0"),
+    ("empty-prompts", lambda m: m.update([], []), ValueError, "prompts is empty"),
+    ("duplicate-prompts", lambda m: m.update(["q0", "q1", "q0"], GOOD), ValueError, "duplicates 'q0'"),
+    ("rewards-count-mismatch", lambda m: m.update(POOL[:3], GOOD[:2]), ValueError, "rewards has 2 entries"),
+    ("two-d-rewards", lambda m: m.update(POOL[:3], [np.ones((2, 2))] + GOOD[1:]), ValueError, "1-D.*q0"),
+    ("single-string-prompts", lambda m: m.predict("q0"), ValueError, "single string"),
+]
+FEATURE_CASES = [
+    ("unknown-prompt-update", lambda m: m.update(["q0", "never-seen"], GOOD[:2]), KeyError, "never-seen"),
+    ("unknown-prompt-predict", lambda m: m.predict(["never-seen"]), KeyError, "never-seen"),
+    ("state-of-other-dimension", lambda m: m.load_state_dict(
+        type(m)(feature_table(dim=3)).state_dict()), ValueError, "dim|shape|keys"),
+]
+
+
+def predictor_rows():
+    rows = []
+    for name in PREDICTORS:
+        cases = PREDICTOR_CASES + (FEATURE_CASES if name in ("gp", "paper-gp", "ridge") else [])
+        rows += [pytest.param(name, *case[1:], id=f"{name}-{case[0]}") for case in cases]
+    return rows
+
+
+@pytest.mark.parametrize("name, action, exc, match", predictor_rows())
+def test_predictor_bad_input(name, action, exc, match):
+    model = build_predictor(name)
+    model.update(["q0", "q3"], [np.array([1.0, 0.0]), np.array([1.0, 1.0, 1.0])])
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(exc, match=match):
+        action(model)
+    assert states_equal(model.state_dict(), before), f"{name}: state changed by a failed call"
+
+
+@pytest.mark.parametrize("name", ["gp", "ridge"])
+def test_predictor_wrong_embedding_dimension(name):
+    model = build_predictor(name, features=feature_table())
+    model.update(["q0"], [np.ones(2)])
+    before = copy.deepcopy(model.state_dict())
+    model.features = WrongDimEncoder()
+    for call in (lambda: model.predict(["q0"]), lambda: model.update(["q0"], [np.ones(2)])):
+        with pytest.raises(ValueError, match=r"wrong feature dimension"):
+            call()
+    assert states_equal(model.state_dict(), before)
+
+
+# ------------------------------------------------------------------------------------------------
+# solvers: stateless; arguments must come back untouched
+# ------------------------------------------------------------------------------------------------
+W = np.array([0.25, 0.09, 0.16])
+TABLE = 1.0 / np.maximum(np.arange(9.0) - 1.0, 1.0)[None, :] * W[:, None]
+
+
+def _with_nan(a):
+    a = a.copy()
+    a.flat[1] = np.nan
+    return a
+
+
+SOLVER_CASES = [
+    ("allocate-nan-weights", lambda: allocate(_with_nan(W), 9), "weights"),
+    ("allocate-inf-weights", lambda: allocate(np.array([0.2, np.inf]), 6), "weights"),
+    ("allocate-negative-weights", lambda: allocate(np.array([0.2, -0.1, 0.3]), 9), "weights.*-0.1"),
+    ("allocate-none-weights", lambda: allocate(np.array([0.2, None, 0.3]), 9), "weights"),
+    ("allocate-empty", lambda: allocate(np.zeros(0), 4), "empty"),
+    ("allocate-lower-above-upper", lambda: allocate(W, 12, lower=5, upper=3), "lower.*upper"),
+    ("allocate-budget-too-small", lambda: allocate(W, 5, lower=2, upper=8), "budget=5 is infeasible"),
+    ("allocate-budget-too-large", lambda: allocate(W, 30, lower=2, upper=8), "budget=30 is infeasible"),
+    ("allocate-fractional-budget", lambda: allocate(W, 9.5), "budget must be an integer"),
+    ("allocate-2d-weights", lambda: allocate(np.ones((2, 2)), 8), "weights must be 1-D"),
+    ("allocate-grpo-bad-success-prob", lambda: allocate(W, 9, objective="grpo", success_prob=[0.2, 1.5, 0.1]),
+     "success_prob"),
+    ("allocate-skip-without-price", lambda: allocate(W, 9, allow_skip=True), "skip_cost"),
+    ("allocate-unknown-objective", lambda: allocate(W, 9, objective="ppo"), "objective"),
+    ("solve-table-nan-costs", lambda: solve_table(_with_nan(TABLE), 9, 2, 8), "NaN"),
+    ("solve-table-minus-inf", lambda: solve_table(-np.inf * np.ones((3, 9)), 9, 2, 8), "-inf"),
+    ("solve-table-wrong-columns", lambda: solve_table(TABLE[:, :5], 9, 2, 8), "columns"),
+    ("solve-table-empty", lambda: solve_table(np.zeros((0, 9)), 0, 2, 8), "empty"),
+    ("solve-table-lower-above-upper", lambda: solve_table(TABLE, 9, 9, 8), "lower.*upper"),
+    ("solve-table-infeasible", lambda: solve_table(TABLE, 40, 2, 8), "budget=40 is infeasible"),
+    ("solve-table-all-forbidden-row", lambda: solve_table(np.vstack([TABLE[:2], np.full(9, np.inf)]), 9, 2, 8),
+     "rows \\[2\\]"),
+    ("proportional-negative-weights", lambda: proportional_counts(np.array([1.0, -2.0]), 8, 2, 6), "weights"),
+    ("proportional-infeasible", lambda: proportional_counts(np.array([1.0, 2.0]), 20, 2, 6), "budget 20"),
+]
+
+
+@pytest.mark.parametrize("call, match", [pytest.param(c[1], c[2], id=c[0]) for c in SOLVER_CASES])
+def test_solver_bad_input(call, match):
+    w, table = W.copy(), TABLE.copy()
+    with pytest.raises(ValueError, match=match):
+        call()
+    assert np.array_equal(W, w) and np.array_equal(TABLE, table)  # inputs untouched
