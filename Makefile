@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-core test-verl venv bench clean
+.PHONY: demo test test-core test-verl venv bench fuzz soak clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ test-verl: $(VERL_STAMP)
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench
+
+fuzz: $(STAMP)
+	$(TEST_ENV) $(PY) benchmarks/fuzz.py --cases 100000
+
+soak: $(STAMP)
+	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 100000 --pool 100000 --window 5000
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) build *.egg-info src/*.egg-info
