@@ -305,7 +305,16 @@ def _moment(mean, var, a: float, b: float) -> np.ndarray:
     al, be = _beta_params(mean, var)
     with np.errstate(divide="ignore", invalid="ignore"):
         plug = np.where(a > 0, mean ** a, 1.0) * np.where(b > 0, (1 - mean) ** b, 1.0)
-        post = np.exp(betaln(al + a, be + b) - betaln(al, be))
+        if float(a).is_integer() and float(b).is_integer() and a + b <= 16:
+            # rising factorials: exact and stable even when alpha + beta is huge (var -> 0)
+            post = np.ones(np.broadcast(al, be).shape)
+            for i in range(int(a)):
+                post = post * (al + i) / (al + be + i)
+            for j in range(int(b)):
+                post = post * (be + j) / (al + be + int(a) + j)
+        else:
+            post = np.exp(betaln(al + a, be + b) - betaln(al, be))
+            post = np.where(al + be > 1e8, plug, post)  # betaln cancels badly there; the mass is a point
     return np.where(np.isfinite(al) & (var > 0), post, plug)
 
 
@@ -345,48 +354,96 @@ def group_moments(estimator: str, n, mean, var=0.0, *, eps: float = 0.0, exact_u
         return tuple(np.where(live, x, 0.0) for x in (sig, sec, noi))
     if estimator != "grpo":
         raise ValueError(f"estimator must be 'rloo', 'drgrpo' or 'grpo', got {estimator!r}")
-    sig = np.zeros(n.shape)
-    sec = np.zeros(n.shape)
-    noi = np.zeros(n.shape)
-    from scipy.special import betaln, gammaln
+    out = tuple(np.zeros(n.shape) for _ in range(3))
+    if not live.any():
+        return out
+    # every distinct (mean, var) gets one row of the table over n = 0..max n, then gathered
+    pairs = np.stack([mean[live], var[live]], axis=1)
+    rows, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    tables = _grpo_moment_table(rows[:, 0], rows[:, 1], int(n[live].max()), eps=eps, exact_up_to=exact_up_to)
+    cols = n[live].astype(np.int64)
+    for dst, table in zip(out, tables):
+        dst[live] = table[inverse.reshape(-1), cols]
+    return out
+
+
+def _grpo_moment_table(mean: np.ndarray, var: np.ndarray, upper: int, *, eps: float = 0.0,
+                       exact_up_to: int = 128):
+    """`group_moments` of GRPO for every n = 0..upper at once: three [R, upper + 1] arrays.
+
+    Exact part (n <= exact_up_to, or every n when eps > 0): the Beta-binomial distribution of the
+    number of successes k is built by its Polya-urn recursion over n,
+
+        w_{n+1}(k) = w_n(k) (beta + n - k) / (alpha + beta + n) + w_n(k-1) (alpha + k - 1) / (alpha + beta + n)
+
+    (for a point mass, var = 0, the rates are q and p: the binomial), so the whole table costs
+    O(R upper^2) in `upper` vectorised steps instead of one log-gamma evaluation per (prompt, n, k).
+    E[C(n,k) p^(k+1) q^(n-k+1)] = E[pq] BetaBinomial(k; n, alpha+1, beta+1) gives the signal weights.
+    Above exact_up_to (eps = 0): S_k ~ sqrt(pq), as documented in `group_moments`.
+    """
+    mean, var = _as_float(mean).reshape(-1), _as_float(var).reshape(-1)
+    r = mean.size
+    sig, sec, noi = (np.zeros((r, upper + 1)) for _ in range(3))
+    if upper < 2 or r == 0:
+        return sig, sec, noi
+    al, be = _beta_params(mean, var)
+    point = ~(np.isfinite(al) & (var > 0))
+    # a point mass is a Beta of strength 1e15: its urn rates equal p to ~1e-14
+    strength = np.where(point, 1e15, al + be)
+    a0 = np.where(point, np.clip(mean, 0.0, 1.0) * 1e15, al)
+    m11 = _moment(mean, var, 1, 1)
+    exact_top = upper if eps > 0.0 else min(upper, exact_up_to)
+    # per-(n, k) advantage statistics, shared by every prompt
+    nn = np.arange(exact_top + 1, dtype=float)[:, None]
+    kk = np.arange(exact_top + 1, dtype=float)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd2 = np.where((kk <= nn) & (nn >= 2), kk * (nn - kk) / (nn * (nn - 1.0)), 0.0)
+        sd = np.sqrt(np.maximum(sd2, 0.0))
+        adv_sum = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps), 0.0)   # a(k) = sum_i A_i (r_i - rbar)
+        adv_sq = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps) ** 2, 0.0)  # sum_i A_i^2
+    # rows 0..r-1: BetaBinomial(alpha, beta); rows r..2r-1: BetaBinomial(alpha + 1, beta + 1)
+    alpha = np.concatenate([a0, a0 + 1.0])[:, None]
+    inv_total = 1.0 / (np.concatenate([strength, strength + 2.0])[:, None]
+                       + np.arange(exact_top, dtype=float)[None, :])
+    chunk = max(1, 4_000_000 // max(1, (exact_top + 1) ** 2))  # bound the [rows, n, k] buffer
+    for lo in range(0, r, chunk):
+        hi = min(r, lo + chunk)
+        rows = np.r_[lo:hi, r + lo:r + hi]
+        w = np.zeros((rows.size, exact_top + 1, exact_top + 1))
+        w[:, 0, 0] = 1.0
+        al_c, inv_c = alpha[rows], inv_total[rows]
+        for n in range(1, exact_top + 1):
+            prev = w[:, n - 1, :n]
+            rate = (al_c + kk[:, :n]) * inv_c[:, n - 1:n]  # P(next is a success | k of n-1)
+            grow_ = prev * rate
+            w[:, n, :n] = prev - grow_
+            w[:, n, 1:n + 1] += grow_
+        half = hi - lo
+        sig[lo:hi, :exact_top + 1] = np.einsum("rnk,nk->rn", w[half:], adv_sum) * m11[lo:hi, None]
+        sec[lo:hi, :exact_top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sum * adv_sum)
+        noi[lo:hi, :exact_top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sq)
+    if exact_top < upper:  # eps = 0, large n: S_k ~ sqrt(pq)
+        big = np.arange(exact_top + 1, upper + 1, dtype=float)
+        sig[:, exact_top + 1:] = (big - 1.0)[None, :] * _moment(mean, var, 1.5, 1.5)[:, None]
+        sec[:, exact_top + 1:] = (big - 1.0)[None, :] ** 2 * m11[:, None]
+        all_equal = _power_moments(mean, var, big)
+        noi[:, exact_top + 1:] = (big - 1.0)[None, :] * (1.0 - all_equal)
+    return sig, sec, noi
+
+
+def _power_moments(mean: np.ndarray, var: np.ndarray, powers: np.ndarray) -> np.ndarray:
+    """E[p^n] + E[q^n] for each prompt (rows) and n in `powers` (columns), Beta or point mass."""
+    from scipy.special import betaln
 
     al, be = _beta_params(mean, var)
     point = ~(np.isfinite(al) & (var > 0))
-    for n_val in np.unique(n[live]):
-        sel = n == n_val
-        nn = int(n_val)
-        if eps == 0.0 and nn > exact_up_to:
-            sig[sel] = (nn - 1.0) * _moment(mean[sel], var[sel], 1.5, 1.5)
-            sec[sel] = (nn - 1.0) ** 2 * m11[sel]
-            noi[sel] = (nn - 1.0) * (1 - _moment(mean[sel], var[sel], nn, 0)
-                                     - _moment(mean[sel], var[sel], 0, nn))
-            continue
-        k = np.arange(nn + 1, dtype=float)
-        sd2 = k * (nn - k) / (nn * (nn - 1.0))
-        sd = np.sqrt(sd2)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps), 0.0)
-            sumsq = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps) ** 2, 0.0)
-        logc = gammaln(nn + 1.0) - gammaln(k + 1.0) - gammaln(nn - k + 1.0)
-        mu, alq, beq, pt = mean[sel][:, None], al[sel][:, None], be[sel][:, None], point[sel][:, None]
-
-        def weights(x: float):  # E[C(n,k) p^(k+x) q^(n-k+x)]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                plug = np.exp(logc + (k + x) * np.log(mu) + (nn - k + x) * np.log1p(-mu))
-                # Beta-binomial in log space by recursion over k (one betaln per prompt):
-                # w(k+1)/w(k) = (n-k)/(k+1) * (alpha+k+x)/(beta+n-k-1+x)
-                a_safe, b_safe = np.where(pt, 1.0, alq), np.where(pt, 1.0, beq)
-                first = betaln(a_safe + x, b_safe + nn + x) - betaln(a_safe, b_safe)
-                ratio = (np.log(nn - k[:-1]) - np.log(k[:-1] + 1.0)
-                         + np.log(a_safe + k[:-1] + x) - np.log(b_safe + nn - k[:-1] - 1.0 + x))
-                post = np.exp(np.concatenate([first, first + np.cumsum(ratio, axis=1)], axis=1))
-            return np.nan_to_num(np.where(pt, plug, post))
-
-        w0, w1 = weights(0.0), weights(1.0)
-        sig[sel] = (w1 * a).sum(axis=1)
-        sec[sel] = (w0 * a ** 2).sum(axis=1)
-        noi[sel] = (w0 * sumsq).sum(axis=1)
-    return sig, sec, noi
+    m = np.clip(mean, 0.0, 1.0)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plug = m ** powers[None, :] + (1.0 - m) ** powers[None, :]
+        a, b = np.where(point, 1.0, al)[:, None], np.where(point, 1.0, be)[:, None]
+        base = betaln(a, b)
+        post = np.exp(betaln(a + powers, b) - base) + np.exp(betaln(a, b + powers) - base)
+    return np.where(point[:, None] | ((al + be) > 1e8)[:, None], plug, post)  # betaln cancels there
 
 
 def _binary_group_terms(estimator: str, n: int, eps: float = 0.0):
@@ -451,7 +508,7 @@ def batch_gradient_moments(counts, success_prob, *, estimator: str, aggregation:
 
 
 def improvement_table(prediction_or_p, upper: int, *, aggregation: str = "seq-mean",
-                      estimator: str = "grpo", lr_noise: float = 0.01, noise_ratio: float = 1.0,
+                      estimator: str = "grpo", lr_noise: float = 0.01, noise_ratio: float = 0.25,
                       total_budget: int | None = None, eps: float = 0.0,
                       constant: float | None = None) -> np.ndarray:
     """Expected one-step improvement of giving prompt q n rollouts: GAIN table [Q, upper + 1]
@@ -513,7 +570,10 @@ def improvement_table(prediction_or_p, upper: int, *, aggregation: str = "seq-me
         w = np.full(n.shape, 1.0 if constant is None else 1.0 / constant)
     else:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
-    sig, sec, noi = group_moments(estimator, n[None, :], mean[:, None], var[:, None], eps=eps)
+    if estimator == "grpo":
+        sig, sec, noi = _grpo_moment_table(mean, var, upper, eps=eps)
+    else:
+        sig, sec, noi = group_moments(estimator, n[None, :], mean[:, None], var[:, None], eps=eps)
     gain = w * sig - lr_noise * w ** 2 * (sec + noise_ratio * noi)
     gain[:, 0] = 0.0
     return gain

@@ -40,7 +40,10 @@ def cost_table(prediction: Prediction, upper: int, lower: int, *, objective: str
 
     if objective == "variance":
         mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
+        if estimator == "grpo" and variance == "expected":
+            return _grpo_expected_table(mean, np.asarray(prediction.var, dtype=float), upper, lower, skip_cost)
         # GRPO's std normalisation cancels the reward variance: its weights are plain importances
+        # (ones), never p(1-p), which its variance (n-1)/n^2 (1 - p^n - q^n) already contains
         weights = np.ones_like(mean) if estimator == "grpo" else bernoulli_weights(prediction, variance)
         return np.asarray(objectives.variance_table(
             estimator, success_prob=mean, weights=weights, upper=upper, lower=lower,
@@ -56,6 +59,24 @@ def cost_table(prediction: Prediction, upper: int, lower: int, *, objective: str
                                                        upper, **kwargs), dtype=float)
         return -gain
     raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def _grpo_expected_table(mean: np.ndarray, var: np.ndarray, upper: int, lower: int,
+                         skip_cost: float | None) -> np.ndarray:
+    """GRPO variance (eps = 0) averaged over the posterior p ~ Beta(mean, var):
+    (n-1)/n^2 (1 - E[p^n] - E[q^n]); equals `objectives.grpo_variance` when var = 0."""
+    from ..objectives import _power_moments
+
+    n = np.arange(upper + 1, dtype=float)
+    table = np.full((mean.size, upper + 1), np.inf)
+    first = max(lower, 1)
+    if first <= upper:
+        cols = n[first:]
+        mixed = 1.0 - _power_moments(mean, np.clip(var, 0.0, None), cols)
+        table[:, first:] = (cols - 1.0) / cols ** 2 * np.maximum(mixed, 0.0)
+    if skip_cost is not None and lower > 0:
+        table[:, 0] = float(skip_cost)
+    return table
 
 
 def solve_increments(table: np.ndarray, current: np.ndarray, budget: int, lower: int, upper: int,

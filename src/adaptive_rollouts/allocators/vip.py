@@ -92,6 +92,15 @@ class VIP(PredictiveAllocator):
 
     def _plan(self, prompts: list, budget: int) -> np.ndarray:
         prediction = self._predict(prompts)
+        if self.aggregation is None and self.estimator == "grpo" and self.variance == "expected":
+            # posterior-averaged GRPO variance: a per-prompt table, solved exactly
+            from ..solvers import solve_table
+
+            upper = self._effective_upper(len(prompts), budget)
+            table = cost_table(prediction, upper, self.lower, objective="variance", estimator="grpo",
+                               variance="expected", skip_cost=self.skip_cost if self.allow_skip else None)
+            return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip),
+                              dtype=np.int64)
         if self.aggregation is None:
             from ..solvers import allocate
 

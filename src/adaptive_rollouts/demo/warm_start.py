@@ -18,7 +18,8 @@ import numpy as np
 SFT_SEED = 7_000  # RL pool uses seed 1, held-out seed 2: SFT problems are a different draw
 
 
-def train(steps: int, batch_size: int, lr: float, seed: int, log_every: int = 100):
+def train(steps: int, batch_size: int, lr: float, seed: int, log_every: int = 100, sft_problems: int = 4_000,
+          **model_overrides):
     import torch
 
     from .evaluate import greedy_accuracy, success_rates
@@ -29,8 +30,8 @@ def train(steps: int, batch_size: int, lr: float, seed: int, log_every: int = 10
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # a tiny model: extra threads only spin on a shared CPU (10x slower here)
     tokenizer = build_tokenizer()
-    model = build_model(tokenizer, seed=seed)
-    problems = make_problems(4_000, seed=SFT_SEED)
+    model = build_model(tokenizer, seed=seed, **model_overrides)
+    problems = make_problems(sft_problems, seed=SFT_SEED)
     held_out = make_problems(256, seed=SFT_SEED + 1, exclude={p.prompt for p in problems})
     verifier = Verifier(held_out)
     texts = [p.prompt + p.answer for p in problems]
@@ -82,14 +83,22 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sft-problems", type=int, default=4_000, help="distinct SFT problems")
+    parser.add_argument("--layers", type=int, default=None, help="override num_hidden_layers")
+    parser.add_argument("--out", default=None, help="asset folder (default: the package's demo/assets)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     from .model import save_warm_start
 
-    model, meta = train(args.steps, args.batch_size, args.lr, args.seed)
+    overrides = {} if args.layers is None else {"num_hidden_layers": args.layers}
+    model, meta = train(args.steps, args.batch_size, args.lr, args.seed, sft_problems=args.sft_problems, **overrides)
     print(meta)
     if not args.no_save:
-        save_warm_start(model, meta)
+        from pathlib import Path
+
+        from .model import ASSETS
+
+        save_warm_start(model, meta, ASSETS if args.out is None else Path(args.out))
 
 
 if __name__ == "__main__":

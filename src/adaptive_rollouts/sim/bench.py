@@ -82,8 +82,11 @@ def _library_factory() -> Callable | None:
     return make_allocator
 
 
-def build_allocator(name: str, problem: Problem, seed: int) -> tuple[Any, Any]:
-    """(allocator, predictor or None) for a method name (see the module docstring)."""
+def build_allocator(name: str, problem: Problem, seed: int, aggregation: str | None = None) -> tuple[Any, Any]:
+    """(allocator, predictor or None) for a method name (see the module docstring).
+
+    ``aggregation`` goes to our allocator, whose objective is derived per loss aggregation; VIP
+    keeps the paper's variance objective (passing it would switch VIP to ours)."""
     truth = _truth_fn(problem)
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
@@ -110,6 +113,8 @@ def build_allocator(name: str, problem: Problem, seed: int) -> tuple[Any, Any]:
     elif variant:
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
     kwargs["features"] = table
+    if aggregation is not None and base == "posterior-progressive":
+        kwargs["aggregation"] = aggregation
     try:
         alloc = factory(base, **kwargs)
     except TypeError:
@@ -191,7 +196,7 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
                                        estimator=cfg.estimator, aggregation=agg, seed=seed,
                                        grad_var_every=cfg.grad_var_every)
                     try:
-                        alloc, predictor = build_allocator(method, problem, seed)
+                        alloc, predictor = build_allocator(method, problem, seed, aggregation=agg)
                     except (ImportError, AttributeError, ValueError, TypeError) as err:
                         # Reported in the report's "methods not run" list, never silently dropped.
                         errors.setdefault(method, f"{type(err).__name__}: {err}")
