@@ -6,13 +6,21 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from ..types import Encoder
+from ..types import Encoder, Prediction
 
 # Gauss-Hermite nodes for E[f(g)], g ~ N(m, s): 32 nodes; error < 1e-4 for sd <= 3 (tested)
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(32)
 _GH_W = _GH_W / _GH_W.sum()
 
 UNIFORM_PRIOR_VAR = 1.0 / 12.0  # Var[p] under p ~ Uniform(0, 1) = Beta(1, 1)
+
+
+def empirical_prediction(count: np.ndarray, total: np.ndarray, prior_mean: float) -> Prediction:
+    """Success rate total/count with its binomial standard error squared; the prior where unseen."""
+    seen = count > 0
+    mean = np.where(seen, total / np.maximum(count, 1.0), prior_mean)
+    var = np.where(seen, mean * (1.0 - mean) / np.maximum(count, 1.0), UNIFORM_PRIOR_VAR)
+    return Prediction(mean, var)
 
 
 def names(items: Sequence, limit: int = 5) -> str:

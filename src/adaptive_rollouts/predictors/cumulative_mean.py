@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from ..types import Prediction, StateDict
-from ._common import UNIFORM_PRIOR_VAR, RowIndex, check_batch, check_prompts, check_state_keys, grow
+from ._common import RowIndex, empirical_prediction, check_batch, check_prompts, check_state_keys, grow
 
 
 class CumulativeMean:
@@ -40,10 +40,7 @@ class CumulativeMean:
         count, total = np.zeros(len(prompts)), np.zeros(len(prompts))
         count[known] = self._count[rows[known]]
         total[known] = self._sum[rows[known]]
-        seen = count > 0
-        mean = np.where(seen, total / np.maximum(count, 1.0), self.prior_mean)
-        var = np.where(seen, mean * (1.0 - mean) / np.maximum(count, 1.0), UNIFORM_PRIOR_VAR)
-        return Prediction(mean, var)
+        return empirical_prediction(count, total, self.prior_mean)
 
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         prompts, successes, counts = check_batch(prompts, rewards)
