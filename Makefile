@@ -44,7 +44,7 @@ test-verl: $(VERL_STAMP)
 	$(TEST_ENV) $(VERL_VENV)/bin/python -m pytest -q tests/verl_plugin tests/test_advantages.py
 
 bench: $(STAMP)
-	HF_HUB_OFFLINE=1 $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench
+	$(TEST_ENV) $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench
 
 fuzz: $(STAMP)
 	$(TEST_ENV) $(PY) benchmarks/fuzz.py --cases 100000
