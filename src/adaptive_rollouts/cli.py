@@ -16,8 +16,10 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from adaptive_rollouts.solvers import allocate
 
     p = np.array([float(x) for x in args.p.split(",")])
+    # GRPO's variance already contains the reward-variance factor; the others are weighted by it
+    weights = np.ones_like(p) if args.objective == "grpo" else p * (1 - p)
     counts = allocate(
-        p * (1 - p),
+        weights,
         budget=args.budget,
         lower=args.lower,
         upper=args.upper,
