@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..types import Prompt, Rewards, SampleFn
-from .base import BaseAllocator, RolloutCollector, check_prompts
+from .base import BaseAllocator
 from .vigor import spread
 
 __all__ = ["AR3PO"]
@@ -43,12 +42,8 @@ class AR3PO(BaseAllocator):
         self.stage_size, self.success_threshold = int(stage_size), float(success_threshold)
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
-        start = time.perf_counter()
-        prompts = check_prompts(prompts)
-        budget = self._check_budget(prompts, budget)
+        prompts, budget, collector, start = self._begin_rounds(prompts, budget, sample, first_round=self.stage_size)
         q = len(prompts)
-        collector = RolloutCollector(prompts, sample)
-        collector.draw(np.full(q, min(self.stage_size, budget // q), dtype=np.int64))
         left = budget - int(collector.counts.sum())
         while left > 0:
             solved = np.array([bool(np.any(r >= self.success_threshold - 1e-8)) for r in collector.rewards()])

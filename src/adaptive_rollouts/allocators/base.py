@@ -216,6 +216,19 @@ class BaseAllocator:
                                  f"with {self.lower} <= n <= {self.upper} rollouts each sums to it")
         return budget
 
+    def _begin_rounds(
+        self, prompts: Sequence[Prompt], budget: Any, sample: SampleFn, first_round: int = 0
+    ) -> tuple[list, int, RolloutCollector, float]:
+        """Common start of a progressive run: validated prompts and budget, a collector, the wall
+        clock, and (if ``first_round``) min(first_round, budget // Q) rollouts for every prompt."""
+        start = time.perf_counter()
+        prompts = check_prompts(prompts)
+        budget = self._check_budget(prompts, budget)
+        collector = RolloutCollector(prompts, sample)
+        if first_round:
+            collector.draw(np.full(len(prompts), min(first_round, budget // len(prompts)), dtype=np.int64))
+        return prompts, budget, collector, start
+
     def _check_counts(self, counts: np.ndarray, budget: int, upper: int | None = None) -> np.ndarray:
         """Internal invariant: exact budget, bounds respected. A failure is a bug, not bad input."""
         counts = np.asarray(counts, dtype=np.int64)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..metrics import group_has_signal
 from ..types import Prompt, Rewards, SampleFn
-from .base import BaseAllocator, RolloutCollector, check_prompts
+from .base import BaseAllocator
 from .dynamic_sampling import drop_flat_groups
 from .vigor import spread
 
@@ -45,12 +44,8 @@ class SpeedRL(BaseAllocator):
         self.screen, self.drop_zero_variance = int(screen), bool(drop_zero_variance)
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
-        start = time.perf_counter()
-        prompts = check_prompts(prompts)
-        budget = self._check_budget(prompts, budget)
+        prompts, budget, collector, start = self._begin_rounds(prompts, budget, sample, first_round=self.screen)
         q = len(prompts)
-        collector = RolloutCollector(prompts, sample)
-        collector.draw(np.full(q, min(self.screen, budget // q), dtype=np.int64))
         left = budget - int(collector.counts.sum())
         if left > 0:
             mixed = np.flatnonzero([group_has_signal(r) for r in collector.rewards()])

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..types import Prompt, Rewards, SampleFn
-from .base import BaseAllocator, RolloutCollector, check_prompts, random_order
+from .base import BaseAllocator, random_order
 
 __all__ = ["VIGOR", "spread"]
 
@@ -84,10 +83,7 @@ class VIGOR(BaseAllocator):
         return kept, [self.m0 * self.gamma**t for t in range(self.rounds)]
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
-        start = time.perf_counter()
-        prompts = check_prompts(prompts)
-        budget = self._check_budget(prompts, budget)
-        collector = RolloutCollector(prompts, sample)
+        prompts, budget, collector, start = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
         kept, per_prompt = self.schedule(q)
         weights = [k * m for k, m in zip(kept, per_prompt)]
