@@ -230,3 +230,12 @@ def test_rewards_for_allocator_rescale_and_errors():
         split(fake, np.array([0.0, 2.0]), np.array([1, 1]), ["a", "b"])
     with pytest.raises(ValueError, match=r"'a'.*no reward"):
         split(fake, np.array([np.nan, 0.0]), np.array([1, 1]), ["a", "b"])
+
+
+def test_allocator_by_name_gets_aggregation_only_if_it_models_it():
+    from adaptive_rollouts.integrations.trl.trainer import _make_allocator
+
+    assert _make_allocator("posterior-progressive", "token-mean").aggregation == "token-mean"
+    assert type(_make_allocator("vigor", "token-mean")).__name__ == "VIGOR"
+    with pytest.raises(ValueError, match="unknown allocator"):
+        _make_allocator("no-such-method", "seq-mean")

@@ -9,6 +9,7 @@ After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .ar3po import AR3PO
@@ -41,6 +42,7 @@ __all__ = [
     "VIP",
     "ALLOCATORS",
     "make_allocator",
+    "takes_keyword",
 ]
 
 ALLOCATORS: dict[str, Any] = {
@@ -58,6 +60,20 @@ ALLOCATORS: dict[str, Any] = {
     "ar3po": AR3PO,
     "speedrl": SpeedRL,
 }
+
+
+def takes_keyword(factory: Any, keyword: str) -> bool:
+    """Whether ``factory`` (an allocator class or registry entry) accepts ``keyword=``; integrations
+    use it to pass e.g. the trainer's loss ``aggregation`` only to allocators that model it.
+
+    >>> takes_keyword(VIP, "aggregation"), takes_keyword(Uniform, "aggregation")
+    (True, False)
+    """
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def make_allocator(name: str, **kwargs: Any) -> BaseAllocator:

@@ -21,7 +21,6 @@ the aggregation implied by ``loss_type`` (see ``layout.LOSS_TYPE_AGGREGATION``).
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -48,15 +47,12 @@ _DONE = "done"
 
 
 def _make_allocator(name: str, aggregation: str):
-    from adaptive_rollouts.allocators import make_allocator
+    from adaptive_rollouts.allocators import ALLOCATORS, make_allocator, takes_keyword
 
-    params = inspect.signature(make_allocator).parameters
-    if "aggregation" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        try:
-            return make_allocator(name, aggregation=aggregation)
-        except TypeError:  # this allocator has no aggregation= (Uniform, VIGOR)
-            pass
-    return make_allocator(name)
+    factory = ALLOCATORS.get(name.lower().replace("_", "-"))
+    if factory is not None and takes_keyword(factory, "aggregation"):
+        return make_allocator(name, aggregation=aggregation)
+    return make_allocator(name)  # Uniform, VIGOR, ... have no aggregation= (unknown names raise here)
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):

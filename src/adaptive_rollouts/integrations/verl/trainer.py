@@ -26,7 +26,6 @@ model with its own resource pool (verl's streaming reward path).
 from __future__ import annotations
 
 import importlib
-import inspect
 import logging
 import os
 import time
@@ -78,12 +77,9 @@ def build_allocator(spec: str, kwargs: dict | None = None, aggregation: str | No
     cls = load_allocator_class(spec)
     kwargs = dict(kwargs or {})
     if aggregation is not None and "aggregation" not in kwargs:
-        try:
-            params = inspect.signature(cls).parameters
-        except (TypeError, ValueError):
-            params = {}
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        if "aggregation" in params or takes_any:
+        from adaptive_rollouts.allocators import takes_keyword
+
+        if takes_keyword(cls, "aggregation"):
             kwargs["aggregation"] = aggregation
     return cls(**kwargs)
 
