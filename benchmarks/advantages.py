@@ -66,8 +66,9 @@ def main() -> None:
     small = 10_000
     loop_ms = best_ms(lambda: per_group_loop(rewards[:small], ids[:small]), 1)
     vec_ms = best_ms(lambda: group_advantages(rewards[:small], ids[:small], "grpo"), args.repeats)
-    print(f"  N={small}: per-group Python loop {loop_ms:.1f} ms vs vectorised {vec_ms:.2f} ms "
-          f"({loop_ms / vec_ms:.0f}x)")
+    print(
+        f"  N={small}: per-group Python loop {loop_ms:.1f} ms vs vectorised {vec_ms:.2f} ms ({loop_ms / vec_ms:.0f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ def main(argv=None) -> int:
     print(f"{'method':10s} {'rollouts to Uniform final':>26s} {'ratio to Uniform':>17s} {'allocator overhead':>19s}")
     for r in rows:
         ratio = r["rollouts_to_uniform_final"] / base if base and math.isfinite(base) else math.nan
-        print(f"{r['method']:10s} {r['rollouts_to_uniform_final']:26.0f} {ratio:17.2f} {r['allocator_overhead_pct']:18.2f}%")
+        print(
+            f"{r['method']:10s} {r['rollouts_to_uniform_final']:26.0f} {ratio:17.2f} {r['allocator_overhead_pct']:18.2f}%"
+        )
     return 0
 
 

@@ -24,9 +24,14 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from test_reliability_fuzz import (allocate_problems, allocator_cases, check_allocate_problem,  # noqa: E402
-                                   check_allocator_case, check_table_problem, table_problems)
+from test_reliability_fuzz import (
+    allocate_problems,
+    allocator_cases,
+    check_allocate_problem,  # noqa: E402
+    check_allocator_case,
+    check_table_problem,
+    table_problems,
+)
 from test_reliability_support import REGISTRY, VARIANTS  # noqa: E402
 
 
@@ -34,8 +39,14 @@ def run_target(name: str, strategy, check, cases: int, seed: int) -> tuple[int, 
     """Run `check` on `cases` hypothesis examples; returns (executed, first violation or None, seconds)."""
     executed = 0
 
-    @settings(max_examples=cases, deadline=None, database=None, derandomize=False, print_blob=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=cases,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def prop(case):
         nonlocal executed
@@ -65,10 +76,13 @@ def main() -> int:
     args = parser.parse_args()
     names = REGISTRY + sorted(VARIANTS)
     per_alloc = max(1, args.cases // 2 // len(names))
-    targets = [("solve_table", table_problems(), check_table_problem, max(1, args.cases * 3 // 10)),
-               ("allocate", allocate_problems(), check_allocate_problem, max(1, args.cases // 5))]
-    targets += [(f"allocator:{name}", allocator_cases(names=(name,)), check_allocator_case, per_alloc)
-                for name in names]
+    targets = [
+        ("solve_table", table_problems(), check_table_problem, max(1, args.cases * 3 // 10)),
+        ("allocate", allocate_problems(), check_allocate_problem, max(1, args.cases // 5)),
+    ]
+    targets += [
+        (f"allocator:{name}", allocator_cases(names=(name,)), check_allocator_case, per_alloc) for name in names
+    ]
     total, violations, seconds = 0, 0, 0.0
     for i, (name, strategy, check, cases) in enumerate(targets):
         executed, failure, took = run_target(name, strategy, check, cases, args.seed + i)
@@ -76,8 +90,9 @@ def main() -> int:
         violations += failure is not None
         status = "ok" if failure is None else f"VIOLATION {failure[:2000]}"
         print(f"{name:32s} {executed:7d} cases {took:7.1f} s  {executed / took:7.0f}/s  {status}", flush=True)
-    print(f"total: {total} cases in {seconds:.1f} s ({total / seconds:.0f} cases/s), "
-          f"{violations} targets with violations")
+    print(
+        f"total: {total} cases in {seconds:.1f} s ({total / seconds:.0f} cases/s), {violations} targets with violations"
+    )
     return 1 if violations else 0
 
 

@@ -48,8 +48,17 @@ TUNE_SEEDS = (10, 11)
 TEST_SEEDS = (0, 1, 2)
 AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
 SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
-METHODS = ("uniform", "ours", "ours-skip", "ours@true-p", "ours-skip@true-p", "oracle-fill", "vip@true-p",
-           "vip-paper", "vigor")
+METHODS = (
+    "uniform",
+    "ours",
+    "ours-skip",
+    "ours@true-p",
+    "ours-skip@true-p",
+    "oracle-fill",
+    "vip@true-p",
+    "vip-paper",
+    "vigor",
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -97,8 +106,10 @@ def timing() -> None:
             t = time.perf_counter()
             alloc.run(prompts, budget, sample)
             times.append(time.perf_counter() - t - sampled[0])
-        print(f"PosteriorProgressive step Q={q:3d} C={budget:4d} (GP, 384-d, 3 rounds): "
-              f"{np.median(times[5:]) * 1e3:8.2f} ms (median of 35)")
+        print(
+            f"PosteriorProgressive step Q={q:3d} C={budget:4d} (GP, 384-d, 3 rounds): "
+            f"{np.median(times[5:]) * 1e3:8.2f} ms (median of 35)"
+        )
     for b, d in [(6, 256), (16, 128), (512, 128)]:
         gp = GaussianProcess(tab, n_features=d, seed=0)
         times = []
@@ -129,9 +140,17 @@ def build(method: str, problem, seed: int, aggregation: str, options: dict):
     if base in ("ours", "ours-skip"):
         options = dict(options)
         extra = {"max_prior_strength": options.pop("max_prior_strength")} if "max_prior_strength" in options else {}
-        return PosteriorProgressive(predictor, features=table, objective="improvement", estimator="grpo",
-                                    aggregation=aggregation, allow_skip=base == "ours-skip",
-                                    improvement_options=options, seed=seed, **extra)
+        return PosteriorProgressive(
+            predictor,
+            features=table,
+            objective="improvement",
+            estimator="grpo",
+            aggregation=aggregation,
+            allow_skip=base == "ours-skip",
+            improvement_options=options,
+            seed=seed,
+            **extra,
+        )
     if base == "oracle-fill":
         return OracleAllocator(truth, mode="fill")
     if base == "vip":
@@ -153,15 +172,25 @@ def one_run(job: dict) -> dict:
     predictor = getattr(alloc, "predictor", None)
     if predictor is not None and not hasattr(predictor, "predict"):
         predictor = None
-    cfg = TrainConfig(steps=job["steps"], batch_prompts=job["batch_prompts"], budget=job["budget"], lr=job["lr"],
-                      estimator="grpo", aggregation=job["aggregation"], seed=job["seed"], grad_var_every=0)
+    cfg = TrainConfig(
+        steps=job["steps"],
+        batch_prompts=job["batch_prompts"],
+        budget=job["budget"],
+        lr=job["lr"],
+        estimator="grpo",
+        aggregation=job["aggregation"],
+        seed=job["seed"],
+        grad_var_every=0,
+    )
     t0 = time.perf_counter()
     tr = train(problem, alloc, cfg, predictor=predictor)
     s = _run_summary(tr)
     for k in ("alloc_p", "alloc_n"):
         s.pop(k, None)
-    s.update({k: job[k] for k in ("scenario", "seed", "aggregation", "method", "lr", "tag")},
-             seconds=time.perf_counter() - t0)
+    s.update(
+        {k: job[k] for k in ("scenario", "seed", "aggregation", "method", "lr", "tag")},
+        seconds=time.perf_counter() - t0,
+    )
     return s
 
 
@@ -169,8 +198,9 @@ def run_grid(seeds, scenarios, aggregations, methods, args, tag_options) -> list
     """Two passes: the lr grid on seeds[0], then the other seeds at that best rate."""
     from adaptive_rollouts.sim.bench import BASE_LR, LR_MULTIPLIERS
 
-    common = dict(n_prompts=args.prompts, n_test=args.test, steps=args.steps, batch_prompts=args.batch,
-                  budget=args.budget)
+    common = dict(
+        n_prompts=args.prompts, n_test=args.test, steps=args.steps, batch_prompts=args.batch, budget=args.budget
+    )
     runs: list[dict] = []
 
     def jobs(seed_list, lr_of):
@@ -181,8 +211,18 @@ def run_grid(seeds, scenarios, aggregations, methods, args, tag_options) -> list
                     for tag, opts in tag_options(m):
                         for seed in seed_list:
                             for lr in lr_of(sc, agg, m, tag):
-                                out.append(dict(common, scenario=sc, aggregation=agg, method=m, seed=seed, lr=lr,
-                                                tag=tag, options=opts))
+                                out.append(
+                                    dict(
+                                        common,
+                                        scenario=sc,
+                                        aggregation=agg,
+                                        method=m,
+                                        seed=seed,
+                                        lr=lr,
+                                        tag=tag,
+                                        options=opts,
+                                    )
+                                )
         return out
 
     first = seeds[:1] if args.lr_select == "first-seed" else seeds
@@ -224,7 +264,9 @@ def best_lr(runs: list[dict], select_seeds=None) -> dict:
     for r in runs:
         if select_seeds is not None and r["seed"] not in select_seeds:
             continue
-        by.setdefault((r["scenario"], r["aggregation"], r["method"], r["tag"]), {}).setdefault(r["lr"], []).append(r["auc"])
+        by.setdefault((r["scenario"], r["aggregation"], r["method"], r["tag"]), {}).setdefault(r["lr"], []).append(
+            r["auc"]
+        )
     return {k: max(v, key=lambda lr: np.mean(v[lr])) for k, v in by.items()}
 
 
@@ -254,13 +296,26 @@ def speedups(runs: list[dict], target_frac: float = 0.9, select_seeds=None) -> d
             rm = rollouts_to_target(r["rollouts"], r["accuracy"], target)
             sp.append(ru / rm if np.isfinite(rm) else 0.0)
             final.append(r["final"])
-        calib = (np.mean(np.abs(np.concatenate([np.asarray(r["calib_pred"]) - np.asarray(r["calib_true"])
-                                                for r in by_seed.values()])))
-                 if any(len(r["calib_pred"]) for r in by_seed.values()) else float("nan"))
-        out[key] = {"speedup": sp, "final": float(np.mean(final)) if final else float("nan"),
-                    "lr": best[key], "skipped": float(np.mean([r["skipped_frac"] for r in by_seed.values()])),
-                    "zero_var": float(np.mean([r["zero_var_frac"] for r in by_seed.values()])),
-                    "alloc_ms": float(np.median([r["alloc_ms"] for r in by_seed.values()])), "calib_mae": float(calib)}
+        calib = (
+            np.mean(
+                np.abs(
+                    np.concatenate(
+                        [np.asarray(r["calib_pred"]) - np.asarray(r["calib_true"]) for r in by_seed.values()]
+                    )
+                )
+            )
+            if any(len(r["calib_pred"]) for r in by_seed.values())
+            else float("nan")
+        )
+        out[key] = {
+            "speedup": sp,
+            "final": float(np.mean(final)) if final else float("nan"),
+            "lr": best[key],
+            "skipped": float(np.mean([r["skipped_frac"] for r in by_seed.values()])),
+            "zero_var": float(np.mean([r["zero_var_frac"] for r in by_seed.values()])),
+            "alloc_ms": float(np.median([r["alloc_ms"] for r in by_seed.values()])),
+            "calib_mae": float(calib),
+        }
     return out
 
 
@@ -269,11 +324,14 @@ def speedups(runs: list[dict], target_frac: float = 0.9, select_seeds=None) -> d
 # ----------------------------------------------------------------------------------------------
 GP_VARIANTS = {
     "default": {},
-    "signal_var=0.25": {"signal_var": 0.25}, "signal_var=4": {"signal_var": 4.0},
-    "residual_var=0.25": {"residual_var": 0.25}, "residual_var=4": {"residual_var": 4.0},
+    "signal_var=0.25": {"signal_var": 0.25},
+    "signal_var=4": {"signal_var": 4.0},
+    "residual_var=0.25": {"residual_var": 0.25},
+    "residual_var=4": {"residual_var": 4.0},
     "half-lives/4": {"shared_half_life": 12.5, "residual_half_life": 50.0},
     "half-lives*4": {"shared_half_life": 200.0, "residual_half_life": 800.0},
-    "bandwidth*0.5": {"bandwidth_scale": 0.5}, "bandwidth*2": {"bandwidth_scale": 2.0},
+    "bandwidth*0.5": {"bandwidth_scale": 0.5},
+    "bandwidth*2": {"bandwidth_scale": 2.0},
     "n_features=256": {"n_features": 256},
 }
 
@@ -295,8 +353,13 @@ def trace(scenario: str, seed: int, n_prompts: int, steps: int, batch: int, budg
             log.append((list(prompts), rewards, problem.success(idx)))
             return rewards
 
-    train(problem, Recorder(), TrainConfig(steps=steps, batch_prompts=batch, budget=budget, lr=lr,
-                                           aggregation="seq-mean", seed=seed, grad_var_every=0))
+    train(
+        problem,
+        Recorder(),
+        TrainConfig(
+            steps=steps, batch_prompts=batch, budget=budget, lr=lr, aggregation="seq-mean", seed=seed, grad_var_every=0
+        ),
+    )
     return problem, log
 
 
@@ -329,19 +392,25 @@ def gp_robustness(args) -> dict:
                             ll.append(-(k * np.log(m) + (n - k) * np.log1p(-m)) / n)
                         gp.update(prompts, rewards)
                     key = (pool, sc, name)
-                    result.setdefault(key, []).append((float(np.mean(np.concatenate(mae))),
-                                                       float(np.mean(np.concatenate(ll)))))
-    print(f"GaussianProcess on Uniform-run traces: next-step MAE of E[p] vs the true p, and log-loss per "
-          f"rollout; seeds {seeds}, {args.steps} steps x {args.batch} prompts; pool {args.prompts} "
-          f"(an epoch every {args.prompts / args.batch:.0f} steps) and {4 * args.prompts}")
+                    result.setdefault(key, []).append(
+                        (float(np.mean(np.concatenate(mae))), float(np.mean(np.concatenate(ll))))
+                    )
+    print(
+        f"GaussianProcess on Uniform-run traces: next-step MAE of E[p] vs the true p, and log-loss per "
+        f"rollout; seeds {seeds}, {args.steps} steps x {args.batch} prompts; pool {args.prompts} "
+        f"(an epoch every {args.prompts / args.batch:.0f} steps) and {4 * args.prompts}"
+    )
     names_ = list(GP_VARIANTS)
     for pool in (args.prompts, 4 * args.prompts):
         print(f"pool {pool}: MAE / log-loss")
         print("| scenario | " + " | ".join(names_) + " |")
         for sc in scenarios:
             cells = [result[(pool, sc, n)] for n in names_]
-            print(f"| {sc} | " + " | ".join(f"{np.mean([c[0] for c in v]):.3f} / {np.mean([c[1] for c in v]):.3f}"
-                                           for v in cells) + " |")
+            print(
+                f"| {sc} | "
+                + " | ".join(f"{np.mean([c[0] for c in v]):.3f} / {np.mean([c[1] for c in v]):.3f}" for v in cells)
+                + " |"
+            )
     return {f"{k[0]}|{k[1]}|{k[2]}": v for k, v in result.items()}
 
 
@@ -360,6 +429,7 @@ def tune_options(grid: list[dict]):
         if method == "uniform":
             return [("", {})]
         return [(json.dumps(o, sort_keys=True), o) for o in grid]
+
     return tag_options
 
 
@@ -382,8 +452,12 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--budget", type=int, default=512)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--grid", choices=("objective", "strength"), default="objective",
-                    help="tune: improvement options (objective) or max_prior_strength (strength)")
+    ap.add_argument(
+        "--grid",
+        choices=("objective", "strength"),
+        default="objective",
+        help="tune: improvement options (objective) or max_prior_strength (strength)",
+    )
     ap.add_argument("--lr-select", choices=("first-seed", "all"), default="first-seed")
     ap.add_argument("--options", default=None, help='JSON improvement options for ours, e.g. {"lr_noise": 0.01}')
     args = ap.parse_args(argv)
@@ -416,8 +490,10 @@ def main(argv=None) -> int:
                 if mm == m:
                     scores.setdefault(tag, []).append(np.mean(v["speedup"]))
             for tag, s in sorted(scores.items(), key=lambda kv: -np.mean(np.log(np.maximum(kv[1], 1e-2)))):
-                print(f"  {m:18s} {tag:45s} geo-mean {np.exp(np.mean(np.log(np.maximum(s, 1e-2)))):.3f} "
-                      f"mean {np.mean(s):.3f} min {np.min(s):.2f}")
+                print(
+                    f"  {m:18s} {tag:45s} geo-mean {np.exp(np.mean(np.log(np.maximum(s, 1e-2)))):.3f} "
+                    f"mean {np.mean(s):.3f} min {np.min(s):.2f}"
+                )
     else:
         scenarios = args.scenarios.split(",") if args.scenarios else SCENARIOS
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else TEST_SEEDS
@@ -425,8 +501,10 @@ def main(argv=None) -> int:
         options = json.loads(args.options) if args.options else {}
         runs = run_grid(seeds, scenarios, aggs, methods, args, lambda m: [("", options)])
         table = speedups(runs, select_seeds=_select(seeds, args))
-        print(f"\nsim: seeds {seeds}, pool {args.prompts}, {args.steps} steps x {args.batch} prompts x "
-              f"{args.budget} rollouts; options {options}")
+        print(
+            f"\nsim: seeds {seeds}, pool {args.prompts}, {args.steps} steps x {args.batch} prompts x "
+            f"{args.budget} rollouts; options {options}"
+        )
         print("speedup vs Uniform: mean [min-max] over seeds (final accuracy, calib MAE, alloc ms)")
         for sc in scenarios:
             for m in methods:
@@ -438,8 +516,13 @@ def main(argv=None) -> int:
                 mae = np.nanmean([v["calib_mae"] for v in extra if v]) if any(extra) else float("nan")
                 ms = np.nanmedian([v["alloc_ms"] for v in extra if v]) if any(extra) else float("nan")
                 print(f"| {sc:10s} | {m:17s} | " + " | ".join(cells) + f" | {mae:.2f} | {ms:.1f} |")
-    payload = {"mode": args.mode, "args": vars(args), "seconds": time.perf_counter() - t0, "runs": runs,
-               "table": [dict(zip(("scenario", "aggregation", "method", "tag"), k), **v) for k, v in table.items()]}
+    payload = {
+        "mode": args.mode,
+        "args": vars(args),
+        "seconds": time.perf_counter() - t0,
+        "runs": runs,
+        "table": [dict(zip(("scenario", "aggregation", "method", "tag"), k), **v) for k, v in table.items()],
+    }
     (out / f"{args.mode}.json").write_text(json.dumps(payload))
     print(f"wrote {out / (args.mode + '.json')} ({time.perf_counter() - t0:.0f} s)")
     return 0

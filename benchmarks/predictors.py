@@ -27,8 +27,14 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
-from adaptive_rollouts.predictors import (CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP,  # noqa: E402
-                                          Ridge, WindowedMean)
+from adaptive_rollouts.predictors import (
+    CumulativeMean,
+    DiscountedBeta,
+    GaussianProcess,
+    PaperGP,  # noqa: E402
+    Ridge,
+    WindowedMean,
+)
 from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace  # noqa: E402
 
 FACTORIES = {
@@ -61,15 +67,19 @@ def quality(seeds: list[int]) -> None:
                 r = evaluate(make(table), trace)
                 totals[name] += [r["log_loss"], r["brier"], r["mae"]]
         base = totals["PaperGP"]
-        print(f"\n{scenario}  [PaperGP log-loss {base[0] / len(seeds):.3f}, Brier {base[1] / len(seeds):.3f}, "
-              f"MAE {base[2] / len(seeds):.3f}]")
+        print(
+            f"\n{scenario}  [PaperGP log-loss {base[0] / len(seeds):.3f}, Brier {base[1] / len(seeds):.3f}, "
+            f"MAE {base[2] / len(seeds):.3f}]"
+        )
         print(f"  {'predictor':<16} {'log-loss':>9} {'Brier':>7} {'MAE':>7}")
         for name, tot in totals.items():
             ratio = tot / base
             print(f"  {name:<16} {ratio[0]:9.3f} {ratio[1]:7.3f} {ratio[2]:7.3f}")
         gp, beta = totals["GaussianProcess"], totals["DiscountedBeta"]
-        print(f"  GaussianProcess vs PaperGP log-loss: {100 * (1 - gp[0] / base[0]):+.1f}% lower; "
-              f"vs DiscountedBeta: {100 * (1 - gp[0] / beta[0]):+.1f}% lower")
+        print(
+            f"  GaussianProcess vs PaperGP log-loss: {100 * (1 - gp[0] / base[0]):+.1f}% lower; "
+            f"vs DiscountedBeta: {100 * (1 - gp[0] / beta[0]):+.1f}% lower"
+        )
 
 
 def cost(pool_sizes: list[int], batch: int = 512, dim: int = 32, steps: int = 10) -> None:

@@ -74,8 +74,15 @@ def main() -> None:
     args = parser.parse_args()
 
     problem = make_problem("hard-heavy", n_prompts=args.pool, n_test=100, seed=args.seed)
-    cfg = TrainConfig(steps=args.steps, batch_prompts=args.batch, budget=args.budget, estimator="rloo",
-                      aggregation="seq-mean", seed=args.seed, grad_var_every=0)
+    cfg = TrainConfig(
+        steps=args.steps,
+        batch_prompts=args.batch,
+        budget=args.budget,
+        estimator="rloo",
+        aggregation="seq-mean",
+        seed=args.seed,
+        grad_var_every=0,
+    )
     sim = Simulator(problem, seed=args.seed)
     alloc = build(args, problem)
     order = np.random.default_rng(args.seed + 1)
@@ -85,12 +92,15 @@ def main() -> None:
 
     rss_start = rss_mib()
     windows, times, cpu = [], [], []
-    print(f"soak: {args.allocator} + {args.predictor}, pool {args.pool}, batch {args.batch} x budget "
-          f"{args.budget}, {args.steps} steps; RSS at start {rss_start:.1f} MiB", flush=True)
+    print(
+        f"soak: {args.allocator} + {args.predictor}, pool {args.pool}, batch {args.batch} x budget "
+        f"{args.budget}, {args.steps} steps; RSS at start {rss_start:.1f} MiB",
+        flush=True,
+    )
     for step in range(args.steps):
         if pos + args.batch > args.pool:
             perm, pos = order.permutation(args.pool), 0
-        prompts = [int(i) for i in perm[pos:pos + args.batch]]
+        prompts = [int(i) for i in perm[pos : pos + args.batch]]
         pos += args.batch
         t0, c0 = time.perf_counter(), time.process_time()
         returned = alloc.run(prompts, args.budget, sim.sampler(prompts))
@@ -105,19 +115,32 @@ def main() -> None:
         cpu.append(time.process_time() - c0)  # CPU time: insensitive to other processes on a shared machine
         if (step + 1) % args.window == 0 or step + 1 == args.steps:
             w = np.array(times)
-            windows.append({"end_step": step + 1, "rss_mib": round(rss_mib(), 1),
-                            "ms_per_step": round(1e3 * float(w.mean()), 3),
-                            "max_ms": round(1e3 * float(w.max()), 3),
-                            "cpu_ms_per_step": round(1e3 * float(np.mean(cpu)), 3)})
+            windows.append(
+                {
+                    "end_step": step + 1,
+                    "rss_mib": round(rss_mib(), 1),
+                    "ms_per_step": round(1e3 * float(w.mean()), 3),
+                    "max_ms": round(1e3 * float(w.max()), 3),
+                    "cpu_ms_per_step": round(1e3 * float(np.mean(cpu)), 3),
+                }
+            )
             times, cpu = [], []
-            print(f"  steps {step + 1 - len(w):6d}-{step + 1:6d}: RSS {windows[-1]['rss_mib']:8.1f} MiB, "
-                  f"{windows[-1]['ms_per_step']:7.3f} ms/step (max {windows[-1]['max_ms']:.1f}), "
-                  f"CPU {windows[-1]['cpu_ms_per_step']:.3f} ms/step", flush=True)
+            print(
+                f"  steps {step + 1 - len(w):6d}-{step + 1:6d}: RSS {windows[-1]['rss_mib']:8.1f} MiB, "
+                f"{windows[-1]['ms_per_step']:7.3f} ms/step (max {windows[-1]['max_ms']:.1f}), "
+                f"CPU {windows[-1]['cpu_ms_per_step']:.3f} ms/step",
+                flush=True,
+            )
     rss_end = rss_mib()
     warm = [w for w in windows if w["end_step"] > first_pass + args.window] or windows
     result = {
-        "allocator": args.allocator, "predictor": args.predictor, "pool": args.pool, "batch": args.batch,
-        "budget": args.budget, "steps": args.steps, "rss_start_mib": round(rss_start, 1),
+        "allocator": args.allocator,
+        "predictor": args.predictor,
+        "pool": args.pool,
+        "batch": args.batch,
+        "budget": args.budget,
+        "steps": args.steps,
+        "rss_start_mib": round(rss_start, 1),
         "rss_end_mib": round(rss_end, 1),
         "rss_growth_after_first_pass_mib": round(rss_end - warm[0]["rss_mib"], 1),
         "ms_per_step_first_full_pool_window": warm[0]["ms_per_step"],
@@ -125,13 +148,16 @@ def main() -> None:
         "time_ratio_last_to_first": round(windows[-1]["ms_per_step"] / warm[0]["ms_per_step"], 3),
         "cpu_ms_per_step_first_full_pool_window": warm[0]["cpu_ms_per_step"],
         "cpu_ms_per_step_last_window": windows[-1]["cpu_ms_per_step"],
-        "train_success": round(float(problem.success().mean()), 4), "windows": windows,
+        "train_success": round(float(problem.success().mean()), 4),
+        "windows": windows,
     }
-    print(f"RSS start {rss_start:.1f} MiB, end {rss_end:.1f} MiB "
-          f"(growth after the first pass over the pool: {result['rss_growth_after_first_pass_mib']} MiB); "
-          f"ms/step first full-pool window {warm[0]['ms_per_step']}, last {windows[-1]['ms_per_step']} "
-          f"(ratio {result['time_ratio_last_to_first']}); CPU ms/step {warm[0]['cpu_ms_per_step']} -> "
-          f"{windows[-1]['cpu_ms_per_step']}; mean train success {result['train_success']}")
+    print(
+        f"RSS start {rss_start:.1f} MiB, end {rss_end:.1f} MiB "
+        f"(growth after the first pass over the pool: {result['rss_growth_after_first_pass_mib']} MiB); "
+        f"ms/step first full-pool window {warm[0]['ms_per_step']}, last {windows[-1]['ms_per_step']} "
+        f"(ratio {result['time_ratio_last_to_first']}); CPU ms/step {warm[0]['cpu_ms_per_step']} -> "
+        f"{windows[-1]['cpu_ms_per_step']}; mean train success {result['train_success']}"
+    )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 

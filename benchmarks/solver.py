@@ -42,14 +42,19 @@ def slsqp(a: np.ndarray, budget: int, lower: int, upper: int, objective: str) ->
         fun = lambda n: float(np.sum(a / (n - 1.0)))  # noqa: E731
         jac = lambda n: -a / (n - 1.0) ** 2  # noqa: E731
     else:
-        fun = lambda n: float(np.sum(a * (n - 1.0) / n ** 2))  # noqa: E731
-        jac = lambda n: a * (2.0 - n) / n ** 3  # noqa: E731
+        fun = lambda n: float(np.sum(a * (n - 1.0) / n**2))  # noqa: E731
+        jac = lambda n: a * (2.0 - n) / n**3  # noqa: E731
     q = a.size
     x0 = np.full(q, budget / q)
-    res = minimize(fun, x0, jac=jac, method="SLSQP", bounds=[(lower, upper)] * q,
-                   constraints=[{"type": "eq", "fun": lambda n: n.sum() - budget,
-                                 "jac": lambda n: np.ones_like(n)}],
-                   options={"maxiter": 500, "ftol": 1e-12})
+    res = minimize(
+        fun,
+        x0,
+        jac=jac,
+        method="SLSQP",
+        bounds=[(lower, upper)] * q,
+        constraints=[{"type": "eq", "fun": lambda n: n.sum() - budget, "jac": lambda n: np.ones_like(n)}],
+        options={"maxiter": 500, "ftol": 1e-12},
+    )
     return greedy_round(a, res.x, budget, lower, upper, objective_function(objective))
 
 
@@ -66,8 +71,12 @@ def timed(fn, repeats: int) -> tuple[float, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Q in {64, 256} only, fewer repeats")
-    parser.add_argument("--slsqp-max-q", type=int, default=256,
-                        help="skip SLSQP above this Q (dense QP: ~45 s at Q = 256 on 2 cores, ~O(Q^3))")
+    parser.add_argument(
+        "--slsqp-max-q",
+        type=int,
+        default=256,
+        help="skip SLSQP above this Q (dense QP: ~45 s at Q = 256 on 2 cores, ~O(Q^3))",
+    )
     parser.add_argument("--lower", type=int, default=2)
     parser.add_argument("--upper", type=int, default=32)
     args = parser.parse_args()
@@ -75,8 +84,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     lower, upper = args.lower, args.upper
     print(f"budget = 8Q, lower = {lower}, upper = {upper}, a = p(1-p), p ~ Beta(0.5, 0.5)")
-    header = (f"{'objective':9} {'Q':>5} {'allocate ms':>11} {'kkt ms':>8} {'slsqp ms':>9} "
-              f"{'kkt/alloc':>9} {'slsqp/alloc':>11} {'gap kkt':>10} {'gap slsqp':>10}")
+    header = (
+        f"{'objective':9} {'Q':>5} {'allocate ms':>11} {'kkt ms':>8} {'slsqp ms':>9} "
+        f"{'kkt/alloc':>9} {'slsqp/alloc':>11} {'gap kkt':>10} {'gap slsqp':>10}"
+    )
     print(header)
     for objective in ("rloo", "drgrpo"):
         f = objective_function(objective)
@@ -97,8 +108,10 @@ def main() -> None:
                 gap_sl_s = f"{gap_sl:10.2e}"
             else:
                 sl_cols, ratio_sl, gap_sl_s = f"{'skipped':>9} {'':>9}", f"{'-':>11}", f"{'-':>10}"
-            print(f"{objective:9} {q:5d} {t_alloc * 1e3:11.2f} {t_kkt * 1e3:8.1f} {sl_cols.split()[0]:>9} "
-                  f"{t_kkt / t_alloc:9.1f} {ratio_sl} {gap_kkt:10.2e} {gap_sl_s}")
+            print(
+                f"{objective:9} {q:5d} {t_alloc * 1e3:11.2f} {t_kkt * 1e3:8.1f} {sl_cols.split()[0]:>9} "
+                f"{t_kkt / t_alloc:9.1f} {ratio_sl} {gap_kkt:10.2e} {gap_sl_s}"
+            )
     print("gap = objective(method) - objective(allocate); >= 0 means allocate is at least as good")
 
 

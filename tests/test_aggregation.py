@@ -81,19 +81,24 @@ def test_batch_gradient_mean_and_second_moment(estimator, aggregation):
     token = aggregation in ("token-mean", "constant")
     cv = np.sqrt(((2 * LSPREAD + 1) ** 2 - 1) / 12) / LBAR
     mean_coef, sq_coef, noise_coef = batch_gradient_moments(
-        COUNTS, P, estimator=estimator, aggregation=aggregation,
+        COUNTS,
+        P,
+        estimator=estimator,
+        aggregation=aggregation,
         constant=COUNTS.sum() * LBAR if aggregation == "constant" else None,  # K = C lbar
-        mean_length=LBAR if aggregation == "token-mean" else 1.0, length_cv=cv if token else 0.0)
+        mean_length=LBAR if aggregation == "token-mean" else 1.0,
+        length_cv=cv if token else 0.0,
+    )
     # E G along each prompt's direction
     for i in range(COUNTS.size):
         mc = g[:, i].mean()
         se = g[:, i].std() / np.sqrt(RUNS)
         assert abs(mc - mean_coef[i] * GAMMA[i]) < max(4 * se, 0.02 * abs(mean_coef[i] * GAMMA[i])), (i, mc)
     # E |G|^2 split into signal and noise parts
-    sig_sq = (g[:, :COUNTS.size] ** 2).sum(axis=1).mean()
-    noise_sq = (g[:, COUNTS.size:] ** 2).sum(axis=1).mean()
-    assert sig_sq == pytest.approx((sq_coef * GAMMA ** 2).sum(), rel=0.02)
-    assert noise_sq == pytest.approx(NOISE_DIMS * S ** 2 * noise_coef.sum(), rel=0.02)
+    sig_sq = (g[:, : COUNTS.size] ** 2).sum(axis=1).mean()
+    noise_sq = (g[:, COUNTS.size :] ** 2).sum(axis=1).mean()
+    assert sig_sq == pytest.approx((sq_coef * GAMMA**2).sum(), rel=0.02)
+    assert noise_sq == pytest.approx(NOISE_DIMS * S**2 * noise_coef.sum(), rel=0.02)
 
 
 def test_how_counts_enter_the_expected_update():
@@ -149,12 +154,16 @@ def test_improvement_table_properties():
 
 
 def test_improvement_allocation_with_skipping_is_exact():
-    from adaptive_rollouts.solvers import solve_table, total_cost
     import itertools
+
+    from adaptive_rollouts.solvers import solve_table, total_cost
 
     pred = Prediction(np.array([0.5, 0.02, 0.3, 0.97]), np.array([0.01, 0.0, 0.02, 0.001]))
     gain = improvement_table(pred, 8, estimator="grpo", aggregation="seq-mean", lr_noise=0.02)
     counts = solve_table(-gain, 16, 2, 8, allow_skip=True)
-    best = max(sum(gain[i, n] for i, n in enumerate(c))
-               for c in itertools.product([0, 2, 3, 4, 5, 6, 7, 8], repeat=4) if sum(c) == 16)
+    best = max(
+        sum(gain[i, n] for i, n in enumerate(c))
+        for c in itertools.product([0, 2, 3, 4, 5, 6, 7, 8], repeat=4)
+        if sum(c) == 16
+    )
     assert -total_cost(-gain, counts) == pytest.approx(best, rel=1e-12)

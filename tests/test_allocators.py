@@ -6,12 +6,22 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from test_allocators_support import KnownP, bernoulli_sampler
 
 from adaptive_rollouts.allocators import (
-    AR3PO, GRESO, VIGOR, VIP, DynaMO, DynamicSampling, InverseAccuracy, InverseVariance, Knapsack,
-    PosteriorProgressive, SpeedRL, Uniform, make_allocator,
+    AR3PO,
+    GRESO,
+    VIGOR,
+    VIP,
+    DynamicSampling,
+    DynaMO,
+    InverseAccuracy,
+    InverseVariance,
+    Knapsack,
+    PosteriorProgressive,
+    SpeedRL,
+    Uniform,
+    make_allocator,
 )
 from adaptive_rollouts.state import load_state, save_state
 
@@ -52,16 +62,25 @@ def build(name: str, q: int, seed: int = 0):
         "vip-bounded": lambda: VIP(KnownP(p), estimator="drgrpo", lower=3, upper=12, seed=seed),
         "vigor": lambda: VIGOR(seed=seed),
         "vigor-capped": lambda: VIGOR(alpha=0.3, gamma=3, upper=12, seed=seed),
-        "posterior-progressive": lambda: PosteriorProgressive(KnownP(p, var=0.01), objective="variance",
-                                                              estimator="rloo", seed=seed),
+        "posterior-progressive": lambda: PosteriorProgressive(
+            KnownP(p, var=0.01), objective="variance", estimator="rloo", seed=seed
+        ),
         "posterior-progressive-skip": lambda: PosteriorProgressive(
-            KnownP(p, var=0.01), objective="variance", estimator="rloo", allow_skip=True, skip_cost=1.0,
+            KnownP(p, var=0.01),
+            objective="variance",
+            estimator="rloo",
+            allow_skip=True,
+            skip_cost=1.0,
             upper=16,
-            round_fractions=(0.4, 0.3, 0.2, 0.1), seed=seed),
+            round_fractions=(0.4, 0.3, 0.2, 0.1),
+            seed=seed,
+        ),
         "posterior-progressive-improvement": lambda: PosteriorProgressive(
-            KnownP(p, var=0.02), aggregation="seq-mean", allow_skip=True, upper=20, seed=seed),
-        "vip-token-mean": lambda: VIP(KnownP(p, var=0.02), aggregation="token-mean", allow_skip=True, upper=20,
-                                      seed=seed),
+            KnownP(p, var=0.02), aggregation="seq-mean", allow_skip=True, upper=20, seed=seed
+        ),
+        "vip-token-mean": lambda: VIP(
+            KnownP(p, var=0.02), aggregation="token-mean", allow_skip=True, upper=20, seed=seed
+        ),
         "dynamic-sampling": lambda: DynamicSampling(seed=seed),
         "dynamic-sampling-g4": lambda: DynamicSampling(group_size=4, seed=seed),
         "greso": lambda: GRESO(seed=seed),
@@ -74,12 +93,34 @@ def build(name: str, q: int, seed: int = 0):
     }[name]()
 
 
-NAMES = ["uniform", "vip", "vip-bounded", "vigor", "vigor-capped", "posterior-progressive",
-         "posterior-progressive-skip", "posterior-progressive-improvement", "vip-token-mean",
-         "dynamic-sampling", "dynamic-sampling-g4", "greso", "knapsack",
-         "dynamo", "inverse-accuracy", "inverse-variance", "ar3po", "speedrl"]
-REAL_PREDICTORS = ["vip-gp", "vip-paper-gp", "posterior-progressive-gp", "dynamo-cumulative", "knapsack-windowed",
-                   "inverse-variance-ridge"]
+NAMES = [
+    "uniform",
+    "vip",
+    "vip-bounded",
+    "vigor",
+    "vigor-capped",
+    "posterior-progressive",
+    "posterior-progressive-skip",
+    "posterior-progressive-improvement",
+    "vip-token-mean",
+    "dynamic-sampling",
+    "dynamic-sampling-g4",
+    "greso",
+    "knapsack",
+    "dynamo",
+    "inverse-accuracy",
+    "inverse-variance",
+    "ar3po",
+    "speedrl",
+]
+REAL_PREDICTORS = [
+    "vip-gp",
+    "vip-paper-gp",
+    "posterior-progressive-gp",
+    "dynamo-cumulative",
+    "knapsack-windowed",
+    "inverse-variance-ridge",
+]
 
 
 def spent_counts(log: list, q: int) -> np.ndarray:
@@ -159,14 +200,17 @@ def _two_d(indices, counts):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("prompts, sample, match", [
-    (["a", "b", "a", "c"], bernoulli_sampler([0.5] * 4), "duplicates.*'a'"),
-    ([], bernoulli_sampler([0.5]), "empty"),
-    (["a", "b", "c", "d"], _wrong_length, "expected"),
-    (["a", "b", "c", "d"], _too_few_groups, "reward arrays"),
-    (["a", "b", "c", "d"], _nan, "NaN"),
-    (["a", "b", "c", "d"], _two_d, "1-D"),
-])
+@pytest.mark.parametrize(
+    "prompts, sample, match",
+    [
+        (["a", "b", "a", "c"], bernoulli_sampler([0.5] * 4), "duplicates.*'a'"),
+        ([], bernoulli_sampler([0.5]), "empty"),
+        (["a", "b", "c", "d"], _wrong_length, "expected"),
+        (["a", "b", "c", "d"], _too_few_groups, "reward arrays"),
+        (["a", "b", "c", "d"], _nan, "NaN"),
+        (["a", "b", "c", "d"], _two_d, "1-D"),
+    ],
+)
 def test_bad_input_raises(name, prompts, sample, match):
     alloc = build(name, 4)
     with pytest.raises(ValueError, match=match):
@@ -211,8 +255,21 @@ def test_zero_rollout_prompt_is_reported_as_skipped():
 def test_registry_builds_every_name():
     from adaptive_rollouts.allocators import ALLOCATORS
 
-    expected = {"uniform", "vip", "vip-paper", "vigor", "posterior-progressive", "dynamic-sampling", "greso",
-                "knapsack", "dynamo", "inverse-accuracy", "inverse-variance", "ar3po", "speedrl"}
+    expected = {
+        "uniform",
+        "vip",
+        "vip-paper",
+        "vigor",
+        "posterior-progressive",
+        "dynamic-sampling",
+        "greso",
+        "knapsack",
+        "dynamo",
+        "inverse-accuracy",
+        "inverse-variance",
+        "ar3po",
+        "speedrl",
+    }
     assert set(ALLOCATORS) == expected
     assert isinstance(make_allocator("VIGOR", alpha=0.25), VIGOR)
     assert make_allocator("vip-paper").slot.spec == "paper-gp"

@@ -8,11 +8,19 @@ import itertools
 
 import numpy as np
 import pytest
-
 from test_allocators_support import KnownP, bernoulli_sampler
 
 from adaptive_rollouts.allocators import (
-    AR3PO, GRESO, VIGOR, VIP, DynaMO, DynamicSampling, Knapsack, PosteriorProgressive, SpeedRL, Uniform,
+    AR3PO,
+    GRESO,
+    VIGOR,
+    VIP,
+    DynamicSampling,
+    DynaMO,
+    Knapsack,
+    PosteriorProgressive,
+    SpeedRL,
+    Uniform,
 )
 from adaptive_rollouts.allocators.knapsack import knapsack_value
 from adaptive_rollouts.allocators.posterior_progressive import beta_posterior, beta_prior
@@ -25,14 +33,17 @@ WORKED = list("abcdefgh")
 
 def ranked_sampler(num_prompts: int, log: list | None = None):
     """Prompt i's rewards alternate 0 and (i+1)/Q, so reward variance ranks prompts by i at every size."""
+
     def sample(indices, counts):
         if log is not None:
             log.append(np.asarray(counts).copy())
         return [np.resize([0.0, (i + 1) / num_prompts], int(c)) for i, c in zip(indices, counts)]
+
     return sample
 
 
 # -- VIGOR ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("q", [8, 16, 64])
 def test_vigor_schedule_2_6_14_30(q):
@@ -70,8 +81,10 @@ def test_vigor_fewer_signal_prompts_than_keep_fraction():
 
 def test_vigor_ties_are_seeded_and_random():
     flat = bernoulli_sampler([0.0] * 16)  # every group all-zero: every round is a pure tie
-    runs = {seed: [r.size for r in VIGOR(seed=seed).run([f"p{i}" for i in range(16)], 128, flat)]
-            for seed in (0, 0, 1, 2, 3)}
+    runs = {
+        seed: [r.size for r in VIGOR(seed=seed).run([f"p{i}" for i in range(16)], 128, flat)]
+        for seed in (0, 0, 1, 2, 3)
+    }
     again = [r.size for r in VIGOR(seed=0).run([f"p{i}" for i in range(16)], 128, flat)]
     assert again == runs[0]
     assert len({tuple(v) for v in runs.values()}) > 1
@@ -79,10 +92,14 @@ def test_vigor_ties_are_seeded_and_random():
 
 # -- VIP --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("estimator, expected", [
-    ("drgrpo", [4, 7, 10, 12, 12, 10, 5, 4]),
-    ("rloo", [4, 7, 10, 11, 12, 10, 6, 4]),
-])
+
+@pytest.mark.parametrize(
+    "estimator, expected",
+    [
+        ("drgrpo", [4, 7, 10, 12, 12, 10, 5, 4]),
+        ("rloo", [4, 7, 10, 11, 12, 10, 6, 4]),
+    ],
+)
 def test_vip_reproduces_worked_example(estimator, expected):
     vip = VIP(KnownP(dict(zip(WORKED, WORKED_P))), estimator=estimator, lower=4, upper=12)
     assert vip.plan(WORKED, 64).tolist() == expected
@@ -98,7 +115,9 @@ def test_vip_worked_example_is_the_brute_force_optimum():
         cost = lambda c: float(np.sum(a * fn(np.asarray(c, dtype=float))))  # noqa: E731
         best = cost(got)
         for i, j in itertools.permutations(range(8), 2):
-            c = got.copy(); c[i] += 1; c[j] -= 1
+            c = got.copy()
+            c[i] += 1
+            c[j] -= 1
             if 4 <= c.min() and c.max() <= 12:
                 assert cost(c) >= best - 1e-12
 
@@ -150,6 +169,7 @@ def test_vip_with_real_predictors_and_features():
 
 # -- ours -------------------------------------------------------------------------------------
 
+
 def test_beta_prior_and_posterior_are_conjugate():
     pred = Prediction(np.array([0.3]), np.array([0.01]))
     a, b = beta_prior(pred, max_strength=1e9)
@@ -166,8 +186,9 @@ def test_beta_prior_and_posterior_are_conjugate():
 
 def test_one_round_equals_one_shot_exact_solve():
     p = dict(zip(WORKED, WORKED_P))
-    ours = PosteriorProgressive(KnownP(p, var=0.002), objective="variance", estimator="rloo",
-                                round_fractions=(1.0,), upper=12)
+    ours = PosteriorProgressive(
+        KnownP(p, var=0.002), objective="variance", estimator="rloo", round_fractions=(1.0,), upper=12
+    )
     vip = VIP(KnownP(p, var=0.002), variance="expected", upper=12)
     sizes = [r.size for r in ours.run(WORKED, 64, bernoulli_sampler(WORKED_P))]
     assert sizes == vip.plan(WORKED, 64).tolist()
@@ -185,6 +206,7 @@ def test_round_one_follows_the_prediction_not_a_flat_two():
 def test_posterior_keeps_a_confident_mid_prompt_after_two_equal_rewards():
     """VIGOR's false negative: true p = 0.5 but the first two rollouts agree. Ours keeps spending
     on it because the prior (confident p ~ 0.5) outweighs two samples; VIGOR drops it at 2."""
+
     def sample(indices, counts):
         out = []
         for i, c in zip(indices, counts):
@@ -200,8 +222,9 @@ def test_posterior_keeps_a_confident_mid_prompt_after_two_equal_rewards():
     seen = [False]
     vigor_sizes = [r.size for r in VIGOR(seed=0).run(prompts, 64, sample)]
     seen = [False]
-    ours = PosteriorProgressive(KnownP(p, var=0.001), objective="variance", estimator="rloo",
-                                round_fractions=(0.25, 0.25, 0.5))
+    ours = PosteriorProgressive(
+        KnownP(p, var=0.001), objective="variance", estimator="rloo", round_fractions=(0.25, 0.25, 0.5)
+    )
     ours_sizes = [r.size for r in ours.run(prompts, 64, sample)]
     assert vigor_sizes[0] == 2
     assert ours_sizes[0] >= 8
@@ -221,6 +244,7 @@ def test_ours_updates_its_predictor_once_per_step():
 
 # -- baselines --------------------------------------------------------------------------------
 
+
 def test_uniform_split():
     assert Uniform().plan(list("abc"), 10).tolist() == [4, 3, 3]
 
@@ -232,8 +256,11 @@ def test_knapsack_matches_enumeration():
     for budget in (0, 2, 5, 9, 14, 24):
         alloc = Knapsack(KnownP(dict(zip("abc", p))), upper=upper)
         got = alloc.plan(list("abc"), budget)
-        best = max(sum(value[i, n] for i, n in enumerate(c))
-                   for c in itertools.product([0] + list(range(2, upper + 1)), repeat=3) if sum(c) == budget)
+        best = max(
+            sum(value[i, n] for i, n in enumerate(c))
+            for c in itertools.product([0] + list(range(2, upper + 1)), repeat=3)
+            if sum(c) == budget
+        )
         assert sum(value[i, n] for i, n in enumerate(got)) == pytest.approx(best)
 
 
@@ -305,14 +332,24 @@ def test_ar3po_and_speedrl_rules():
 
 # -- docstring examples -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [
-    "adaptive_rollouts.metrics", "adaptive_rollouts.allocators", "adaptive_rollouts.allocators.uniform",
-    "adaptive_rollouts.allocators.vip", "adaptive_rollouts.allocators.vigor",
-    "adaptive_rollouts.allocators.posterior_progressive", "adaptive_rollouts.allocators.dynamic_sampling",
-    "adaptive_rollouts.allocators.greso", "adaptive_rollouts.allocators.knapsack",
-    "adaptive_rollouts.allocators.proportional", "adaptive_rollouts.allocators.ar3po",
-    "adaptive_rollouts.allocators.speedrl",
-])
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "adaptive_rollouts.metrics",
+        "adaptive_rollouts.allocators",
+        "adaptive_rollouts.allocators.uniform",
+        "adaptive_rollouts.allocators.vip",
+        "adaptive_rollouts.allocators.vigor",
+        "adaptive_rollouts.allocators.posterior_progressive",
+        "adaptive_rollouts.allocators.dynamic_sampling",
+        "adaptive_rollouts.allocators.greso",
+        "adaptive_rollouts.allocators.knapsack",
+        "adaptive_rollouts.allocators.proportional",
+        "adaptive_rollouts.allocators.ar3po",
+        "adaptive_rollouts.allocators.speedrl",
+    ],
+)
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
@@ -343,10 +380,12 @@ def test_improvement_objective_paths(aggregation):
     if not hasattr(objectives, "improvement_table"):
         pytest.skip("objectives.improvement_table not available yet")
     p = dict(zip(WORKED, WORKED_P))
-    for alloc in (VIP(KnownP(p, var=0.01), aggregation=aggregation, upper=24),
-                  VIP(KnownP(p, var=0.01), aggregation=aggregation, allow_skip=True, upper=24),
-                  PosteriorProgressive(KnownP(p, var=0.01), aggregation=aggregation, upper=24),
-                  PosteriorProgressive(KnownP(p, var=0.01), aggregation=aggregation, allow_skip=True, upper=24)):
+    for alloc in (
+        VIP(KnownP(p, var=0.01), aggregation=aggregation, upper=24),
+        VIP(KnownP(p, var=0.01), aggregation=aggregation, allow_skip=True, upper=24),
+        PosteriorProgressive(KnownP(p, var=0.01), aggregation=aggregation, upper=24),
+        PosteriorProgressive(KnownP(p, var=0.01), aggregation=aggregation, allow_skip=True, upper=24),
+    ):
         rewards = alloc.run(WORKED, 64, bernoulli_sampler(WORKED_P, seed=0))
         sizes = np.array([r.size for r in rewards])
         assert sizes.sum() == 64 and sizes.max() <= 24

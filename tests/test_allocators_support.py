@@ -47,6 +47,7 @@ def bernoulli_sampler(p_by_index, seed: int = 0, log: list | None = None):
 
 # -- the round solve of PosteriorProgressive against enumeration ---------------------------------
 
+
 def test_solve_increments_matches_enumeration():
     from adaptive_rollouts.allocators._objective import solve_increments
 
@@ -58,10 +59,13 @@ def test_solve_increments_matches_enumeration():
         allow_skip = bool(trial % 2)
         current = rng.choice([0, 2, 3, 5] if allow_skip else [2, 3, 5], size=q)
         budget = int(rng.integers(0, 8))
-        finals = [c for c in itertools.product(range(upper + 1), repeat=q)
-                  if sum(c) - current.sum() == budget
-                  and all(f >= k and (f == 0 or f >= lower) for f, k in zip(c, current))
-                  and (allow_skip or min(c) >= lower)]
+        finals = [
+            c
+            for c in itertools.product(range(upper + 1), repeat=q)
+            if sum(c) - current.sum() == budget
+            and all(f >= k and (f == 0 or f >= lower) for f, k in zip(c, current))
+            and (allow_skip or min(c) >= lower)
+        ]
         got = solve_increments(table, current, budget, lower, upper, allow_skip)
         if not finals:
             assert got is None

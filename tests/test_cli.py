@@ -4,8 +4,24 @@ from adaptive_rollouts.cli import main
 
 
 def test_allocate_command_prints_worked_example(capsys):
-    assert main(["allocate", "--p", "0.01,0.1,0.2,0.4,0.5,0.8,0.95,0.99", "--budget", "64",
-                 "--lower", "4", "--upper", "12", "--objective", "drgrpo"]) == 0
+    assert (
+        main(
+            [
+                "allocate",
+                "--p",
+                "0.01,0.1,0.2,0.4,0.5,0.8,0.95,0.99",
+                "--budget",
+                "64",
+                "--lower",
+                "4",
+                "--upper",
+                "12",
+                "--objective",
+                "drgrpo",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.split() == "4 7 10 12 12 10 5 4".split()
 
 

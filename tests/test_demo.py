@@ -36,8 +36,15 @@ def test_problems_distinct_and_verified():
 
 def test_save_load_round_trip(tmp_path):
     tok = build_tokenizer()
-    model = build_model(tok, seed=1, hidden_size=32, intermediate_size=64, num_attention_heads=2,
-                        num_key_value_heads=2, num_hidden_layers=1)
+    model = build_model(
+        tok,
+        seed=1,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+    )
     save_warm_start(model, {"note": "test"}, tmp_path)
     loaded = load_warm_start(tok, tmp_path)
     for (k, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
@@ -72,11 +79,26 @@ def test_demo_runs_two_steps_variable_groups(tmp_path):
     from adaptive_rollouts.demo.run import DemoConfig, run_all
 
     tok = build_tokenizer()
-    model = build_model(tok, seed=0, hidden_size=32, intermediate_size=64, num_attention_heads=2,
-                        num_key_value_heads=2, num_hidden_layers=1)
+    model = build_model(
+        tok,
+        seed=0,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+    )
     save_warm_start(model, {}, tmp_path / "model")
-    cfg = DemoConfig(methods=("uniform", "vigor"), steps=2, prompts_per_step=4, mean_rollouts=8, pool_size=16,
-                     held_out=8, eval_every=1, model_dir=str(tmp_path / "model"))
+    cfg = DemoConfig(
+        methods=("uniform", "vigor"),
+        steps=2,
+        prompts_per_step=4,
+        mean_rollouts=8,
+        pool_size=16,
+        held_out=8,
+        eval_every=1,
+        model_dir=str(tmp_path / "model"),
+    )
     results = run_all(cfg, tmp_path, log=lambda *a: None, encoder=HashEncoder())
     assert [r.method for r in results] == ["uniform", "vigor"]
     for r in results:
@@ -96,8 +118,10 @@ def test_demo_cli_imports_no_torch_and_rejects_bad_methods():
     import subprocess
     import sys
 
-    code = ("import sys, adaptive_rollouts.demo.cli as c, argparse; c.add_demo_arguments(argparse.ArgumentParser()); "
-            "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules))")
+    code = (
+        "import sys, adaptive_rollouts.demo.cli as c, argparse; c.add_demo_arguments(argparse.ArgumentParser()); "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
@@ -113,7 +137,9 @@ def test_rollouts_to_reach_and_summary():
 
     assert rollouts_to_reach([0, 10, 20], [0.1, 0.2, 0.4], 0.3) == 20
     assert rollouts_to_reach([0, 10], [0.1, 0.2], 0.3) == float("inf")
-    uni = RunResult("uniform", 0, [0, 10, 20], [0.1, 0.2, 0.3], [0.5, 0.5, 0.4], train_seconds=10, allocator_seconds=0.1)
+    uni = RunResult(
+        "uniform", 0, [0, 10, 20], [0.1, 0.2, 0.3], [0.5, 0.5, 0.4], train_seconds=10, allocator_seconds=0.1
+    )
     fast = RunResult("vip", 0, [0, 10, 20], [0.1, 0.3, 0.35], [0.5, 0.5, 0.5], train_seconds=10, allocator_seconds=1)
     rows = {r["method"]: r for r in summarise([uni, fast])}
     assert rows["vip"]["rollouts_to_uniform_final"] == 10 and rows["uniform"]["rollouts_to_uniform_final"] == 20

@@ -53,7 +53,8 @@ def test_vip_grpo_matches_exhaustive_optimum(budget):
     best, _ = exhaustive_grpo(P, budget, 2, 9)
     for variance in ("plugin", "expected"):
         counts = VIP(KnownP(P), estimator="grpo", lower=2, upper=9, variance=variance).plan(
-            [str(i) for i in range(P.size)], budget)
+            [str(i) for i in range(P.size)], budget
+        )
         assert counts.sum() == budget
         cost = float(sum(grpo_variance(pi, n) for pi, n in zip(P, counts)))
         assert cost == pytest.approx(best, rel=1e-12), (variance, counts.tolist())
@@ -84,8 +85,15 @@ def test_progressive_single_round_grpo_variance_matches_vip():
     var = np.full(P.size, 1e-3)
     prompts = [str(i) for i in range(P.size)]
     vip = VIP(KnownP(P, var), estimator="grpo", lower=2, upper=9, variance="expected").plan(prompts, 20)
-    pp = PosteriorProgressive(KnownP(P, var), objective="variance", estimator="grpo", round_fractions=(1.0,),
-                              lower=2, upper=9, max_prior_strength=1e9)
+    pp = PosteriorProgressive(
+        KnownP(P, var),
+        objective="variance",
+        estimator="grpo",
+        round_fractions=(1.0,),
+        lower=2,
+        upper=9,
+        max_prior_strength=1e9,
+    )
     got = [len(r) for r in pp.run(prompts, 20, lambda idx, c: [np.zeros(k) for k in c])]
     assert got == vip.tolist()
 
@@ -124,8 +132,7 @@ def test_fast_grpo_moments_match_direct_sum(eps):
             ref = direct_grpo_moments(n, m, v, eps)
             assert np.allclose([sig[i, n], sec[i, n], noi[i, n]], ref, rtol=1e-9, atol=1e-14)
     # the improvement table uses the same numbers
-    gain = improvement_table(Prediction(means, vars_), 40, estimator="grpo", lr_noise=0.02, noise_ratio=1.0,
-                             eps=eps)
+    gain = improvement_table(Prediction(means, vars_), 40, estimator="grpo", lr_noise=0.02, noise_ratio=1.0, eps=eps)
     assert np.allclose(gain[:, 2:], (sig - 0.02 * (sec + noi))[:, 2:], rtol=1e-12, atol=1e-15)
 
 

@@ -58,20 +58,28 @@ def test_nothing_spent():
 def test_metrics_are_json_able():
     import json
 
-    m = step_metrics(["a", "b"], [2, 3], [np.array([0.0, 1.0]), np.ones(3)],
-                     prediction=Prediction(np.array([0.5, 0.9]), np.zeros(2)), wall_time_s=0.1)
+    m = step_metrics(
+        ["a", "b"],
+        [2, 3],
+        [np.array([0.0, 1.0]), np.ones(3)],
+        prediction=Prediction(np.array([0.5, 0.9]), np.zeros(2)),
+        wall_time_s=0.1,
+    )
     back = json.loads(json.dumps(m))
     assert back["allocation_histogram"] == {"2": 1, "3": 1}
 
 
-@pytest.mark.parametrize("counts, rewards, match", [
-    ([2, 1], [np.zeros(2), np.zeros(2)], "expected \\(1,\\)"),
-    ([2], [np.zeros(2), np.zeros(2)], "counts must be 1-D"),
-    ([2, 2], [np.zeros(2)], "2 prompts"),
-    ([2, 2], [np.zeros(2), np.array([np.nan, 0.0])], "NaN"),
-    ([2, -1], [np.zeros(2), np.zeros(0)], ">= 0"),
-    ([2.5, 2], [np.zeros(2), np.zeros(2)], "integers"),
-])
+@pytest.mark.parametrize(
+    "counts, rewards, match",
+    [
+        ([2, 1], [np.zeros(2), np.zeros(2)], "expected \\(1,\\)"),
+        ([2], [np.zeros(2), np.zeros(2)], "counts must be 1-D"),
+        ([2, 2], [np.zeros(2)], "2 prompts"),
+        ([2, 2], [np.zeros(2), np.array([np.nan, 0.0])], "NaN"),
+        ([2, -1], [np.zeros(2), np.zeros(0)], ">= 0"),
+        ([2.5, 2], [np.zeros(2), np.zeros(2)], "integers"),
+    ],
+)
 def test_bad_input(counts, rewards, match):
     with pytest.raises(ValueError, match=match):
         step_metrics(["a", "b"], counts, rewards)

@@ -44,7 +44,7 @@ def monte_carlo_variance(rewards: np.ndarray, estimator: str, rng, eps: float = 
     n = rewards.shape[1]
     z = rng.normal(0.0, SCORE_SD, size=(rewards.shape[0], n, DIMS))
     g = np.einsum("mn,mnd->md", a, z) / n
-    per_group = (g ** 2).mean(axis=1)
+    per_group = (g**2).mean(axis=1)
     return per_group.mean(), per_group.std() / np.sqrt(per_group.size)
 
 
@@ -61,10 +61,12 @@ def test_binary_formulas_match_monte_carlo(estimator, p, n):
     rng = np.random.default_rng(zlib.crc32(f"{estimator}-{p}-{n}".encode()))
     r = binary_rewards(rng, p, n)
     mc, se = monte_carlo_variance(r, estimator, rng)
-    s2 = SCORE_SD ** 2
-    exact = {"drgrpo": drgrpo_variance(n, bernoulli_variance(p), s2),
-             "rloo": rloo_variance(n, bernoulli_variance(p), s2),
-             "grpo": grpo_variance(p, n, s2)}[estimator]
+    s2 = SCORE_SD**2
+    exact = {
+        "drgrpo": drgrpo_variance(n, bernoulli_variance(p), s2),
+        "rloo": rloo_variance(n, bernoulli_variance(p), s2),
+        "grpo": grpo_variance(p, n, s2),
+    }[estimator]
     assert se < 0.006 * mc  # the sample is large enough for a 2% check to be meaningful
     assert mc == pytest.approx(float(exact), rel=0.02)
 
@@ -75,21 +77,22 @@ def test_methods_scale_plus_minus_one(estimator):
     p, n = 0.3, 6
     rng = np.random.default_rng(7)
     mc, _ = monte_carlo_variance(binary_rewards(rng, p, n, -1.0, 1.0), estimator, rng)
-    s2 = SCORE_SD ** 2
-    methods = 4 * s2 * p * (1 - p) * ((n - 1) / n ** 2 if estimator == "drgrpo" else 1 / (n - 1))
+    s2 = SCORE_SD**2
+    methods = 4 * s2 * p * (1 - p) * ((n - 1) / n**2 if estimator == "drgrpo" else 1 / (n - 1))
     assert mc == pytest.approx(methods, rel=0.02)
-    assert float(variance(estimator, n, reward_var=bernoulli_variance(p, -1, 1), score_var=s2)) == \
-        pytest.approx(methods, rel=1e-12)
+    assert float(variance(estimator, n, reward_var=bernoulli_variance(p, -1, 1), score_var=s2)) == pytest.approx(
+        methods, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("p,n,eps", [(0.3, 4, 0.3), (0.5, 3, 1.0), (0.1, 6, 0.05)])
 def test_grpo_with_epsilon_matches_monte_carlo(p, n, eps):
     rng = np.random.default_rng(11)
     mc, _ = monte_carlo_variance(binary_rewards(rng, p, n), "grpo", rng, eps=eps)
-    exact = float(grpo_variance(p, n, SCORE_SD ** 2, eps=eps))
+    exact = float(grpo_variance(p, n, SCORE_SD**2, eps=eps))
     assert mc == pytest.approx(exact, rel=0.02)
     # and eps visibly matters at this size, so the test can tell the formulas apart
-    assert abs(exact - float(grpo_variance(p, n, SCORE_SD ** 2))) > 0.05 * exact
+    assert abs(exact - float(grpo_variance(p, n, SCORE_SD**2))) > 0.05 * exact
 
 
 LEVELS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
@@ -102,10 +105,13 @@ def test_graded_rewards_match_monte_carlo(estimator, n):
     rng = np.random.default_rng(23 + n)
     r = rng.choice(LEVELS, p=pi, size=(GROUPS, n))
     mc, _ = monte_carlo_variance(r, estimator, rng)
-    reward_var = float((pi * LEVELS ** 2).sum() - (pi * LEVELS).sum() ** 2)
-    s2 = SCORE_SD ** 2
-    exact = {"drgrpo": drgrpo_variance(n, reward_var, s2), "rloo": rloo_variance(n, reward_var, s2),
-             "grpo": grpo_variance_graded(n, pi, s2)}[estimator]
+    reward_var = float((pi * LEVELS**2).sum() - (pi * LEVELS).sum() ** 2)
+    s2 = SCORE_SD**2
+    exact = {
+        "drgrpo": drgrpo_variance(n, reward_var, s2),
+        "rloo": rloo_variance(n, reward_var, s2),
+        "grpo": grpo_variance_graded(n, pi, s2),
+    }[estimator]
     assert mc == pytest.approx(float(exact), rel=0.02)
 
 

@@ -7,8 +7,7 @@ import pytest
 from scipy import integrate, optimize
 
 from adaptive_rollouts.embeddings import FeatureTable
-from adaptive_rollouts.predictors import (CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge,
-                                          WindowedMean)
+from adaptive_rollouts.predictors import CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge, WindowedMean
 from adaptive_rollouts.predictors._common import logistic_normal_moments, sigmoid
 from adaptive_rollouts.predictors.gaussian_process import laplace_site
 from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace
@@ -152,7 +151,9 @@ def test_logistic_normal_moments_match_quadrature():
         assert var[0] == pytest.approx(e2 - e1**2, abs=1e-4)
 
 
-@pytest.mark.parametrize("k, n, m, v", [(0.0, 1, 0.0, 1.0), (32.0, 32, -1.0, 2.0), (3.5, 8, 0.5, 0.2), (0.0, 32, 3.0, 9.0)])
+@pytest.mark.parametrize(
+    "k, n, m, v", [(0.0, 1, 0.0, 1.0), (32.0, 32, -1.0, 2.0), (3.5, 8, 0.5, 0.2), (0.0, 32, 3.0, 9.0)]
+)
 def test_laplace_site_is_the_posterior_mode_and_curvature(k, n, m, v):
     y, r = laplace_site(np.array([k]), np.array([float(n)]), np.array([m]), np.array([v]))
     neg_log_post = lambda g: -(k * np.log(sigmoid(g)) + (n - k) * np.log(sigmoid(-g))) + (g - m) ** 2 / (2 * v)  # noqa: E731
@@ -235,7 +236,9 @@ class _PriorOnly:
 
 
 # ---- protocol, state round trip -----------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["PaperGP", "GaussianProcess", "DiscountedBeta", "WindowedMean", "Ridge", "CumulativeMean"])
+@pytest.mark.parametrize(
+    "name", ["PaperGP", "GaussianProcess", "DiscountedBeta", "WindowedMean", "Ridge", "CumulativeMean"]
+)
 def test_state_round_trip_gives_identical_predictions(tmp_path, name):
     table = _table(12, 3)
     pred = _all(table)[name]
@@ -255,7 +258,9 @@ def test_state_round_trip_gives_identical_predictions(tmp_path, name):
     np.testing.assert_array_equal(pred.predict(table.keys).mean, clone.predict(table.keys).mean)
 
 
-@pytest.mark.parametrize("name", ["PaperGP", "GaussianProcess", "DiscountedBeta", "WindowedMean", "Ridge", "CumulativeMean"])
+@pytest.mark.parametrize(
+    "name", ["PaperGP", "GaussianProcess", "DiscountedBeta", "WindowedMean", "Ridge", "CumulativeMean"]
+)
 def test_predictions_are_probabilities(name):
     table = _table(12, 3)
     pred = _all(table)[name]
@@ -269,8 +274,11 @@ def test_predictions_are_probabilities(name):
 
 
 def test_id_based_unknown_prompts_get_the_prior():
-    for pred, mean in [(CumulativeMean(prior_mean=0.4), 0.4), (WindowedMean(prior_mean=0.4), 0.4),
-                       (DiscountedBeta(prior_alpha=2, prior_beta=3), 0.4)]:
+    for pred, mean in [
+        (CumulativeMean(prior_mean=0.4), 0.4),
+        (WindowedMean(prior_mean=0.4), 0.4),
+        (DiscountedBeta(prior_alpha=2, prior_beta=3), 0.4),
+    ]:
         pred.update(["seen"], [np.ones(4)])
         assert pred.predict(["never"]).mean[0] == pytest.approx(mean)
 
@@ -300,7 +308,9 @@ def _states_equal(a, b):
 
 
 @pytest.mark.parametrize("case", BAD_UPDATES, ids=[c[0] for c in BAD_UPDATES])
-@pytest.mark.parametrize("name", ["PaperGP", "GaussianProcess", "DiscountedBeta", "WindowedMean", "Ridge", "CumulativeMean"])
+@pytest.mark.parametrize(
+    "name", ["PaperGP", "GaussianProcess", "DiscountedBeta", "WindowedMean", "Ridge", "CumulativeMean"]
+)
 def test_bad_updates_raise_and_leave_state_unchanged(name, case):
     _, prompts, rewards, exc, match = case
     table = _table(6, 3)
@@ -353,9 +363,15 @@ def test_load_state_dict_rejects_mismatches():
         PaperGP(table).load_state_dict(PaperGP(_table(5, 3)).state_dict())
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"n_features": 0}, "n_features"), ({"residual_var": -1.0}, "residual_var"),
-    ({"shared_half_life": 0}, "shared_half_life"), ({"bandwidth": 0.0}, "bandwidth")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_features": 0}, "n_features"),
+        ({"residual_var": -1.0}, "residual_var"),
+        ({"shared_half_life": 0}, "shared_half_life"),
+        ({"bandwidth": 0.0}, "bandwidth"),
+    ],
+)
 def test_gaussian_process_rejects_bad_hyperparameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         GaussianProcess(_table(4, 2), **kwargs)

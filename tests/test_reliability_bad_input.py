@@ -9,8 +9,18 @@ import copy
 
 import numpy as np
 import pytest
-from test_reliability_support import (FEATURE_BACKED, POOL, PREDICTORS, REGISTRY, BernoulliEnv, budget_for,
-                                      build_allocator, build_predictor, feature_table, states_equal)
+from test_reliability_support import (
+    FEATURE_BACKED,
+    POOL,
+    PREDICTORS,
+    REGISTRY,
+    BernoulliEnv,
+    budget_for,
+    build_allocator,
+    build_predictor,
+    feature_table,
+    states_equal,
+)
 
 from adaptive_rollouts.allocators import PosteriorProgressive, make_allocator
 from adaptive_rollouts.allocators.proportional import proportional_counts
@@ -42,6 +52,7 @@ def _run(sample=None, prompts=None, budget=None):
         b = good_budget if budget is None else budget(alloc, good_budget)
         s = sample if sample is not None else BernoulliEnv(seed=1).sampler(p)
         return alloc.run(p, b, s)
+
     return act
 
 
@@ -49,6 +60,7 @@ def _observe(rewards_for, prompts=None):
     def act(alloc, good_prompts, good_budget):
         p = good_prompts if prompts is None else prompts(good_prompts)
         return alloc.observe(p, rewards_for(len(p)))
+
     return act
 
 
@@ -64,8 +76,12 @@ ALLOCATOR_CASES = [
     ("graded-above-1", _run(_sample_returning(lambda c: np.full(c, 1.5))), ValueError, r"outside \[0, 1\]"),
     ("graded-below-0", _run(_sample_returning(lambda c: np.full(c, -0.2))), ValueError, r"outside \[0, 1\]"),
     ("sample-too-few-arrays", _run(lambda i, c: [np.zeros(int(x)) for x in c][:-1]), ValueError, "reward arrays"),
-    ("sample-wrong-group-size", _run(_sample_returning(lambda c: np.zeros(c + 1))), ValueError,
-     r"has \d+ rewards, expected"),
+    (
+        "sample-wrong-group-size",
+        _run(_sample_returning(lambda c: np.zeros(c + 1))),
+        ValueError,
+        r"has \d+ rewards, expected",
+    ),
     ("empty-prompts", _run(prompts=lambda p: []), ValueError, "prompts is empty"),
     ("duplicate-prompts", _run(prompts=lambda p: [p[0], p[1], p[0], p[2]]), ValueError, "duplicates.*'q"),
     ("infeasible-budget", _run(budget=_infeasible), ValueError, "budget"),
@@ -78,9 +94,12 @@ SINGLE_SHOT_CASES = [
     ("observe-length-mismatch", _observe(lambda n: [np.ones(2)] * (n + 1)), ValueError, "reward arrays"),
     ("observe-empty", _observe(lambda n: [], prompts=lambda p: []), ValueError, "prompts is empty"),
 ]
-UNKNOWN_PROMPT_CASE = ("observe-unknown-prompt", _observe(lambda n: [np.ones(2)] * n,
-                                                          prompts=lambda p: p[:-1] + ["never-seen"]),
-                       KeyError, "never-seen")
+UNKNOWN_PROMPT_CASE = (
+    "observe-unknown-prompt",
+    _observe(lambda n: [np.ones(2)] * n, prompts=lambda p: p[:-1] + ["never-seen"]),
+    KeyError,
+    "never-seen",
+)
 
 
 def allocator_rows():
@@ -116,19 +135,22 @@ def test_allocator_bad_input(name, action, exc, match):
     assert [r.tolist() for r in out[0]] == [r.tolist() for r in out[1]]
 
 
-@pytest.mark.parametrize("name, kwargs, match", [
-    ("uniform", {"lower": 5, "upper": 3}, "lower"),
-    ("vip", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
-    ("posterior-progressive", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
-    ("knapsack", {"lower": 5, "upper": 3}, "lower"),
-    ("dynamo", {"lower": 5, "upper": 3}, "lower"),
-    ("inverse-accuracy", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
-    ("inverse-variance", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
-    ("vigor", {"m0": 4, "upper": 3}, "upper"),
-    ("vip", {"predictor": "no-such-predictor"}, "predictor"),
-    ("vip", {"predictor": "gp", "features": WrongDimEncoder()}, "dimension"),
-    ("vip-paper", {"features": WrongDimEncoder()}, "pool"),
-])
+@pytest.mark.parametrize(
+    "name, kwargs, match",
+    [
+        ("uniform", {"lower": 5, "upper": 3}, "lower"),
+        ("vip", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+        ("posterior-progressive", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+        ("knapsack", {"lower": 5, "upper": 3}, "lower"),
+        ("dynamo", {"lower": 5, "upper": 3}, "lower"),
+        ("inverse-accuracy", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+        ("inverse-variance", {"lower": 5, "upper": 3, "predictor": "beta"}, "lower"),
+        ("vigor", {"m0": 4, "upper": 3}, "upper"),
+        ("vip", {"predictor": "no-such-predictor"}, "predictor"),
+        ("vip", {"predictor": "gp", "features": WrongDimEncoder()}, "dimension"),
+        ("vip-paper", {"features": WrongDimEncoder()}, "pool"),
+    ],
+)
 def test_allocator_bad_construction(name, kwargs, match):
     """lower > upper, unknown predictor, wrong embedding dimension: refused at construction or at
     the first use of the features, with the offending argument named."""
@@ -165,8 +187,12 @@ PREDICTOR_CASES = [
 FEATURE_CASES = [
     ("unknown-prompt-update", lambda m: m.update(["q0", "never-seen"], GOOD[:2]), KeyError, "never-seen"),
     ("unknown-prompt-predict", lambda m: m.predict(["never-seen"]), KeyError, "never-seen"),
-    ("state-of-other-dimension", lambda m: m.load_state_dict(
-        type(m)(feature_table(dim=3)).state_dict()), ValueError, "dim|shape|keys"),
+    (
+        "state-of-other-dimension",
+        lambda m: m.load_state_dict(type(m)(feature_table(dim=3)).state_dict()),
+        ValueError,
+        "dim|shape|keys",
+    ),
 ]
 
 
@@ -224,8 +250,11 @@ SOLVER_CASES = [
     ("allocate-budget-too-large", lambda: allocate(W, 30, lower=2, upper=8), "budget=30 is infeasible"),
     ("allocate-fractional-budget", lambda: allocate(W, 9.5), "budget must be an integer"),
     ("allocate-2d-weights", lambda: allocate(np.ones((2, 2)), 8), "weights must be 1-D"),
-    ("allocate-grpo-bad-success-prob", lambda: allocate(W, 9, objective="grpo", success_prob=[0.2, 1.5, 0.1]),
-     "success_prob"),
+    (
+        "allocate-grpo-bad-success-prob",
+        lambda: allocate(W, 9, objective="grpo", success_prob=[0.2, 1.5, 0.1]),
+        "success_prob",
+    ),
     ("allocate-skip-without-price", lambda: allocate(W, 9, allow_skip=True), "skip_cost"),
     ("allocate-unknown-objective", lambda: allocate(W, 9, objective="ppo"), "objective"),
     ("solve-table-nan-costs", lambda: solve_table(_with_nan(TABLE), 9, 2, 8), "NaN"),
@@ -234,8 +263,11 @@ SOLVER_CASES = [
     ("solve-table-empty", lambda: solve_table(np.zeros((0, 9)), 0, 2, 8), "empty"),
     ("solve-table-lower-above-upper", lambda: solve_table(TABLE, 9, 9, 8), "lower.*upper"),
     ("solve-table-infeasible", lambda: solve_table(TABLE, 40, 2, 8), "budget=40 is infeasible"),
-    ("solve-table-all-forbidden-row", lambda: solve_table(np.vstack([TABLE[:2], np.full(9, np.inf)]), 9, 2, 8),
-     "rows \\[2\\]"),
+    (
+        "solve-table-all-forbidden-row",
+        lambda: solve_table(np.vstack([TABLE[:2], np.full(9, np.inf)]), 9, 2, 8),
+        "rows \\[2\\]",
+    ),
     ("proportional-negative-weights", lambda: proportional_counts(np.array([1.0, -2.0]), 8, 2, 6), "weights"),
     ("proportional-infeasible", lambda: proportional_counts(np.array([1.0, 2.0]), 20, 2, 6), "budget 20"),
 ]

@@ -14,14 +14,21 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reliability_support import (POOL, REGISTRY, VARIANTS, BernoulliEnv, budget_for, build_variant,
-                                      check_solution_invariants, check_step_invariants)
+from test_reliability_support import (
+    POOL,
+    REGISTRY,
+    VARIANTS,
+    BernoulliEnv,
+    budget_for,
+    build_variant,
+    check_solution_invariants,
+    check_step_invariants,
+)
 
 from adaptive_rollouts.objectives import grpo_variance
 from adaptive_rollouts.solvers import allocate, objective_function, solve_table
 
-CI = settings(max_examples=200, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+CI = settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -57,11 +64,15 @@ def table_problems(draw):
     allow_skip = draw(st.booleans())
     convex = draw(st.booleans())
     if convex:  # sorted increments: convex rows, the greedy path
-        steps = np.sort(np.array(draw(st.lists(st.floats(-10, 10), min_size=q * upper, max_size=q * upper)))
-                        .reshape(q, upper), axis=1)
+        steps = np.sort(
+            np.array(draw(st.lists(st.floats(-10, 10), min_size=q * upper, max_size=q * upper))).reshape(q, upper),
+            axis=1,
+        )
         costs = np.hstack([np.zeros((q, 1)), np.cumsum(steps, axis=1)])
     else:
-        costs = np.array(draw(st.lists(_COST, min_size=q * (upper + 1), max_size=q * (upper + 1)))).reshape(q, upper + 1)
+        costs = np.array(draw(st.lists(_COST, min_size=q * (upper + 1), max_size=q * (upper + 1)))).reshape(
+            q, upper + 1
+        )
     least = 0 if allow_skip else q * lower
     budget = draw(st.integers(least, q * upper))
     return costs, budget, lower, upper, allow_skip
@@ -98,8 +109,14 @@ def allocate_problems(draw):
 def check_allocate_problem(problem) -> None:
     weights, budget, lower, upper, objective, success = problem
     w = weights.copy()
-    counts = allocate(weights, budget, lower=lower, upper=upper, objective=objective,
-                      success_prob=success if objective == "grpo" else None)
+    counts = allocate(
+        weights,
+        budget,
+        lower=lower,
+        upper=upper,
+        objective=objective,
+        success_prob=success if objective == "grpo" else None,
+    )
     assert np.array_equal(weights, w), "allocate modified its weights"
     n = np.arange(upper + 1)
     if objective == "grpo":
@@ -107,8 +124,9 @@ def check_allocate_problem(problem) -> None:
     else:
         with np.errstate(invalid="ignore"):
             f = objective_function(objective)(n)
-            table = np.where(weights[:, None] == 0, np.where(np.isinf(f), np.inf, 0.0)[None, :],
-                             weights[:, None] * f[None, :])
+            table = np.where(
+                weights[:, None] == 0, np.where(np.isinf(f), np.inf, 0.0)[None, :], weights[:, None] * f[None, :]
+            )
     problems = check_solution_invariants(table, counts, budget, lower, upper, False)
     assert not problems, problems
     best = dp_optimum(table, budget, lower, upper, False)
@@ -136,8 +154,15 @@ def allocator_cases(draw, names=tuple(REGISTRY)):
     name = draw(st.sampled_from(names))
     q = draw(st.integers(1, 8))
     p = draw(st.lists(st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0)), min_size=q, max_size=q))
-    return {"name": name, "q": q, "p": p, "extra": draw(st.integers(0, 40)), "seed": draw(st.integers(0, 2**16)),
-            "graded": draw(st.booleans()), "steps": draw(st.integers(1, 3))}
+    return {
+        "name": name,
+        "q": q,
+        "p": p,
+        "extra": draw(st.integers(0, 40)),
+        "seed": draw(st.integers(0, 2**16)),
+        "graded": draw(st.booleans()),
+        "steps": draw(st.integers(1, 3)),
+    }
 
 
 def check_allocator_case(case: dict) -> None:

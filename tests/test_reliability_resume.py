@@ -9,8 +9,16 @@ import zipfile
 
 import numpy as np
 import pytest
-from test_reliability_support import (PREDICTORS, REGISTRY, BernoulliEnv, budget_for, build_allocator,
-                                      build_predictor, predictor_of, states_equal)
+from test_reliability_support import (
+    PREDICTORS,
+    REGISTRY,
+    BernoulliEnv,
+    budget_for,
+    build_allocator,
+    build_predictor,
+    predictor_of,
+    states_equal,
+)
 
 from adaptive_rollouts.state import load_state, save_state
 
@@ -65,8 +73,7 @@ def test_interrupted_run_resumes_exactly(name, k, fmt, tmp_path):
 def test_predictor_interrupted_updates_resume_exactly(name, tmp_path):
     env = BernoulliEnv(seed=5, graded=True)
     batches = [env.batch(5) for _ in range(6)]
-    data = [[np.clip(env.p[p] + env.rng.uniform(-0.2, 0.2, 1 + i % 4), 0, 1) for i, p in enumerate(b)]
-            for b in batches]
+    data = [[np.clip(env.p[p] + env.rng.uniform(-0.2, 0.2, 1 + i % 4), 0, 1) for i, p in enumerate(b)] for b in batches]
     whole = build_predictor(name)
     for b, r in zip(batches, data):
         whole.update(b, r)
@@ -94,7 +101,7 @@ def test_checkpoint_files_hold_json_and_raw_arrays_only(tmp_path):
             assert data[:6] == b"\x93NUMPY" and b"'descr': '|O'" not in data[:200], member
     save_state(tmp_path / "a.safetensors", alloc.state_dict())
     raw = (tmp_path / "a.safetensors").read_bytes()
-    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
     tree = json.loads(header["__metadata__"]["adaptive_rollouts"])
     assert tree["allocator"] == "PosteriorProgressive" and "state" in tree["rng"]
 

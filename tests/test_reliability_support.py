@@ -10,8 +10,7 @@ import numpy as np
 
 from adaptive_rollouts.allocators import ALLOCATORS, PosteriorProgressive, make_allocator
 from adaptive_rollouts.embeddings import FeatureTable
-from adaptive_rollouts.predictors import (CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge,
-                                          WindowedMean)
+from adaptive_rollouts.predictors import CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge, WindowedMean
 
 POOL = [f"q{i}" for i in range(12)]
 DIM = 4
@@ -56,15 +55,23 @@ def build_allocator(name: str, seed: int = 0, features: Any = None):
 
 # non-default configurations the fuzzing also covers (skipping, caps, fixed group sizes)
 VARIANTS = {
-    "vip+skip+token-mean": lambda seed: make_allocator("vip", predictor="beta", aggregation="token-mean",
-                                                       allow_skip=True, upper=20, seed=seed),
-    "vip+drgrpo+bounds": lambda seed: make_allocator("vip", predictor="windowed", estimator="drgrpo", lower=3,
-                                                     upper=12, seed=seed),
+    "vip+skip+token-mean": lambda seed: make_allocator(
+        "vip", predictor="beta", aggregation="token-mean", allow_skip=True, upper=20, seed=seed
+    ),
+    "vip+drgrpo+bounds": lambda seed: make_allocator(
+        "vip", predictor="windowed", estimator="drgrpo", lower=3, upper=12, seed=seed
+    ),
     "posterior-progressive+skip": lambda seed: make_allocator(
-        "posterior-progressive", predictor="beta", allow_skip=True, upper=16,
-        round_fractions=(0.4, 0.3, 0.2, 0.1), seed=seed),
+        "posterior-progressive",
+        predictor="beta",
+        allow_skip=True,
+        upper=16,
+        round_fractions=(0.4, 0.3, 0.2, 0.1),
+        seed=seed,
+    ),
     "posterior-progressive+variance": lambda seed: make_allocator(
-        "posterior-progressive", predictor="cumulative", objective="variance", estimator="rloo", seed=seed),
+        "posterior-progressive", predictor="cumulative", objective="variance", estimator="rloo", seed=seed
+    ),
     "vigor+capped": lambda seed: make_allocator("vigor", alpha=0.3, gamma=3, upper=12, seed=seed),
     "vigor+drop-zero": lambda seed: make_allocator("vigor", drop_zero_variance=True, seed=seed),
     "dynamic-sampling+g4": lambda seed: make_allocator("dynamic-sampling", group_size=4, seed=seed),
@@ -122,8 +129,11 @@ def states_equal(a: Any, b: Any) -> bool:
     """Deep equality of two state dicts (arrays compared exactly, NaN == NaN)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
-        return a.shape == b.shape and a.dtype.kind == b.dtype.kind and bool(
-            np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+        return (
+            a.shape == b.shape
+            and a.dtype.kind == b.dtype.kind
+            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+        )
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(states_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -193,14 +203,19 @@ def check_step_invariants(alloc, prompts: list, budget: int, log: list, rewards:
         mean, var = np.asarray(pred.mean), np.asarray(pred.var)
         if mean.shape != (len(prompts),) or var.shape != (len(prompts),):
             problems.append(f"prediction shapes {mean.shape} / {var.shape}")
-        elif not (np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all((mean >= 0) & (mean <= 1))
-                  and np.all(var >= 0)):
+        elif not (
+            np.all(np.isfinite(mean))
+            and np.all(np.isfinite(var))
+            and np.all((mean >= 0) & (mean <= 1))
+            and np.all(var >= 0)
+        ):
             problems.append(f"prediction not finite probabilities: {mean.tolist()} {var.tolist()}")
     return problems
 
 
-def check_solution_invariants(costs: np.ndarray, counts: np.ndarray, budget: int, lower: int, upper: int,
-                              allow_skip: bool) -> list[str]:
+def check_solution_invariants(
+    costs: np.ndarray, counts: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool
+) -> list[str]:
     """Violations of `solve_table`'s contract: exact budget, bounds, finite cost, and no improving
     transfer of any number of rollouts from one prompt to another (a necessary optimality condition)."""
     problems = []

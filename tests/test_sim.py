@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from adaptive_rollouts.sim import (OracleAllocator, SimpleUniform, TrainConfig, aggregation_weights,
-                                   group_advantages_np, make_problem, policy_gradient, train)
+from adaptive_rollouts.sim import (
+    OracleAllocator,
+    SimpleUniform,
+    TrainConfig,
+    aggregation_weights,
+    group_advantages_np,
+    make_problem,
+    policy_gradient,
+    train,
+)
 from adaptive_rollouts.sim.estimators import expected_gradient
 from adaptive_rollouts.sim.oracle import fill_allocate, greedy_allocate
 from adaptive_rollouts.sim.problem import SCENARIOS
@@ -52,7 +60,7 @@ def test_exact_gradient_matches_finite_differences():
     W = rng.normal(size=pb.W.shape)
     g = expected_gradient(pb.features, pb.probs(W=W), pb.rewards)
     h = 1e-6
-    for (i, k) in [(0, 0), (3, 2), (15, 5)]:
+    for i, k in [(0, 0), (3, 2), (15, 5)]:
         E = np.zeros_like(W)
         E[i, k] = h
         fd = (pb.success(W=W + E).mean() - pb.success(W=W - E).mean()) / (2 * h)
@@ -70,7 +78,7 @@ def test_policy_gradient_of_log_softmax_matches_finite_differences():
         return float(np.sum(coef * np.log(pb.probs(q, W)[np.arange(q.size), a])))
 
     h = 1e-6
-    for (i, k) in [(0, 1), (5, 0), (15, 5)]:
+    for i, k in [(0, 1), (5, 0), (15, 5)]:
         E = np.zeros_like(W)
         E[i, k] = h
         assert abs((f(W + E) - f(W - E)) / (2 * h) - g[i, k]) < 1e-6
@@ -133,7 +141,7 @@ def test_aggregation_weights():
 
 
 def test_oracle_allocations():
-    p = np.array([.01, .1, .2, .4, .5, .8, .95, .99])
+    p = np.array([0.01, 0.1, 0.2, 0.4, 0.5, 0.8, 0.95, 0.99])
     assert greedy_allocate(p * (1 - p), 64, 4, 12, "rloo").tolist() == [4, 7, 10, 11, 12, 10, 6, 4]
     assert greedy_allocate(p * (1 - p), 64, 4, 12, "drgrpo").tolist() == [4, 7, 10, 12, 12, 10, 5, 4]
     n = fill_allocate(p * (1 - p), 40, 16)
@@ -178,5 +186,5 @@ def test_variance_formula_hand_values():
 def test_vigor_speedup_formula():
     # k -> infinity: gamma alpha^(1-1/k) -> alpha gamma: no speedup; k = 2 by hand.
     assert abs(vigor_speedup(1e9) - 1.0) < 1e-6
-    eta = (1 + 2 ** 0.5 + 2 + 2 ** 1.5) / 4
+    eta = (1 + 2**0.5 + 2 + 2**1.5) / 4
     assert abs(vigor_speedup(2.0) - eta ** (1 / 3)) < 1e-12

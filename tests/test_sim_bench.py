@@ -3,7 +3,6 @@
 import argparse
 import json
 
-import numpy as np
 import pytest
 
 from adaptive_rollouts.sim.bench import BenchConfig, rollouts_to_target, run_benchmark
@@ -18,15 +17,30 @@ def test_rollouts_to_target_interpolates():
 
 
 def _tiny(methods=("uniform", "oracle-vip", "oracle-fill")) -> BenchConfig:
-    return BenchConfig(scenarios=("hard-heavy",), methods=methods, aggregations=("seq-mean",), seeds=(0,),
-                       lr_multipliers=(1.0, 3.0), steps=25, batch_prompts=16, budget=128, n_prompts=300,
-                       n_test=100, grad_var_every=5)
+    return BenchConfig(
+        scenarios=("hard-heavy",),
+        methods=methods,
+        aggregations=("seq-mean",),
+        seeds=(0,),
+        lr_multipliers=(1.0, 3.0),
+        steps=25,
+        batch_prompts=16,
+        budget=128,
+        n_prompts=300,
+        n_test=100,
+        grad_var_every=5,
+    )
 
 
 def test_tiny_bench_end_to_end(tmp_path):
     result = run_benchmark(_tiny(), progress=False)
-    theory = {"variance": [{"estimator": "rloo", "p": 0.3, "n": 6, "formula": 0.168, "monte_carlo": 0.1679, "se": 0.001}],
-              "pareto_k": 2.0, "pareto_k_hill": 2.1, "vigor_predicted": 1.216, "vigor_predicted_hill": 1.2}
+    theory = {
+        "variance": [{"estimator": "rloo", "p": 0.3, "n": 6, "formula": 0.168, "monte_carlo": 0.1679, "se": 0.001}],
+        "pareto_k": 2.0,
+        "pareto_k_hill": 2.1,
+        "vigor_predicted": 1.216,
+        "vigor_predicted_hill": 1.2,
+    }
     report = write_report(result, tmp_path, theory=theory)
     text = report.read_text()
     assert "| hard-heavy | oracle-fill |" in text and "Verdict" in text
@@ -44,10 +58,34 @@ def test_tiny_bench_end_to_end(tmp_path):
 def test_cli_arguments(tmp_path):
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)
-    args = parser.parse_args(["--scenarios", "bimodal", "--seeds", "1", "--steps", "3", "--prompts", "100",
-                              "--methods", "uniform,oracle-fill", "--aggregations", "prompt-mean",
-                              "--lr-grid", "1", "--budget", "64", "--batch-prompts", "8",
-                              "--theory-draws", "1000", "--no-plots", "--no-progress", "--out", str(tmp_path)])
+    args = parser.parse_args(
+        [
+            "--scenarios",
+            "bimodal",
+            "--seeds",
+            "1",
+            "--steps",
+            "3",
+            "--prompts",
+            "100",
+            "--methods",
+            "uniform,oracle-fill",
+            "--aggregations",
+            "prompt-mean",
+            "--lr-grid",
+            "1",
+            "--budget",
+            "64",
+            "--batch-prompts",
+            "8",
+            "--theory-draws",
+            "1000",
+            "--no-plots",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     cfg = config_from_args(args)
     assert cfg.scenarios == ["bimodal"] and cfg.seeds == (0,) and cfg.lr_multipliers == (1.0,)
     assert run_bench(args) == 0

@@ -36,6 +36,7 @@ def check_solution(counts, costs, budget, lower, upper, allow_skip):
 
 # ---- the METHODS section 3 worked example ------------------------------------------------------
 
+
 @pytest.mark.parametrize("objective", ["drgrpo", "rloo"])
 def test_worked_example(objective):
     a = P_EXAMPLE * (1 - P_EXAMPLE)
@@ -46,6 +47,7 @@ def test_worked_example(objective):
 
 
 # ---- exhaustive search ---------------------------------------------------------------------------
+
 
 @st.composite
 def table_case(draw, convex: bool):
@@ -61,8 +63,9 @@ def table_case(draw, convex: bool):
             rows.append(np.concatenate([[draw(vals)], np.cumsum(inc)]))
         costs = np.array(rows, dtype=float)
     else:
-        costs = np.array(draw(st.lists(st.lists(vals, min_size=upper + 1, max_size=upper + 1),
-                                       min_size=q, max_size=q)), dtype=float)
+        costs = np.array(
+            draw(st.lists(st.lists(vals, min_size=upper + 1, max_size=upper + 1), min_size=q, max_size=q)), dtype=float
+        )
         # forbid a few counts
         for i, j in draw(st.lists(st.tuples(st.integers(0, q - 1), st.integers(0, upper)), max_size=3)):
             costs[i, j] = np.inf
@@ -90,9 +93,14 @@ def test_solve_table_matches_exhaustive_search(convex):
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)
-@given(q=st.integers(1, 4), lower=st.integers(1, 4), width=st.integers(0, 4),
-       objective=st.sampled_from(["rloo", "drgrpo", "grpo", "callable"]),
-       skip=st.booleans(), data=st.data())
+@given(
+    q=st.integers(1, 4),
+    lower=st.integers(1, 4),
+    width=st.integers(0, 4),
+    objective=st.sampled_from(["rloo", "drgrpo", "grpo", "callable"]),
+    skip=st.booleans(),
+    data=st.data(),
+)
 def test_allocate_matches_exhaustive_search(q, lower, width, objective, skip, data):
     upper = lower + width
     if objective == "rloo":
@@ -103,14 +111,14 @@ def test_allocate_matches_exhaustive_search(q, lower, width, objective, skip, da
     n = np.arange(upper + 1)
     kwargs = {}
     if objective == "callable":
-        bumps = np.array(data.draw(st.lists(st.floats(-1, 1, width=32), min_size=upper + 1,
-                                            max_size=upper + 1)))
+        bumps = np.array(data.draw(st.lists(st.floats(-1, 1, width=32), min_size=upper + 1, max_size=upper + 1)))
         f = lambda m: bumps[np.asarray(m)]  # noqa: E731  arbitrary non-convex f
         obj = f
         fn = f(n)
         costs = w[:, None] * fn[None, :]
     elif objective == "grpo":
         from adaptive_rollouts.objectives import grpo_variance
+
         obj = "grpo"
         kwargs["success_prob"] = p
         costs = w[:, None] * grpo_variance(p[:, None], np.maximum(n, 1)[None, :])
@@ -219,6 +227,7 @@ def test_infinite_costs_forbid_counts():
 
 
 # ---- bad input -------------------------------------------------------------------------------------
+
 
 def test_bad_input_raises_value_error_naming_values():
     w = np.array([0.1, 0.2])

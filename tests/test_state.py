@@ -148,6 +148,7 @@ def test_not_a_dict_and_bad_format(tmp_path):
 def test_overwrite_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
     path = tmp_path / "s"
     save_state(path, {"v": 1})
+
     # a failing write (here: the rename) must leave the old file intact and no temp file behind
     def boom(src, dst):
         raise OSError("disk full")
@@ -166,8 +167,7 @@ def test_overwrite_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
 def test_loading_never_unpickles(tmp_path):
     # an npz whose array is a pickled object must be refused, not executed
     path = tmp_path / "evil.npz"
-    np.savez(path, __json__=np.frombuffer(b"{}", dtype=np.uint8),
-             t0=np.array([{"a": 1}], dtype=object))
+    np.savez(path, __json__=np.frombuffer(b"{}", dtype=np.uint8), t0=np.array([{"a": 1}], dtype=object))
     with pytest.raises(ValueError, match="pickle"):
         load_state(path)
     # a raw pickle file is not a state file

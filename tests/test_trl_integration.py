@@ -34,16 +34,41 @@ def make_trainer(cls, tmp_path, seed=0, reward=reward_has_digit_one, **kwargs):
 
     tok = build_tokenizer()
     torch.manual_seed(seed)
-    model = build_model(tok, seed=seed, hidden_size=32, intermediate_size=64, num_attention_heads=2,
-                        num_key_value_heads=2, num_hidden_layers=1)
-    args = GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=12, num_generations=4, max_completion_length=5,
-        max_steps=2, learning_rate=1e-2, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
-        seed=seed, loss_type=kwargs.pop("loss_type", "grpo"), beta=0.0, temperature=1.0,
-        scale_rewards=kwargs.pop("scale_rewards", "group"), dataloader_num_workers=0,
+    model = build_model(
+        tok,
+        seed=seed,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
     )
-    return cls(model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
-               processing_class=tok, **kwargs)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=12,
+        num_generations=4,
+        max_completion_length=5,
+        max_steps=2,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        seed=seed,
+        loss_type=kwargs.pop("loss_type", "grpo"),
+        beta=0.0,
+        temperature=1.0,
+        scale_rewards=kwargs.pop("scale_rewards", "group"),
+        dataloader_num_workers=0,
+    )
+    return cls(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+        processing_class=tok,
+        **kwargs,
+    )
 
 
 class Capture:

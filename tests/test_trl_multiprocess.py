@@ -73,8 +73,13 @@ def test_two_processes_allocate_once_and_keep_groups_whole(tmp_path, request):
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29533", str(script), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [torchrun, "--nproc_per_node", "2", "--master_port", "29533", str(script), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world"] for r in ranks] == [2, 2]

@@ -90,8 +90,7 @@ def group_advantages(
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
     if group_ids.shape != rewards.shape:
         raise ValueError(
-            f"group_ids shape {tuple(group_ids.shape)} does not match rewards shape "
-            f"{tuple(rewards.shape)}"
+            f"group_ids shape {tuple(group_ids.shape)} does not match rewards shape {tuple(rewards.shape)}"
         )
     if rewards.numel() == 0:
         raise ValueError("rewards is empty: need at least one rollout")
@@ -113,15 +112,11 @@ def group_advantages(
     _, g = torch.unique(group_ids, return_inverse=True)
     n_groups = int(g.max()) + 1
 
-    count = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(
-        0, g, torch.ones_like(r)
-    )
+    count = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, g, torch.ones_like(r))
     total = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, g, r)
     mean = total / count
     centred = r - mean[g]
-    sq = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(
-        0, g, centred * centred
-    )
+    sq = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, g, centred * centred)
     std = torch.sqrt(sq / (count - 1.0).clamp_min(1.0))
     informative = (count >= 2.0) & (std > std_tol)
 

@@ -176,8 +176,7 @@ class SentenceTransformerEncoder:
 
             path = self._model_path or _default_model_path()
             self._model = SentenceTransformer(path, device=self.device, local_files_only=True)
-            get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-                self._model, "get_sentence_embedding_dimension")
+            get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
             self._dim = int(get_dim())
         return self._model
 
@@ -206,9 +205,12 @@ class SentenceTransformerEncoder:
         final = self.cache_dir / f"chunk-{uuid.uuid4().hex}.npz"
         tmp = final.with_suffix(".tmp")
         with open(tmp, "wb") as handle:
-            np.savez(handle, allow_pickle=False,
-                     hashes=np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), 16),
-                     vectors=vectors.astype(np.float32))
+            np.savez(
+                handle,
+                allow_pickle=False,
+                hashes=np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), 16),
+                vectors=vectors.astype(np.float32),
+            )
         os.replace(tmp, final)
 
     # -- encode --------------------------------------------------------------------------------
@@ -244,8 +246,9 @@ class SentenceTransformerEncoder:
                 vectors = []
                 for b in range(0, len(chunk), self.batch_size):
                     texts = [t for _, t in chunk[b : b + self.batch_size]]
-                    out = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                       show_progress_bar=False)
+                    out = model.encode(
+                        texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+                    )
                     vectors.append(np.asarray(out, dtype=np.float32))
                     if bar is not None:
                         bar.update(len(texts))

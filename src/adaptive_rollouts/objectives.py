@@ -74,7 +74,7 @@ def drgrpo_variance(n, reward_var, score_var: float = 1.0) -> np.ndarray:
     n = _as_float(n)
     if np.any(n < 1):
         raise ValueError(f"drgrpo_variance needs n >= 1, got n={np.unique(n[n < 1]).tolist()}")
-    return score_var * _as_float(reward_var) * (n - 1.0) / n ** 2
+    return score_var * _as_float(reward_var) * (n - 1.0) / n**2
 
 
 def rloo_variance(n, reward_var, score_var: float = 1.0) -> np.ndarray:
@@ -85,8 +85,7 @@ def rloo_variance(n, reward_var, score_var: float = 1.0) -> np.ndarray:
     """
     n = _as_float(n)
     if np.any(n < 2):
-        raise ValueError(f"rloo_variance needs n >= 2 (a leave-one-out baseline), got "
-                         f"n={np.unique(n[n < 2]).tolist()}")
+        raise ValueError(f"rloo_variance needs n >= 2 (a leave-one-out baseline), got n={np.unique(n[n < 2]).tolist()}")
     return score_var * _as_float(reward_var) / (n - 1.0)
 
 
@@ -96,8 +95,7 @@ def _binom_pmf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
     return binom.pmf(k, n, p)
 
 
-def grpo_variance(p, n, score_var: float = 1.0, eps: float = 0.0,
-                  low: float = 0.0, high: float = 1.0) -> np.ndarray:
+def grpo_variance(p, n, score_var: float = 1.0, eps: float = 0.0, low: float = 0.0, high: float = 1.0) -> np.ndarray:
     """GRPO (A_i = (r_i - mean r) / (unbiased std + eps)), binary rewards, per-prompt mean.
 
     eps = 0:  s^2 (n-1)/n^2 (1 - p^n - (1-p)^n)   (exact; n = 1 gives 0).
@@ -121,7 +119,7 @@ def grpo_variance(p, n, score_var: float = 1.0, eps: float = 0.0,
     if eps == 0.0:
         with np.errstate(divide="ignore"):  # p^n as exp(n log p): much faster than pow
             mixed = 1.0 - np.exp(n * np.log(p)) - np.exp(n * np.log1p(-p))
-        return score_var * (n - 1.0) / n ** 2 * np.maximum(mixed, 0.0)
+        return score_var * (n - 1.0) / n**2 * np.maximum(mixed, 0.0)
     out = np.zeros(p.shape)
     for n_val in np.unique(n):
         sel = n == n_val
@@ -132,7 +130,7 @@ def grpo_variance(p, n, score_var: float = 1.0, eps: float = 0.0,
         sd = np.sqrt(sd2)
         term = (n_val - 1.0) * sd2 / (sd + eps) ** 2
         pmf = _binom_pmf(k[None, :], n_val, p[sel][:, None])
-        out[sel] = score_var / n_val ** 2 * (pmf * term[None, :]).sum(axis=1)
+        out[sel] = score_var / n_val**2 * (pmf * term[None, :]).sum(axis=1)
     return out
 
 
@@ -149,12 +147,13 @@ def grpo_variance_graded(n, level_probs, score_var: float = 1.0) -> np.ndarray:
     if pi.ndim == 0 or np.any(pi < 0) or not np.allclose(pi.sum(axis=-1), 1.0):
         raise ValueError("level_probs must be probabilities over reward levels (last axis sums to 1)")
     n = _as_float(n)
-    all_equal = (pi[..., None, :] ** n[..., :, None]).sum(axis=-1) if n.ndim else (pi ** n).sum(axis=-1)
-    return score_var * (n - 1.0) / n ** 2 * np.maximum(1.0 - all_equal, 0.0)
+    all_equal = (pi[..., None, :] ** n[..., :, None]).sum(axis=-1) if n.ndim else (pi**n).sum(axis=-1)
+    return score_var * (n - 1.0) / n**2 * np.maximum(1.0 - all_equal, 0.0)
 
 
-def variance(objective: str, n, *, success_prob=None, reward_var=None, score_var: float = 1.0,
-             eps: float = 0.0) -> np.ndarray:
+def variance(
+    objective: str, n, *, success_prob=None, reward_var=None, score_var: float = 1.0, eps: float = 0.0
+) -> np.ndarray:
     """Per-prompt gradient variance for "rloo" | "drgrpo" | "grpo" (binary rewards in {0, 1}
     unless ``reward_var`` is given for RLOO / Dr. GRPO)."""
     if objective in ("rloo", "drgrpo"):
@@ -171,9 +170,18 @@ def variance(objective: str, n, *, success_prob=None, reward_var=None, score_var
     raise ValueError(f"objective must be one of {VARIANCE_OBJECTIVES}, got {objective!r}")
 
 
-def variance_table(objective: str, success_prob=None, weights=None, *, upper: int, lower: int = 2,
-                   score_var: float = 1.0, eps: float = 0.0, allow_skip: bool = False,
-                   skip_cost: float | None = None) -> np.ndarray:
+def variance_table(
+    objective: str,
+    success_prob=None,
+    weights=None,
+    *,
+    upper: int,
+    lower: int = 2,
+    score_var: float = 1.0,
+    eps: float = 0.0,
+    allow_skip: bool = False,
+    skip_cost: float | None = None,
+) -> np.ndarray:
     """Cost table [Q, upper + 1] for `solvers.solve_table`: costs[q, n] = w_q f_q(n).
 
     * "rloo" / "drgrpo": f(n) = s^2 / (n-1) or s^2 (n-1)/n^2; w_q defaults to the reward variance
@@ -266,12 +274,12 @@ def variance_table(objective: str, success_prob=None, weights=None, *, upper: in
 # depend on n_q at all (VIP's premise). Var: Var G = sum_q c(n_q)^2 Var S_q for independent groups.
 
 AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
-__all__ += ["AGGREGATIONS", "aggregation_weight", "group_moments", "batch_gradient_moments",
-            "improvement_table"]
+__all__ += ["AGGREGATIONS", "aggregation_weight", "group_moments", "batch_gradient_moments", "improvement_table"]
 
 
-def aggregation_weight(aggregation: str, n, *, num_prompts: int, budget: int,
-                       constant: float | None = None, mean_length: float = 1.0) -> np.ndarray:
+def aggregation_weight(
+    aggregation: str, n, *, num_prompts: int, budget: int, constant: float | None = None, mean_length: float = 1.0
+) -> np.ndarray:
     """c(n): the factor multiplying a group's S_q = sum_i A_i z_i in the batch gradient."""
     n = _as_float(n)
     if aggregation == "prompt-mean":
@@ -304,7 +312,7 @@ def _moment(mean, var, a: float, b: float) -> np.ndarray:
     var = _as_float(var)
     al, be = _beta_params(mean, var)
     with np.errstate(divide="ignore", invalid="ignore"):
-        plug = np.where(a > 0, mean ** a, 1.0) * np.where(b > 0, (1 - mean) ** b, 1.0)
+        plug = np.where(a > 0, mean**a, 1.0) * np.where(b > 0, (1 - mean) ** b, 1.0)
         if float(a).is_integer() and float(b).is_integer() and a + b <= 16:
             # rising factorials: exact and stable even when alpha + beta is huge (var -> 0)
             post = np.ones(np.broadcast(al, be).shape)
@@ -348,7 +356,7 @@ def group_moments(estimator: str, n, mean, var=0.0, *, eps: float = 0.0, exact_u
         # a_dr = k(n-k)/n: E = (n-1) pq; E[k^2 (n-k)^2] = n4 p^2q^2 + (n3 + n2) pq
         scale = 1.0 if estimator == "drgrpo" else safe / (safe - 1.0)
         sig = scale * (safe - 1.0) * m22
-        sec = scale ** 2 * (n4 * m22 + (n3 + n2) * m11) / safe ** 2
+        sec = scale**2 * (n4 * m22 + (n3 + n2) * m11) / safe**2
         noise_scale = 1.0 if estimator == "drgrpo" else (safe / (safe - 1.0)) ** 2
         noi = noise_scale * (safe - 1.0) * m11
         return tuple(np.where(live, x, 0.0) for x in (sig, sec, noi))
@@ -367,8 +375,7 @@ def group_moments(estimator: str, n, mean, var=0.0, *, eps: float = 0.0, exact_u
     return out
 
 
-def _grpo_moment_table(mean: np.ndarray, var: np.ndarray, upper: int, *, eps: float = 0.0,
-                       exact_up_to: int = 128):
+def _grpo_moment_table(mean: np.ndarray, var: np.ndarray, upper: int, *, eps: float = 0.0, exact_up_to: int = 128):
     """`group_moments` of GRPO for every n = 0..upper at once: three [R, upper + 1] arrays.
 
     Exact part (n <= exact_up_to, or every n when eps > 0): the Beta-binomial distribution of the
@@ -399,35 +406,34 @@ def _grpo_moment_table(mean: np.ndarray, var: np.ndarray, upper: int, *, eps: fl
     with np.errstate(invalid="ignore", divide="ignore"):
         sd2 = np.where((kk <= nn) & (nn >= 2), kk * (nn - kk) / (nn * (nn - 1.0)), 0.0)
         sd = np.sqrt(np.maximum(sd2, 0.0))
-        adv_sum = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps), 0.0)   # a(k) = sum_i A_i (r_i - rbar)
+        adv_sum = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps), 0.0)  # a(k) = sum_i A_i (r_i - rbar)
         adv_sq = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps) ** 2, 0.0)  # sum_i A_i^2
     # rows 0..r-1: BetaBinomial(alpha, beta); rows r..2r-1: BetaBinomial(alpha + 1, beta + 1)
     alpha = np.concatenate([a0, a0 + 1.0])[:, None]
-    inv_total = 1.0 / (np.concatenate([strength, strength + 2.0])[:, None]
-                       + np.arange(exact_top, dtype=float)[None, :])
+    inv_total = 1.0 / (np.concatenate([strength, strength + 2.0])[:, None] + np.arange(exact_top, dtype=float)[None, :])
     chunk = max(1, 4_000_000 // max(1, (exact_top + 1) ** 2))  # bound the [rows, n, k] buffer
     for lo in range(0, r, chunk):
         hi = min(r, lo + chunk)
-        rows = np.r_[lo:hi, r + lo:r + hi]
+        rows = np.r_[lo:hi, r + lo : r + hi]
         w = np.zeros((rows.size, exact_top + 1, exact_top + 1))
         w[:, 0, 0] = 1.0
         al_c, inv_c = alpha[rows], inv_total[rows]
         for n in range(1, exact_top + 1):
             prev = w[:, n - 1, :n]
-            rate = (al_c + kk[:, :n]) * inv_c[:, n - 1:n]  # P(next is a success | k of n-1)
+            rate = (al_c + kk[:, :n]) * inv_c[:, n - 1 : n]  # P(next is a success | k of n-1)
             grow_ = prev * rate
             w[:, n, :n] = prev - grow_
-            w[:, n, 1:n + 1] += grow_
+            w[:, n, 1 : n + 1] += grow_
         half = hi - lo
-        sig[lo:hi, :exact_top + 1] = np.einsum("rnk,nk->rn", w[half:], adv_sum) * m11[lo:hi, None]
-        sec[lo:hi, :exact_top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sum * adv_sum)
-        noi[lo:hi, :exact_top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sq)
+        sig[lo:hi, : exact_top + 1] = np.einsum("rnk,nk->rn", w[half:], adv_sum) * m11[lo:hi, None]
+        sec[lo:hi, : exact_top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sum * adv_sum)
+        noi[lo:hi, : exact_top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sq)
     if exact_top < upper:  # eps = 0, large n: S_k ~ sqrt(pq)
         big = np.arange(exact_top + 1, upper + 1, dtype=float)
-        sig[:, exact_top + 1:] = (big - 1.0)[None, :] * _moment(mean, var, 1.5, 1.5)[:, None]
-        sec[:, exact_top + 1:] = (big - 1.0)[None, :] ** 2 * m11[:, None]
+        sig[:, exact_top + 1 :] = (big - 1.0)[None, :] * _moment(mean, var, 1.5, 1.5)[:, None]
+        sec[:, exact_top + 1 :] = (big - 1.0)[None, :] ** 2 * m11[:, None]
         all_equal = _power_moments(mean, var, big)
-        noi[:, exact_top + 1:] = (big - 1.0)[None, :] * (1.0 - all_equal)
+        noi[:, exact_top + 1 :] = (big - 1.0)[None, :] * (1.0 - all_equal)
     return sig, sec, noi
 
 
@@ -465,9 +471,17 @@ def _binary_group_terms(estimator: str, n: int, eps: float = 0.0):
     return k, a_s, a_f
 
 
-def batch_gradient_moments(counts, success_prob, *, estimator: str, aggregation: str,
-                           eps: float = 0.0, constant: float | None = None,
-                           mean_length: float = 1.0, length_cv: float = 0.0):
+def batch_gradient_moments(
+    counts,
+    success_prob,
+    *,
+    estimator: str,
+    aggregation: str,
+    eps: float = 0.0,
+    constant: float | None = None,
+    mean_length: float = 1.0,
+    length_cv: float = 0.0,
+):
     """How the counts enter the batch gradient G = sum_q c(n_q) S_q (binary rewards, known p).
 
     Returns per-prompt (mean_coef, signal_sq_coef, noise_coef) with
@@ -486,9 +500,10 @@ def batch_gradient_moments(counts, success_prob, *, estimator: str, aggregation:
     if counts.shape != p.shape or counts.ndim != 1:
         raise ValueError(f"counts and success_prob must be 1-D of equal length, got {counts.shape}, {p.shape}")
     q, budget = counts.size, int(counts.sum())
-    c = aggregation_weight(aggregation, counts, num_prompts=q, budget=budget, constant=constant,
-                           mean_length=mean_length)
-    cv2 = length_cv ** 2 if aggregation in ("token-mean", "constant") else 0.0
+    c = aggregation_weight(
+        aggregation, counts, num_prompts=q, budget=budget, constant=constant, mean_length=mean_length
+    )
+    cv2 = length_cv**2 if aggregation in ("token-mean", "constant") else 0.0
     mean_coef, sq_coef, noise_coef = (np.zeros(q) for _ in range(3))
     from scipy.stats import binom
 
@@ -499,18 +514,26 @@ def batch_gradient_moments(counts, success_prob, *, estimator: str, aggregation:
         k, a_s, a_f = _binary_group_terms(estimator, n, eps)
         w = binom.pmf(k, n, pi)
         a = k * a_s * (1 - pi) - (n - k) * a_f * pi  # sum_i A_i (r_i - p)
-        a2 = k * a_s ** 2 * (1 - pi) ** 2 + (n - k) * a_f ** 2 * pi ** 2
-        sumsq = k * a_s ** 2 + (n - k) * a_f ** 2
+        a2 = k * a_s**2 * (1 - pi) ** 2 + (n - k) * a_f**2 * pi**2
+        sumsq = k * a_s**2 + (n - k) * a_f**2
         mean_coef[i] = c[i] * (w * a).sum() / pq
-        sq_coef[i] = c[i] ** 2 * ((w * a ** 2).sum() + cv2 * (w * a2).sum()) / pq ** 2
+        sq_coef[i] = c[i] ** 2 * ((w * a**2).sum() + cv2 * (w * a2).sum()) / pq**2
         noise_coef[i] = c[i] ** 2 * (w * sumsq).sum()
     return mean_coef, sq_coef, noise_coef
 
 
-def improvement_table(prediction_or_p, upper: int, *, aggregation: str = "seq-mean",
-                      estimator: str = "grpo", lr_noise: float = 0.01, noise_ratio: float = 0.25,
-                      total_budget: int | None = None, eps: float = 0.0,
-                      constant: float | None = None) -> np.ndarray:
+def improvement_table(
+    prediction_or_p,
+    upper: int,
+    *,
+    aggregation: str = "seq-mean",
+    estimator: str = "grpo",
+    lr_noise: float = 0.01,
+    noise_ratio: float = 0.25,
+    total_budget: int | None = None,
+    eps: float = 0.0,
+    constant: float | None = None,
+) -> np.ndarray:
     """Expected one-step improvement of giving prompt q n rollouts: GAIN table [Q, upper + 1]
     (higher is better; column 0 = 0: a skipped prompt gains nothing). Maximise with
     ``solve_table(-improvement_table(...), ...)``.
@@ -539,8 +562,10 @@ def improvement_table(prediction_or_p, upper: int, *, aggregation: str = "seq-me
     from .types import Prediction
 
     if isinstance(prediction_or_p, Prediction) or (
-            hasattr(prediction_or_p, "mean") and hasattr(prediction_or_p, "var")
-            and not isinstance(prediction_or_p, np.ndarray)):
+        hasattr(prediction_or_p, "mean")
+        and hasattr(prediction_or_p, "var")
+        and not isinstance(prediction_or_p, np.ndarray)
+    ):
         mean = _as_float(prediction_or_p.mean).reshape(-1)
         var = _as_float(prediction_or_p.var).reshape(-1)
     else:
@@ -574,6 +599,6 @@ def improvement_table(prediction_or_p, upper: int, *, aggregation: str = "seq-me
         sig, sec, noi = _grpo_moment_table(mean, var, upper, eps=eps)
     else:
         sig, sec, noi = group_moments(estimator, n[None, :], mean[:, None], var[:, None], eps=eps)
-    gain = w * sig - lr_noise * w ** 2 * (sec + noise_ratio * noi)
+    gain = w * sig - lr_noise * w**2 * (sec + noise_ratio * noi)
     gain[:, 0] = 0.0
     return gain

@@ -62,6 +62,7 @@ _TABLE_CELLS_MAX = 2_000_000  # above this, `allocate` truncates the table and p
 # objective functions f(n)
 # ---------------------------------------------------------------------------------------------
 
+
 def _f_rloo(n: np.ndarray) -> np.ndarray:
     n = np.asarray(n, dtype=float)
     with np.errstate(divide="ignore"):
@@ -99,6 +100,7 @@ def total_cost(costs: np.ndarray, counts: np.ndarray) -> float:
 # validation
 # ---------------------------------------------------------------------------------------------
 
+
 def _check_bounds(q: int, budget, lower, upper, allow_skip: bool) -> tuple[int, int, int]:
     if q == 0:
         raise ValueError("empty batch: need at least one prompt (got 0 weights / table rows)")
@@ -114,7 +116,8 @@ def _check_bounds(q: int, budget, lower, upper, allow_skip: bool) -> tuple[int, 
     if not least <= budget <= q * upper:
         raise ValueError(
             f"budget={budget} is infeasible for Q={q} prompts with lower={lower}, upper={upper}"
-            f"{', allow_skip=True' if allow_skip else ''}: need {least} <= budget <= {q * upper}")
+            f"{', allow_skip=True' if allow_skip else ''}: need {least} <= budget <= {q * upper}"
+        )
     return budget, lower, upper
 
 
@@ -127,8 +130,7 @@ def _check_weights(weights) -> np.ndarray:
     bad = ~np.isfinite(w) | (w < 0)
     if bad.any():
         idx = np.flatnonzero(bad)[:5]
-        raise ValueError(f"weights must be finite and >= 0; bad at indices {idx.tolist()}: "
-                         f"{w[idx].tolist()}")
+        raise ValueError(f"weights must be finite and >= 0; bad at indices {idx.tolist()}: {w[idx].tolist()}")
     return w
 
 
@@ -144,6 +146,7 @@ def _mask_table(costs: np.ndarray, lower: int, upper: int, allow_skip: bool) -> 
 # ---------------------------------------------------------------------------------------------
 # convex path: smallest marginal costs
 # ---------------------------------------------------------------------------------------------
+
 
 def _convex_rows(c: np.ndarray, start: np.ndarray, stop: np.ndarray) -> bool:
     """Finite entries of each row are contiguous ([start, stop]) and their differences never
@@ -200,6 +203,7 @@ def _solve_convex_table(c: np.ndarray, start: np.ndarray, stop: np.ndarray, budg
 # general path: Lagrangian + reduced-cost fixing + DP
 # ---------------------------------------------------------------------------------------------
 
+
 def _lagrangian(c: np.ndarray, t: float):
     n = np.arange(c.shape[1], dtype=float)
     red = c - t * n
@@ -243,10 +247,11 @@ def _dp_candidates(slack: np.ndarray, base: np.ndarray, cand: np.ndarray, delta:
     for q in free:
         idx = np.flatnonzero(cand[q])
         lo_d, hi_d = int(idx[0] - base[q]), int(idx[-1] - base[q])
-        seg = slack[q, idx[0]: idx[-1] + 1].copy()
-        seg[~cand[q, idx[0]: idx[-1] + 1]] = np.inf
+        seg = slack[q, idx[0] : idx[-1] + 1].copy()
+        seg[~cand[q, idx[0] : idx[-1] + 1]] = np.inf
         rows.append((q, lo_d, hi_d, seg))
-    mins = np.array([r[1] for r in rows]); maxs = np.array([r[2] for r in rows])
+    mins = np.array([r[1] for r in rows])
+    maxs = np.array([r[2] for r in rows])
     rest_min = np.concatenate([np.cumsum(mins[::-1])[::-1][1:], [0]])
     rest_max = np.concatenate([np.cumsum(maxs[::-1])[::-1][1:], [0]])
     if not mins.sum() <= delta <= maxs.sum():
@@ -271,11 +276,11 @@ def _dp_candidates(slack: np.ndarray, base: np.ndarray, cand: np.ndarray, delta:
             b = min(new_hi, s_lo + len(cur) - 1 + d)
             if a > b:
                 continue
-            cand_cost = cur[a - d - s_lo: b - d - s_lo + 1] + s_cost
-            view = new[a - new_lo: b - new_lo + 1]
+            cand_cost = cur[a - d - s_lo : b - d - s_lo + 1] + s_cost
+            view = new[a - new_lo : b - new_lo + 1]
             better = cand_cost < view
             view[better] = cand_cost[better]
-            pick[a - new_lo: b - new_lo + 1][better] = d
+            pick[a - new_lo : b - new_lo + 1][better] = d
         choices.append((new_lo, pick))
         s_lo, cur = new_lo, new
     total = float(cur[delta - s_lo]) if s_lo <= delta < s_lo + len(cur) else np.inf
@@ -331,8 +336,10 @@ def _solve_general_table(c: np.ndarray, budget: int):
             continue
         if gap + tol >= top:  # every finite count is already a candidate (also ends the loop when all
             # slacks are <= tol, e.g. subnormal costs, where gap would otherwise stay 0 forever)
-            raise ValueError(f"budget={budget} cannot be met exactly: the allowed counts of the "
-                             "table rows (finite entries) never sum to it")
+            raise ValueError(
+                f"budget={budget} cannot be met exactly: the allowed counts of the "
+                "table rows (finite entries) never sum to it"
+            )
         gap = float(positive.min()) if gap == 0.0 and positive.size else gap * 4.0
         gap = min(gap, top)
 
@@ -340,6 +347,7 @@ def _solve_general_table(c: np.ndarray, budget: int):
 # ---------------------------------------------------------------------------------------------
 # public: tables
 # ---------------------------------------------------------------------------------------------
+
 
 def _solve_masked(c: np.ndarray, budget: int, try_convex: bool = True):
     finite = np.isfinite(c)
@@ -350,8 +358,10 @@ def _solve_masked(c: np.ndarray, budget: int, try_convex: bool = True):
     start = np.argmax(finite, axis=1).astype(np.int64)
     stop = (c.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)).astype(np.int64)
     if not start.sum() <= budget <= stop.sum():
-        raise ValueError(f"budget={budget} is infeasible for the finite entries of costs: the "
-                         f"counts can only sum to between {int(start.sum())} and {int(stop.sum())}")
+        raise ValueError(
+            f"budget={budget} is infeasible for the finite entries of costs: the "
+            f"counts can only sum to between {int(start.sum())} and {int(stop.sum())}"
+        )
     if try_convex and _convex_rows(c, start, stop):
         counts, thr = _solve_convex_table(c, start, stop, budget)
         phi, _, _ = _lagrangian(c, thr)
@@ -359,8 +369,7 @@ def _solve_masked(c: np.ndarray, budget: int, try_convex: bool = True):
     return _solve_general_table(c, budget)
 
 
-def solve_table(costs: np.ndarray, budget: int, lower: int, upper: int,
-                allow_skip: bool = False) -> np.ndarray:
+def solve_table(costs: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool = False) -> np.ndarray:
     """Exact integer minimiser of ``sum_q costs[q, n_q]``.
 
     Subject to ``sum_q n_q = budget`` and ``lower <= n_q <= upper`` (or ``n_q = 0`` when
@@ -395,6 +404,7 @@ def solve_table(costs: np.ndarray, budget: int, lower: int, upper: int,
 # ---------------------------------------------------------------------------------------------
 # public: allocate
 # ---------------------------------------------------------------------------------------------
+
 
 def _float_key(x: float) -> int:
     i = int(np.array(x, dtype=np.float64).view(np.int64))
@@ -470,12 +480,21 @@ def _grpo_rows(success_prob: np.ndarray, w: np.ndarray) -> Callable[[np.ndarray]
     def rows(n: np.ndarray) -> np.ndarray:
         vals = w[:, None] * grpo_variance(success_prob[:, None], np.maximum(n, 1)[None, :])
         return np.where(n[None, :] == 0, np.inf, vals)  # n = 0 is priced by skip_cost only
+
     return rows
 
 
-def allocate(weights, budget: int, lower: int = 2, upper: int | None = None,
-             objective: Objective = "rloo", *, success_prob=None, allow_skip: bool = False,
-             skip_cost: float | None = None) -> np.ndarray:
+def allocate(
+    weights,
+    budget: int,
+    lower: int = 2,
+    upper: int | None = None,
+    objective: Objective = "rloo",
+    *,
+    success_prob=None,
+    allow_skip: bool = False,
+    skip_cost: float | None = None,
+) -> np.ndarray:
     """Exact integer minimiser of ``sum_q w_q f(n_q)`` with ``sum n_q = budget``.
 
     ``lower <= n_q <= upper`` (or n_q = 0 with ``allow_skip``).
@@ -517,8 +536,7 @@ def allocate(weights, budget: int, lower: int = 2, upper: int | None = None,
             raise ValueError("objective='grpo' needs success_prob (its variance depends on p)")
         p = np.asarray(success_prob, dtype=float)
         if p.shape != w.shape or np.any(~np.isfinite(p) | (p < 0) | (p > 1)):
-            raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], "
-                             f"got shape {p.shape}")
+            raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], got shape {p.shape}")
         rows = _grpo_rows(p, w)
         f = None
     else:
@@ -526,10 +544,12 @@ def allocate(weights, budget: int, lower: int = 2, upper: int | None = None,
         rows = None
 
     if skip_needed and not callable(objective) and skip_cost is None:
-        raise ValueError(f"skipping (allow_skip=True, lower={lower}) with objective={objective!r} "
-                         "needs skip_cost: the variance "
-                         "objectives cannot price a skipped prompt (use a callable with f(0), or "
-                         "objectives.improvement_table with solve_table)")
+        raise ValueError(
+            f"skipping (allow_skip=True, lower={lower}) with objective={objective!r} "
+            "needs skip_cost: the variance "
+            "objectives cannot price a skipped prompt (use a callable with f(0), or "
+            "objectives.improvement_table with solve_table)"
+        )
 
     def skip_column() -> np.ndarray:
         if callable(objective):
@@ -558,6 +578,7 @@ def allocate(weights, budget: int, lower: int = 2, upper: int | None = None,
 
     # general path: build (possibly truncated) table, prove the truncation exact
     if f is not None:
+
         def rows(n: np.ndarray) -> np.ndarray:  # noqa: F811
             fn = np.asarray(f(n), dtype=float)
             if fn.shape != n.shape:
@@ -587,8 +608,7 @@ def allocate(weights, budget: int, lower: int = 2, upper: int | None = None,
         cap = min(upper, 2 * cap)
 
 
-def _truncation_exact(rows, f, w, cap: int, upper: int, t: float, phi: np.ndarray,
-                      slack: float) -> bool:
+def _truncation_exact(rows, f, w, cap: int, upper: int, t: float, phi: np.ndarray, slack: float) -> bool:
     """True if no count above `cap` can beat the solution found on columns [0, cap].
 
     Every allocation costs D(t) + sum_q s_q(n_q) with s_q >= 0 on [0, cap]; if each row is convex
@@ -621,6 +641,7 @@ def _truncation_exact(rows, f, w, cap: int, upper: int, t: float, phi: np.ndarra
 # public: the VIP paper's method
 # ---------------------------------------------------------------------------------------------
 
+
 def _kkt_counts(a: np.ndarray, lam: float, lower: int, upper: int, objective: str) -> np.ndarray:
     """Continuous KKT counts n_q(lambda)."""
     if objective == "rloo":
@@ -629,7 +650,7 @@ def _kkt_counts(a: np.ndarray, lam: float, lower: int, upper: int, objective: st
     # Dr. GRPO (Thm 5.1): lambda = a (n - 2) / n^3, decreasing in n for n >= 3
     lo_n = max(float(lower), 3.0)
     hi_n = float(upper)
-    h = lambda x: (x - 2.0) / x ** 3  # noqa: E731
+    h = lambda x: (x - 2.0) / x**3  # noqa: E731
     out = np.full(a.shape, float(lower))
     out[lam <= a * h(hi_n)] = hi_n
     mid = (lam < a * h(lo_n)) & (lam > a * h(hi_n))

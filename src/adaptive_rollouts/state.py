@@ -47,8 +47,20 @@ _MARKERS = ("__ndarray__", "__strarray__", "__tuple__")
 # dtypes safetensors can store (numpy kind + itemsize)
 _SAFETENSORS_DTYPES = {
     np.dtype(t)
-    for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float16", "float32", "float64")
+    for t in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    )
 }
 
 
@@ -66,8 +78,10 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
         if obj.dtype.kind in "US":
             return {"__strarray__": obj.astype(str).ravel().tolist(), "shape": list(obj.shape)}
         if obj.dtype.kind not in "biufc":
-            raise ValueError(f"state at {where!r}: array dtype {obj.dtype} cannot be saved "
-                             "(only bool, integer, float, complex and string arrays)")
+            raise ValueError(
+                f"state at {where!r}: array dtype {obj.dtype} cannot be saved "
+                "(only bool, integer, float, complex and string arrays)"
+            )
         name = f"t{len(arrays)}"
         arrays[name] = obj if obj.flags.c_contiguous else obj.copy(order="C")
         return {"__ndarray__": name}
@@ -75,8 +89,9 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
         out = {}
         for key, value in obj.items():
             if not isinstance(key, str):
-                raise ValueError(f"state at {where!r}: dict key {key!r} is a {type(key).__name__}, "
-                                 "keys must be strings")
+                raise ValueError(
+                    f"state at {where!r}: dict key {key!r} is a {type(key).__name__}, keys must be strings"
+                )
             if key in _MARKERS:
                 raise ValueError(f"state at {where!r}: dict key {key!r} is reserved")
             out[key] = _encode(value, arrays, f"{where}/{key}")
@@ -89,8 +104,10 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
         return _encode(obj.item(), arrays, where)
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise ValueError(f"state at {where!r}: value of type {type(obj).__name__} cannot be saved "
-                     "(allowed: dict, list, tuple, numpy array, int, float, str, bool, None)")
+    raise ValueError(
+        f"state at {where!r}: value of type {type(obj).__name__} cannot be saved "
+        "(allowed: dict, list, tuple, numpy array, int, float, str, bool, None)"
+    )
 
 
 def _decode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:

@@ -80,8 +80,10 @@ def test_singletons_get_zero_where_verl_returns_the_raw_reward():
     rewards[-1, 0] = 0.8
     mask = torch.cat([mask, torch.zeros(1, mask.shape[1])])
     mask[-1, :3] = 1
-    for name, verl_fn in [("adaptive_grpo", core_algos.compute_grpo_outcome_advantage),
-                          ("adaptive_rloo", core_algos.compute_rloo_outcome_advantage)]:
+    for name, verl_fn in [
+        ("adaptive_grpo", core_algos.compute_grpo_outcome_advantage),
+        ("adaptive_rloo", core_algos.compute_rloo_outcome_advantage),
+    ]:
         adv, _ = core_algos.get_adv_estimator_fn(name)(token_level_rewards=rewards, response_mask=mask, index=index)
         ref, _ = verl_fn(rewards.clone(), mask, index)
         assert torch.all(adv[-1] == 0)

@@ -170,11 +170,18 @@ def transfer_queue():
 
     # TransferQueue's controller and storage unit ask for one logical CPU each.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    tq.init(OmegaConf.create({
-        "enable": True, "metrics": {"enabled": False, "port": 0},
-        "backend": {"storage_backend": "SimpleStorage",
-                    "SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1}},
-    }))
+    tq.init(
+        OmegaConf.create(
+            {
+                "enable": True,
+                "metrics": {"enabled": False, "port": 0},
+                "backend": {
+                    "storage_backend": "SimpleStorage",
+                    "SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1},
+                },
+            }
+        )
+    )
     yield tq
     tq.close()
     ray.shutdown()
@@ -194,10 +201,12 @@ def fake_agent_loop(tq, batch, success):
             tags.append({"status": "success", "seq_len": 3, "global_steps": 1})
         tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 1})
     if keys:
-        td = tu.get_tensordict({
-            "uid": np.array([f["uid"] for f in fields], dtype=object),
-            "rm_scores": torch.nested.as_nested_tensor([f["rm_scores"] for f in fields], layout=torch.jagged),
-        })
+        td = tu.get_tensordict(
+            {
+                "uid": np.array([f["uid"] for f in fields], dtype=object),
+                "rm_scores": torch.nested.as_nested_tensor([f["rm_scores"] for f in fields], layout=torch.jagged),
+            }
+        )
         tq.kv_batch_put(keys=keys, partition_id="train", fields=td, tags=tags)
 
 
@@ -239,9 +248,16 @@ def test_progressive_rounds_through_transfer_queue(transfer_queue):
     assert len(keys) == budget
     T.relabel_uids(keys, [round_uids[k.split("_", 1)[0]] for k in keys], "train")
 
-    rb = ReplayBuffer(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None,
-                      max_off_policy_strategy="drop", sampler_kwargs={}, poll_interval=0.05,
-                      train_batch_size=6, gen_batch_size=6)
+    rb = ReplayBuffer(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={},
+        poll_interval=0.05,
+        train_batch_size=6,
+        gen_batch_size=6,
+    )
     meta, _ = rb.sample(global_steps=1, partition_id="train", batch_size=len(round_uids))
     assert len(meta.keys) == budget
     uids, scores = T.read_scores(meta.keys, "train")

@@ -23,10 +23,19 @@ def bernoulli_weights(prediction: Prediction, variance: str) -> np.ndarray:
     raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
 
 
-def cost_table(prediction: Prediction, upper: int, lower: int, *, objective: str, estimator: str,
-               variance: str = "expected", aggregation: str | None = None,
-               skip_cost: float | None = None, budget: int | None = None,
-               options: dict | None = None) -> np.ndarray:
+def cost_table(
+    prediction: Prediction,
+    upper: int,
+    lower: int,
+    *,
+    objective: str,
+    estimator: str,
+    variance: str = "expected",
+    aggregation: str | None = None,
+    skip_cost: float | None = None,
+    budget: int | None = None,
+    options: dict | None = None,
+) -> np.ndarray:
     """[Q, upper + 1] cost of giving prompt q n rollouts (lower is better).
 
     objective "variance": the per-prompt gradient variance a_q f(n) of `objectives.variance_table`
@@ -45,9 +54,18 @@ def cost_table(prediction: Prediction, upper: int, lower: int, *, objective: str
         # GRPO's std normalisation cancels the reward variance: its weights are plain importances
         # (ones), never p(1-p), which its variance (n-1)/n^2 (1 - p^n - q^n) already contains
         weights = np.ones_like(mean) if estimator == "grpo" else bernoulli_weights(prediction, variance)
-        return np.asarray(objectives.variance_table(
-            estimator, success_prob=mean, weights=weights, upper=upper, lower=lower,
-            allow_skip=skip_cost is not None, skip_cost=skip_cost), dtype=float)
+        return np.asarray(
+            objectives.variance_table(
+                estimator,
+                success_prob=mean,
+                weights=weights,
+                upper=upper,
+                lower=lower,
+                allow_skip=skip_cost is not None,
+                skip_cost=skip_cost,
+            ),
+            dtype=float,
+        )
     if objective == "improvement":
         kwargs = {"estimator": estimator, **(options or {})}
         if aggregation is not None:
@@ -55,14 +73,17 @@ def cost_table(prediction: Prediction, upper: int, lower: int, *, objective: str
         if budget is not None:
             kwargs.setdefault("total_budget", budget)
         mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
-        gain = np.asarray(objectives.improvement_table(Prediction(mean, np.asarray(prediction.var, dtype=float)),
-                                                       upper, **kwargs), dtype=float)
+        gain = np.asarray(
+            objectives.improvement_table(Prediction(mean, np.asarray(prediction.var, dtype=float)), upper, **kwargs),
+            dtype=float,
+        )
         return -gain
     raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
-def _grpo_expected_table(mean: np.ndarray, var: np.ndarray, upper: int, lower: int,
-                         skip_cost: float | None) -> np.ndarray:
+def _grpo_expected_table(
+    mean: np.ndarray, var: np.ndarray, upper: int, lower: int, skip_cost: float | None
+) -> np.ndarray:
     """GRPO variance (eps = 0) averaged over the posterior p ~ Beta(mean, var):
     (n-1)/n^2 (1 - E[p^n] - E[q^n]); equals `objectives.grpo_variance` when var = 0."""
     from ..objectives import _power_moments
@@ -73,14 +94,15 @@ def _grpo_expected_table(mean: np.ndarray, var: np.ndarray, upper: int, lower: i
     if first <= upper:
         cols = n[first:]
         mixed = 1.0 - _power_moments(mean, np.clip(var, 0.0, None), cols)
-        table[:, first:] = (cols - 1.0) / cols ** 2 * np.maximum(mixed, 0.0)
+        table[:, first:] = (cols - 1.0) / cols**2 * np.maximum(mixed, 0.0)
     if skip_cost is not None and lower > 0:
         table[:, 0] = float(skip_cost)
     return table
 
 
-def solve_increments(table: np.ndarray, current: np.ndarray, budget: int, lower: int, upper: int,
-                     allow_skip: bool) -> np.ndarray:
+def solve_increments(
+    table: np.ndarray, current: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool
+) -> np.ndarray:
     """Exact increments d_q >= 0, sum d = budget, minimising sum_q table[q, current_q + d_q],
     subject to current_q + d_q in [lower, upper] (or 0 when allow_skip and current_q == 0).
     Returns None when no such increments exist (e.g. a budget of 1 with only skipped prompts)."""

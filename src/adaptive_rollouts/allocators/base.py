@@ -73,8 +73,9 @@ def check_budget(budget: Any) -> int:
     return int(budget)
 
 
-def check_rewards(prompts: Sequence[Prompt], rewards: Sequence[Any], expected: Sequence[int] | None = None,
-                  source: str = "rewards") -> list[np.ndarray]:
+def check_rewards(
+    prompts: Sequence[Prompt], rewards: Sequence[Any], expected: Sequence[int] | None = None, source: str = "rewards"
+) -> list[np.ndarray]:
     """One finite 1-D float array per prompt, values in [0, 1] (binary or graded), of length
     expected[i] when given."""
     if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
@@ -100,8 +101,10 @@ def check_rewards(prompts: Sequence[Prompt], rewards: Sequence[Any], expected: S
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{source} for prompt {prompts[i]!r} contain NaN/inf: {arr.tolist()}")
         if np.any((arr < 0.0) | (arr > 1.0)):
-            raise ValueError(f"{source} for prompt {prompts[i]!r} lie outside [0, 1] (rewards are binary or "
-                             f"graded in [0, 1]): {arr.tolist()}")
+            raise ValueError(
+                f"{source} for prompt {prompts[i]!r} lie outside [0, 1] (rewards are binary or "
+                f"graded in [0, 1]): {arr.tolist()}"
+            )
         out.append(arr)
     return out
 
@@ -206,14 +209,17 @@ class BaseAllocator:
             span = f"[{low}, {high}]" if high is not None else f">= {low}"
             raise ValueError(
                 f"budget {budget} is infeasible for {type(self).__name__} on {len(prompts)} prompts "
-                f"(lower={self.lower}, upper={self.upper}, allow_skip={self.allow_skip}): needs {span}")
+                f"(lower={self.lower}, upper={self.upper}, allow_skip={self.allow_skip}): needs {span}"
+            )
         if self.allow_skip and budget > 0:
             # k prompts with lower <= n <= upper can hold exactly [k lower, k upper]
             ks = np.arange(1, len(prompts) + 1)
             fits = (ks * self.lower <= budget) & (True if self.upper is None else budget <= ks * self.upper)
             if not np.any(fits):
-                raise ValueError(f"budget {budget} is infeasible for {type(self).__name__}: no number of prompts "
-                                 f"with {self.lower} <= n <= {self.upper} rollouts each sums to it")
+                raise ValueError(
+                    f"budget {budget} is infeasible for {type(self).__name__}: no number of prompts "
+                    f"with {self.lower} <= n <= {self.upper} rollouts each sums to it"
+                )
         return budget
 
     def _begin_rounds(
@@ -234,13 +240,18 @@ class BaseAllocator:
         counts = np.asarray(counts, dtype=np.int64)
         upper = self.upper if upper is None else upper
         used = counts > 0
-        bad = (counts.sum() != budget or np.any(counts < 0)
-               or (not self.allow_skip and not used.all())
-               or np.any(counts[used] < self.lower)
-               or (upper is not None and np.any(counts > upper)))
+        bad = (
+            counts.sum() != budget
+            or np.any(counts < 0)
+            or (not self.allow_skip and not used.all())
+            or np.any(counts[used] < self.lower)
+            or (upper is not None and np.any(counts > upper))
+        )
         if bad:
-            raise RuntimeError(f"internal error in {type(self).__name__}: counts {counts.tolist()} "
-                               f"violate budget {budget} / bounds [{self.lower}, {upper}]")
+            raise RuntimeError(
+                f"internal error in {type(self).__name__}: counts {counts.tolist()} "
+                f"violate budget {budget} / bounds [{self.lower}, {upper}]"
+            )
         return counts
 
     # -- state ----------------------------------------------------------------------------------
@@ -265,8 +276,14 @@ class BaseAllocator:
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         raise NotImplementedError
 
-    def _finish(self, prompts: list, collector: RolloutCollector, wall_start: float,
-                prediction: Prediction | None = None, extra: dict | None = None) -> Rewards:
+    def _finish(
+        self,
+        prompts: list,
+        collector: RolloutCollector,
+        wall_start: float,
+        prediction: Prediction | None = None,
+        extra: dict | None = None,
+    ) -> Rewards:
         rewards = collector.rewards()
         wall = time.perf_counter() - wall_start - collector.sample_time_s
         self.last_metrics = step_metrics(prompts, collector.counts, rewards, prediction, wall)
@@ -338,8 +355,10 @@ class PredictorSlot:
             if predictor not in _PREDICTOR_NAMES:
                 raise ValueError(f"predictor must be one of {_PREDICTOR_NAMES} or a Predictor, got {predictor!r}")
         elif not all(hasattr(predictor, m) for m in ("predict", "update", "state_dict", "load_state_dict")):
-            raise ValueError(f"predictor must be a name or have predict/update/state_dict/load_state_dict, "
-                             f"got {type(predictor).__name__}")
+            raise ValueError(
+                f"predictor must be a name or have predict/update/state_dict/load_state_dict, "
+                f"got {type(predictor).__name__}"
+            )
         self.spec = predictor
         self.features = features
         self._predictor = None if isinstance(predictor, str) else predictor

@@ -38,9 +38,16 @@ class GRESO(SingleShotAllocator):
     lower = 2
     allow_skip = True
 
-    def __init__(self, p_easy: float = 0.5, p_hard: float = 0.5, step: float = 0.01,
-                 target_easy: float = 1 / 12, target_hard: float = 1 / 6, floor: float = 0.01,
-                 seed: int | None = 0):
+    def __init__(
+        self,
+        p_easy: float = 0.5,
+        p_hard: float = 0.5,
+        step: float = 0.01,
+        target_easy: float = 1 / 12,
+        target_hard: float = 1 / 6,
+        floor: float = 0.01,
+        seed: int | None = 0,
+    ):
         super().__init__(seed)
         for name, v in [("p_easy", p_easy), ("p_hard", p_hard), ("floor", floor)]:
             if not 0 < v <= 1:
@@ -96,15 +103,22 @@ class GRESO(SingleShotAllocator):
             easy_n += all_easy
             hard_n += all_hard
         if seen:
-            self.p_easy = float(np.clip(self.p_easy + (-self.step if easy_n / seen > self.target_easy else self.step),
-                                        self.floor, 1.0))
-            self.p_hard = float(np.clip(self.p_hard + (-self.step if hard_n / seen > self.target_hard else self.step),
-                                        self.floor, 1.0))
+            self.p_easy = float(
+                np.clip(self.p_easy + (-self.step if easy_n / seen > self.target_easy else self.step), self.floor, 1.0)
+            )
+            self.p_hard = float(
+                np.clip(self.p_hard + (-self.step if hard_n / seen > self.target_hard else self.step), self.floor, 1.0)
+            )
 
     def _extra_state(self) -> StateDict:
         keys = sorted(set(self._easy) | set(self._hard), key=repr)
-        return {"p_easy": self.p_easy, "p_hard": self.p_hard, "keys": list(keys),
-                "easy": [self._easy.get(k, 0) for k in keys], "hard": [self._hard.get(k, 0) for k in keys]}
+        return {
+            "p_easy": self.p_easy,
+            "p_hard": self.p_hard,
+            "keys": list(keys),
+            "easy": [self._easy.get(k, 0) for k in keys],
+            "hard": [self._hard.get(k, 0) for k in keys],
+        }
 
     def _load_extra_state(self, state: StateDict) -> None:
         self.p_easy, self.p_hard = float(state["p_easy"]), float(state["p_hard"])

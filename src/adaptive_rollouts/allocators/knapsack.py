@@ -38,8 +38,15 @@ class Knapsack(PredictiveAllocator):
     name = "knapsack"
     allow_skip = True
 
-    def __init__(self, predictor: Any = "windowed", *, features: Any = None, lower: int = 2, upper: int = 128,
-                 seed: int | None = 0):
+    def __init__(
+        self,
+        predictor: Any = "windowed",
+        *,
+        features: Any = None,
+        lower: int = 2,
+        upper: int = 128,
+        seed: int | None = 0,
+    ):
         super().__init__(predictor, features, seed)
         if lower < 1 or upper < lower:
             raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")

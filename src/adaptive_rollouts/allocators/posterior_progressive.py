@@ -129,8 +129,10 @@ class PosteriorProgressive(BaseAllocator):
         self.skip_cost = skip_cost
         self.improvement_options = dict(improvement_options or {})
         if allow_skip and objective == "variance" and skip_cost is None:
-            raise ValueError("allow_skip=True with objective='variance' needs skip_cost: the variance model "
-                             "cannot price the signal a skipped prompt loses (use objective='improvement')")
+            raise ValueError(
+                "allow_skip=True with objective='variance' needs skip_cost: the variance model "
+                "cannot price the signal a skipped prompt loses (use objective='improvement')"
+            )
 
     @property
     def predictor(self):
@@ -163,10 +165,18 @@ class PosteriorProgressive(BaseAllocator):
         return np.diff(np.concatenate([[0], marks])).tolist()
 
     def _table(self, belief: Prediction, upper: int, budget: int) -> np.ndarray:
-        return cost_table(belief, upper, self.lower, objective=self.objective, estimator=self.estimator,
-                          variance="expected", aggregation=self.aggregation, budget=budget,
-                          options=self.improvement_options,
-                          skip_cost=self.skip_cost if self.allow_skip and self.objective == "variance" else None)
+        return cost_table(
+            belief,
+            upper,
+            self.lower,
+            objective=self.objective,
+            estimator=self.estimator,
+            variance="expected",
+            aggregation=self.aggregation,
+            budget=budget,
+            options=self.improvement_options,
+            skip_cost=self.skip_cost if self.allow_skip and self.objective == "variance" else None,
+        )
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         start = time.perf_counter()
@@ -191,8 +201,9 @@ class PosteriorProgressive(BaseAllocator):
             inc = solve_increments(table, collector.counts, round_budget, self.lower, upper, self.allow_skip)
             if inc is None:  # this round's size cannot be spent exactly (e.g. 1 rollout, all skipped)
                 if r == len(budgets) - 1:
-                    raise RuntimeError(f"internal error: cannot spend the last {round_budget} rollouts "
-                                       f"within [{self.lower}, {upper}]")
+                    raise RuntimeError(
+                        f"internal error: cannot spend the last {round_budget} rollouts within [{self.lower}, {upper}]"
+                    )
                 carry = round_budget
                 continue
             carry = 0

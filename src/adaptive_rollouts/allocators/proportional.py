@@ -61,8 +61,15 @@ def proportional_counts(weights: np.ndarray, budget: int, lower: int, upper: int
 class _Proportional(PredictiveAllocator):
     default_predictor = "windowed"
 
-    def __init__(self, predictor: Any = None, *, features: Any = None, lower: int = 2,
-                 upper: int | None = None, seed: int | None = 0):
+    def __init__(
+        self,
+        predictor: Any = None,
+        *,
+        features: Any = None,
+        lower: int = 2,
+        upper: int | None = None,
+        seed: int | None = 0,
+    ):
         super().__init__(self.default_predictor if predictor is None else predictor, features, seed)
         if lower < 1 or (upper is not None and upper < lower):
             raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")

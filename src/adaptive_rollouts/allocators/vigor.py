@@ -21,8 +21,7 @@ def spread(amount: int, ranked: np.ndarray, counts: np.ndarray, upper: int | Non
     ranked = np.asarray(ranked, dtype=np.int64)
     left = int(amount)
     while left > 0:
-        room = (np.full(ranked.size, np.iinfo(np.int64).max) if upper is None
-                else upper - counts[ranked] - inc[ranked])
+        room = np.full(ranked.size, np.iinfo(np.int64).max) if upper is None else upper - counts[ranked] - inc[ranked]
         open_ = ranked[room > 0]
         if open_.size == 0:
             break
@@ -64,12 +63,22 @@ class VIGOR(BaseAllocator):
 
     name = "vigor"
 
-    def __init__(self, m0: int = 2, rounds: int = 4, alpha: float = 0.5, gamma: float = 2.0,
-                 upper: int | None = None, drop_zero_variance: bool = False, seed: int | None = 0):
+    def __init__(
+        self,
+        m0: int = 2,
+        rounds: int = 4,
+        alpha: float = 0.5,
+        gamma: float = 2.0,
+        upper: int | None = None,
+        drop_zero_variance: bool = False,
+        seed: int | None = 0,
+    ):
         super().__init__(seed)
         if m0 < 1 or rounds < 1 or not (0 < alpha <= 1) or gamma <= 0:
-            raise ValueError(f"need m0 >= 1, rounds >= 1, 0 < alpha <= 1, gamma > 0; got m0={m0}, "
-                             f"rounds={rounds}, alpha={alpha}, gamma={gamma}")
+            raise ValueError(
+                f"need m0 >= 1, rounds >= 1, 0 < alpha <= 1, gamma > 0; got m0={m0}, "
+                f"rounds={rounds}, alpha={alpha}, gamma={gamma}"
+            )
         if upper is not None and upper < m0:
             raise ValueError(f"upper must be >= m0={m0}, got {upper}")
         self.m0, self.rounds, self.alpha, self.gamma = int(m0), int(rounds), float(alpha), float(gamma)

@@ -81,8 +81,10 @@ class VIP(PredictiveAllocator):
         self.skip_cost = skip_cost
         self.improvement_options = dict(improvement_options or {})
         if allow_skip and aggregation is None and skip_cost is None:
-            raise ValueError("allow_skip=True with the paper's variance objective needs skip_cost "
-                             "(or set aggregation= for the improvement objective, which prices skipping)")
+            raise ValueError(
+                "allow_skip=True with the paper's variance objective needs skip_cost "
+                "(or set aggregation= for the improvement objective, which prices skipping)"
+            )
 
     def weights(self, prediction: Prediction) -> np.ndarray:
         """a_q; ones for GRPO, whose std normalisation cancels the reward variance."""
@@ -97,23 +99,46 @@ class VIP(PredictiveAllocator):
             from ..solvers import solve_table
 
             upper = self._effective_upper(len(prompts), budget)
-            table = cost_table(prediction, upper, self.lower, objective="variance", estimator="grpo",
-                               variance="expected", skip_cost=self.skip_cost if self.allow_skip else None)
-            return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip),
-                              dtype=np.int64)
+            table = cost_table(
+                prediction,
+                upper,
+                self.lower,
+                objective="variance",
+                estimator="grpo",
+                variance="expected",
+                skip_cost=self.skip_cost if self.allow_skip else None,
+            )
+            return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
         if self.aggregation is None:
             from ..solvers import allocate
 
-            return np.asarray(allocate(self.weights(prediction), budget, lower=self.lower, upper=self.upper,
-                                       objective=self.estimator,
-                                       success_prob=np.clip(np.asarray(prediction.mean, dtype=float), 0, 1),
-                                       allow_skip=self.allow_skip, skip_cost=self.skip_cost), dtype=np.int64)
+            return np.asarray(
+                allocate(
+                    self.weights(prediction),
+                    budget,
+                    lower=self.lower,
+                    upper=self.upper,
+                    objective=self.estimator,
+                    success_prob=np.clip(np.asarray(prediction.mean, dtype=float), 0, 1),
+                    allow_skip=self.allow_skip,
+                    skip_cost=self.skip_cost,
+                ),
+                dtype=np.int64,
+            )
         from ..solvers import solve_table
 
         upper = self._effective_upper(len(prompts), budget)
-        table = cost_table(prediction, upper, self.lower, objective="improvement", estimator=self.estimator,
-                           variance=self.variance, aggregation=self.aggregation, budget=budget,
-                           options=self.improvement_options)
+        table = cost_table(
+            prediction,
+            upper,
+            self.lower,
+            objective="improvement",
+            estimator=self.estimator,
+            variance=self.variance,
+            aggregation=self.aggregation,
+            budget=budget,
+            options=self.improvement_options,
+        )
         return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
 
     def _effective_upper(self, q: int, budget: int) -> int:

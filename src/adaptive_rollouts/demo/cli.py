@@ -12,7 +12,9 @@ from .run import EXTRA_METHODS, METHODS, DemoConfig
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     d = DemoConfig()
     parser.add_argument("--out", default="runs/demo", help="report folder (default runs/demo)")
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS + EXTRA_METHODS))
+    parser.add_argument(
+        "--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS + EXTRA_METHODS)
+    )
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. seeds-1)")
     parser.add_argument("--steps", type=int, default=d.steps, help="RL steps per run")
     parser.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
@@ -32,8 +34,14 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
     if args.seeds < 1 or args.steps < 1:
         raise ValueError(f"--seeds and --steps must be >= 1, got {args.seeds}, {args.steps}")
     return DemoConfig(
-        methods=methods, seeds=tuple(range(args.seeds)), steps=args.steps, prompts_per_step=args.prompts_per_step,
-        mean_rollouts=args.mean_rollouts, eval_every=args.eval_every, learning_rate=args.lr, loss_type=args.loss_type,
+        methods=methods,
+        seeds=tuple(range(args.seeds)),
+        steps=args.steps,
+        prompts_per_step=args.prompts_per_step,
+        mean_rollouts=args.mean_rollouts,
+        eval_every=args.eval_every,
+        learning_rate=args.lr,
+        loss_type=args.loss_type,
     )
 
 

@@ -30,7 +30,9 @@ def summarise(results) -> list[dict]:
     for method in dict.fromkeys(r.method for r in results):
         runs = [r for r in results if r.method == method]
         final = np.array([r.accuracy[-1] for r in runs])
-        reach = [rollouts_to_reach(r.rollouts, r.accuracy, uniform_final[r.seed]) for r in runs if r.seed in uniform_final]
+        reach = [
+            rollouts_to_reach(r.rollouts, r.accuracy, uniform_final[r.seed]) for r in runs if r.seed in uniform_final
+        ]
         uniform_reach = [
             rollouts_to_reach(u.rollouts, u.accuracy, u.accuracy[-1]) for u in results if u.method == "uniform"
         ]
@@ -55,8 +57,10 @@ def summarise(results) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| method | pool acc start | final (sd) | rollouts to Uniform's final | held-out start -> final "
-            "| distinct prompts/step | allocator overhead | s/run |")
+    head = (
+        "| method | pool acc start | final (sd) | rollouts to Uniform's final | held-out start -> final "
+        "| distinct prompts/step | allocator overhead | s/run |"
+    )
     lines = [head, "|" + "---|" * 8]
     for r in rows:
         lines.append(
@@ -91,7 +95,9 @@ def plot(results, out: Path) -> list[str]:
     plt.close(fig)
     fig, axes = plt.subplots(1, len(methods), figsize=(3 * len(methods), 3), sharey=True)
     for ax, method in zip(np.atleast_1d(axes), methods, strict=True):
-        counts = np.concatenate([np.concatenate([np.asarray(c) for c in r.counts]) for r in results if r.method == method])
+        counts = np.concatenate(
+            [np.concatenate([np.asarray(c) for c in r.counts]) for r in results if r.method == method]
+        )
         ax.hist(counts, bins=np.arange(counts.max() + 2) - 0.5)
         ax.set_title(method)
         ax.set_xlabel("rollouts per prompt")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -75,7 +75,6 @@ def make_allocator_for(method: str, aggregation: str, features, seed: int):
 
 
 def run_one(method: str, seed: int, cfg: DemoConfig, features, problems, held_out, out_dir: Path) -> RunResult:
-    import torch
     from datasets import Dataset
     from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig

@@ -18,8 +18,15 @@ import numpy as np
 SFT_SEED = 7_000  # RL pool uses seed 1, held-out seed 2: SFT problems are a different draw
 
 
-def train(steps: int, batch_size: int, lr: float, seed: int, log_every: int = 100, sft_problems: int = 4_000,
-          **model_overrides):
+def train(
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    log_every: int = 100,
+    sft_problems: int = 4_000,
+    **model_overrides,
+):
     import torch
 
     from .evaluate import greedy_accuracy, success_rates
@@ -63,15 +70,15 @@ def train(steps: int, batch_size: int, lr: float, seed: int, log_every: int = 10
         sched.step()
         if step % log_every == 0 or step == steps:
             acc = greedy_accuracy(model, tokenizer, held_out, verifier)
-            print(f"step {step:5d} loss {out.loss.item():.3f} held-out greedy acc {acc:.3f} ({time.time() - start:.0f}s)",
-                  flush=True)
+            print(
+                f"step {step:5d} loss {out.loss.item():.3f} held-out greedy acc {acc:.3f} ({time.time() - start:.0f}s)",
+                flush=True,
+            )
     rates = success_rates(model, tokenizer, held_out, verifier, samples=16)
     meta = {
         "training": dict(steps=steps, batch_size=batch_size, lr=lr, seed=seed, sft_problems=len(problems)),
         "held_out_greedy_accuracy": greedy_accuracy(model, tokenizer, held_out, verifier),
-        "held_out_success_rate_quantiles": {
-            str(q): float(np.quantile(rates, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)
-        },
+        "held_out_success_rate_quantiles": {str(q): float(np.quantile(rates, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)},
         "held_out_fraction_mixed": float(((rates > 0) & (rates < 1)).mean()),
     }
     return model, meta

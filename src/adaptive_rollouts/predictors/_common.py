@@ -115,13 +115,16 @@ def check_batch(prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> t
     if bad_value:
         raise ValueError(
             f"rewards must be finite numbers in [0, 1] (binary or graded); NaN/inf/None/out-of-range "
-            f"rewards for prompts {names(bad_value)}")
+            f"rewards for prompts {names(bad_value)}"
+        )
     return prompts, successes, counts
 
 
 def check_features(features) -> int:
     if not (hasattr(features, "encode") and hasattr(features, "dim")):
-        raise ValueError(f"features must be an Encoder or FeatureTable (with .dim and .encode), got {type(features).__name__}")
+        raise ValueError(
+            f"features must be an Encoder or FeatureTable (with .dim and .encode), got {type(features).__name__}"
+        )
     dim = int(features.dim)
     if dim < 1:
         raise ValueError(f"features.dim must be >= 1, got {dim}")
@@ -132,8 +135,10 @@ def encode(features: Encoder, prompts: list, dim: int) -> np.ndarray:
     """features.encode(prompts) as float64 [Q, dim]; ValueError on a wrong dimension or NaN."""
     x = np.asarray(features.encode(prompts), dtype=np.float64)
     if x.ndim != 2 or x.shape[0] != len(prompts) or x.shape[1] != dim:
-        raise ValueError(f"features.encode returned shape {x.shape} for {len(prompts)} prompts; "
-                         f"expected ({len(prompts)}, {dim}) (wrong feature dimension?)")
+        raise ValueError(
+            f"features.encode returned shape {x.shape} for {len(prompts)} prompts; "
+            f"expected ({len(prompts)}, {dim}) (wrong feature dimension?)"
+        )
     bad = ~np.isfinite(x).all(axis=1)
     if bad.any():
         raise ValueError(f"features of prompts {names([p for p, b in zip(prompts, bad) if b])} contain NaN/inf")

@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from ..types import Prediction, StateDict
-from ._common import RowIndex, empirical_prediction, check_batch, check_prompts, check_state_keys, grow
+from ._common import RowIndex, check_batch, check_prompts, check_state_keys, empirical_prediction, grow
 
 
 class CumulativeMean:
@@ -52,8 +52,13 @@ class CumulativeMean:
 
     def state_dict(self) -> StateDict:
         n = len(self._index)
-        return {"class": "CumulativeMean", "prior_mean": self.prior_mean, "keys": list(self._index.keys),
-                "sum": self._sum[:n].copy(), "count": self._count[:n].copy()}
+        return {
+            "class": "CumulativeMean",
+            "prior_mean": self.prior_mean,
+            "keys": list(self._index.keys),
+            "sum": self._sum[:n].copy(),
+            "count": self._count[:n].copy(),
+        }
 
     def load_state_dict(self, state: StateDict) -> None:
         check_state_keys(state, ["prior_mean", "keys", "sum", "count"], "CumulativeMean")

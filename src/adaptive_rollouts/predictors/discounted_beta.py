@@ -73,9 +73,15 @@ class DiscountedBeta:
 
     def state_dict(self) -> StateDict:
         n = len(self._index)
-        return {"class": "DiscountedBeta", "discount": self.discount, "prior_alpha": self.prior_alpha,
-                "prior_beta": self.prior_beta, "keys": list(self._index.keys),
-                "alpha": self._alpha[:n].copy(), "beta": self._beta[:n].copy()}
+        return {
+            "class": "DiscountedBeta",
+            "discount": self.discount,
+            "prior_alpha": self.prior_alpha,
+            "prior_beta": self.prior_beta,
+            "keys": list(self._index.keys),
+            "alpha": self._alpha[:n].copy(),
+            "beta": self._beta[:n].copy(),
+        }
 
     def load_state_dict(self, state: StateDict) -> None:
         check_state_keys(state, ["discount", "prior_alpha", "prior_beta", "keys", "alpha", "beta"], "DiscountedBeta")

@@ -9,8 +9,17 @@ from scipy.linalg import lapack
 
 from ..embeddings import FeatureTable
 from ..types import Encoder, Prediction, StateDict
-from ._common import (RowIndex, check_batch, check_features, check_prompts, check_state_keys, encode, grow,
-                      logistic_normal_moments, sigmoid)
+from ._common import (
+    RowIndex,
+    check_batch,
+    check_features,
+    check_prompts,
+    check_state_keys,
+    encode,
+    grow,
+    logistic_normal_moments,
+    sigmoid,
+)
 from .paper_gp import median_heuristic
 
 _NEWTON_STEPS = 25
@@ -47,21 +56,22 @@ def spd_inverse(a: np.ndarray) -> np.ndarray:
     return inv + np.tril(inv, -1).T
 
 
-def kalman_update(mean: np.ndarray, cov: np.ndarray, phi: np.ndarray, y: np.ndarray,
-                  noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def kalman_update(
+    mean: np.ndarray, cov: np.ndarray, phi: np.ndarray, y: np.ndarray, noise: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Posterior of w ~ N(mean, cov) after y = phi w + e, e ~ N(0, diag(noise)).
 
     B observations, D weights: the B x B (observation) form, O(B D^2 + B^3), when B < D / 2 (a
     small batch: the demo's 16 prompts), else the D x D information form, O(B D^2 + D^3)."""
     b, d = phi.shape
     if 2 * b < d:
-        pc = phi @ cov                                        # [B, D]
+        pc = phi @ cov  # [B, D]
         s = pc @ phi.T
         s[np.diag_indices_from(s)] += noise
         chol, info = lapack.dpotrf(s, lower=True)
         if info != 0:
             raise np.linalg.LinAlgError(f"innovation matrix is not positive definite (potrf info {info})")
-        gain_t, info = lapack.dpotrs(chol, pc, lower=True)   # S^-1 phi cov = K^T
+        gain_t, info = lapack.dpotrs(chol, pc, lower=True)  # S^-1 phi cov = K^T
         resid = y - phi @ mean
         new_cov = cov - pc.T @ gain_t
         new_cov = 0.5 * (new_cov + new_cov.T)
@@ -130,9 +140,14 @@ class GaussianProcess:
         seed: int = 0,
     ):
         self.dim = check_features(features)
-        for name, value in [("n_features", n_features), ("signal_var", signal_var), ("bias_var", bias_var),
-                            ("residual_var", residual_var), ("shared_half_life", shared_half_life),
-                            ("residual_half_life", residual_half_life)]:
+        for name, value in [
+            ("n_features", n_features),
+            ("signal_var", signal_var),
+            ("bias_var", bias_var),
+            ("residual_var", residual_var),
+            ("shared_half_life", shared_half_life),
+            ("residual_half_life", residual_half_life),
+        ]:
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
         if bandwidth is not None and not bandwidth > 0:
@@ -252,25 +267,63 @@ class GaussianProcess:
     def state_dict(self) -> StateDict:
         n = len(self._index)
         return {
-            "class": "GaussianProcess", "dim": self.dim, "n_features": self.n_features,
-            "bandwidth": self.bandwidth, "signal_var": self.signal_var, "bias_var": self.bias_var,
-            "residual_var": self.residual_var, "prior_mean": self.prior_mean,
-            "shared_half_life": self.shared_half_life, "residual_half_life": self.residual_half_life,
-            "seed": self.seed, "step": self.step, "omega": self._omega.copy(), "phase": self._phase.copy(),
-            "w_mean": self._w_mean.copy(), "w_cov": self._w_cov.copy(), "keys": list(self._index.keys),
-            "u_mean": self._u_mean[:n].copy(), "u_var": self._u_var[:n].copy(), "u_step": self._u_step[:n].copy(),
+            "class": "GaussianProcess",
+            "dim": self.dim,
+            "n_features": self.n_features,
+            "bandwidth": self.bandwidth,
+            "signal_var": self.signal_var,
+            "bias_var": self.bias_var,
+            "residual_var": self.residual_var,
+            "prior_mean": self.prior_mean,
+            "shared_half_life": self.shared_half_life,
+            "residual_half_life": self.residual_half_life,
+            "seed": self.seed,
+            "step": self.step,
+            "omega": self._omega.copy(),
+            "phase": self._phase.copy(),
+            "w_mean": self._w_mean.copy(),
+            "w_cov": self._w_cov.copy(),
+            "keys": list(self._index.keys),
+            "u_mean": self._u_mean[:n].copy(),
+            "u_var": self._u_var[:n].copy(),
+            "u_step": self._u_step[:n].copy(),
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        required = ["dim", "n_features", "bandwidth", "signal_var", "bias_var", "residual_var", "prior_mean",
-                    "shared_half_life", "residual_half_life", "seed", "step", "omega", "phase", "w_mean",
-                    "w_cov", "keys", "u_mean", "u_var", "u_step"]
+        required = [
+            "dim",
+            "n_features",
+            "bandwidth",
+            "signal_var",
+            "bias_var",
+            "residual_var",
+            "prior_mean",
+            "shared_half_life",
+            "residual_half_life",
+            "seed",
+            "step",
+            "omega",
+            "phase",
+            "w_mean",
+            "w_cov",
+            "keys",
+            "u_mean",
+            "u_var",
+            "u_step",
+        ]
         check_state_keys(state, required, "GaussianProcess")
         if int(state["dim"]) != self.dim:
             raise ValueError(f"state has feature dim {state['dim']}, this GaussianProcess has {self.dim}")
         d, keys = int(state["n_features"]), list(state["keys"])
-        shapes = {"omega": (self.dim, d), "phase": (d,), "w_mean": (d + 1,), "w_cov": (d + 1, d + 1),
-                  "u_mean": (len(keys),), "u_var": (len(keys),), "u_step": (len(keys),)}
+        shapes = {
+            "omega": (self.dim, d),
+            "phase": (d,),
+            "w_mean": (d + 1,),
+            "w_cov": (d + 1, d + 1),
+            "u_mean": (len(keys),),
+            "u_var": (len(keys),),
+            "u_step": (len(keys),),
+        }
         arrays = {k: np.array(state[k], dtype=np.int64 if k == "u_step" else np.float64) for k in shapes}
         wrong = {k: a.shape for k, a in arrays.items() if a.shape != shapes[k]}
         if wrong:

@@ -9,11 +9,22 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from ..embeddings import FeatureTable
 from ..types import Encoder, Prediction, StateDict
-from ._common import check_batch, check_features, check_prompts, check_state_keys, delta_method, encode, logit, names, sigmoid
+from ._common import (
+    check_batch,
+    check_features,
+    check_prompts,
+    check_state_keys,
+    delta_method,
+    encode,
+    logit,
+    names,
+    sigmoid,
+)
 
 
-def rbf(xa: np.ndarray, xb: np.ndarray, bandwidth: float,
-        sq_a: np.ndarray | None = None, sq_b: np.ndarray | None = None) -> np.ndarray:
+def rbf(
+    xa: np.ndarray, xb: np.ndarray, bandwidth: float, sq_a: np.ndarray | None = None, sq_b: np.ndarray | None = None
+) -> np.ndarray:
     """K[i, j] = exp(-|xa_i - xb_j|^2 / (2 h^2))."""
     sq_a = np.einsum("ij,ij->i", xa, xa) if sq_a is None else sq_a
     sq_b = np.einsum("ij,ij->i", xb, xb) if sq_b is None else sq_b
@@ -82,8 +93,10 @@ class PaperGP:
         dim = check_features(features)
         if pool is None:
             if not isinstance(features, FeatureTable):
-                raise ValueError("PaperGP works on a known prompt pool: pass pool=[...] with an Encoder, "
-                                 "or a FeatureTable as features")
+                raise ValueError(
+                    "PaperGP works on a known prompt pool: pass pool=[...] with an Encoder, "
+                    "or a FeatureTable as features"
+                )
             keys, x = features.keys, features.vectors
             index = features._index
         else:
@@ -168,13 +181,23 @@ class PaperGP:
         self._last_rows, self._last_chol = rows, chol
 
     def state_dict(self) -> StateDict:
-        return {"class": "PaperGP", "dim": self.dim, "keys": list(self._keys), "bandwidth": self.bandwidth,
-                "prior_mean": self.prior_mean, "jitter": self.jitter, "clip": self.clip, "step": self.step,
-                "mean": self._mean.copy(), "last_rows": self._last_rows.copy()}
+        return {
+            "class": "PaperGP",
+            "dim": self.dim,
+            "keys": list(self._keys),
+            "bandwidth": self.bandwidth,
+            "prior_mean": self.prior_mean,
+            "jitter": self.jitter,
+            "clip": self.clip,
+            "step": self.step,
+            "mean": self._mean.copy(),
+            "last_rows": self._last_rows.copy(),
+        }
 
     def load_state_dict(self, state: StateDict) -> None:
-        check_state_keys(state, ["keys", "bandwidth", "prior_mean", "jitter", "clip", "step", "mean",
-                                 "last_rows"], "PaperGP")
+        check_state_keys(
+            state, ["keys", "bandwidth", "prior_mean", "jitter", "clip", "step", "mean", "last_rows"], "PaperGP"
+        )
         if "dim" in state and int(state["dim"]) != self.dim:  # states saved before "dim" was recorded pass
             raise ValueError(f"state has feature dim {state['dim']}, this PaperGP has {self.dim}")
         if list(state["keys"]) != list(self._keys):

@@ -34,8 +34,14 @@ class Ridge:
     [0.5]
     """
 
-    def __init__(self, features: FeatureTable | Encoder, alpha: float = 1.0, prior_mean: float = -1.0,
-                 clip: float = 1e-6, forgetting: float = 1.0):
+    def __init__(
+        self,
+        features: FeatureTable | Encoder,
+        alpha: float = 1.0,
+        prior_mean: float = -1.0,
+        clip: float = 1e-6,
+        forgetting: float = 1.0,
+    ):
         self.dim = check_features(features)
         if alpha <= 0:
             raise ValueError(f"alpha must be > 0, got {alpha}")
@@ -44,7 +50,12 @@ class Ridge:
         if not 0.0 < forgetting <= 1.0:
             raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
         self.features = features
-        self.alpha, self.prior_mean, self.clip, self.forgetting = float(alpha), float(prior_mean), float(clip), float(forgetting)
+        self.alpha, self.prior_mean, self.clip, self.forgetting = (
+            float(alpha),
+            float(prior_mean),
+            float(clip),
+            float(forgetting),
+        )
         d = self.dim + 1
         self._gram = np.zeros((d, d))
         self._zy = np.zeros(d)
@@ -92,9 +103,18 @@ class Ridge:
         self._refit()
 
     def state_dict(self) -> StateDict:
-        return {"class": "Ridge", "dim": self.dim, "alpha": self.alpha, "prior_mean": self.prior_mean,
-                "clip": self.clip, "forgetting": self.forgetting, "gram": self._gram.copy(),
-                "zy": self._zy.copy(), "yy": self._yy, "n": self._n}
+        return {
+            "class": "Ridge",
+            "dim": self.dim,
+            "alpha": self.alpha,
+            "prior_mean": self.prior_mean,
+            "clip": self.clip,
+            "forgetting": self.forgetting,
+            "gram": self._gram.copy(),
+            "zy": self._zy.copy(),
+            "yy": self._yy,
+            "n": self._n,
+        }
 
     def load_state_dict(self, state: StateDict) -> None:
         check_state_keys(state, ["dim", "alpha", "prior_mean", "clip", "forgetting", "gram", "zy", "yy", "n"], "Ridge")

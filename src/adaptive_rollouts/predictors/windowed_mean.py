@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from ..types import Prediction, StateDict
-from ._common import RowIndex, empirical_prediction, check_batch, check_prompts, check_state_keys, grow
+from ._common import RowIndex, check_batch, check_prompts, check_state_keys, empirical_prediction, grow
 
 
 class WindowedMean:
@@ -63,9 +63,15 @@ class WindowedMean:
 
     def state_dict(self) -> StateDict:
         n = len(self._index)
-        return {"class": "WindowedMean", "window": self.window, "prior_mean": self.prior_mean,
-                "keys": list(self._index.keys), "sums": self._sums[:n].copy(),
-                "counts": self._counts[:n].copy(), "next": self._next[:n].copy()}
+        return {
+            "class": "WindowedMean",
+            "window": self.window,
+            "prior_mean": self.prior_mean,
+            "keys": list(self._index.keys),
+            "sums": self._sums[:n].copy(),
+            "counts": self._counts[:n].copy(),
+            "next": self._next[:n].copy(),
+        }
 
     def load_state_dict(self, state: StateDict) -> None:
         check_state_keys(state, ["window", "prior_mean", "keys", "sums", "counts", "next"], "WindowedMean")

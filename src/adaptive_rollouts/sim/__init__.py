@@ -14,6 +14,22 @@ from adaptive_rollouts.sim.oracle import OracleAllocator, SimpleUniform, TruePre
 from adaptive_rollouts.sim.problem import SCENARIOS, Problem, make_problem
 from adaptive_rollouts.sim.train import Simulator, TrainConfig, train
 
-__all__ = ["AGGREGATIONS", "SCENARIOS", "BenchConfig", "OracleAllocator", "Problem", "SimpleUniform", "Simulator",
-           "TrainConfig", "TruePredictor", "aggregation_weights", "build_allocator", "group_advantages_np",
-           "make_problem", "policy_gradient", "rollouts_to_target", "run_benchmark", "train"]
+__all__ = [
+    "AGGREGATIONS",
+    "SCENARIOS",
+    "BenchConfig",
+    "OracleAllocator",
+    "Problem",
+    "SimpleUniform",
+    "Simulator",
+    "TrainConfig",
+    "TruePredictor",
+    "aggregation_weights",
+    "build_allocator",
+    "group_advantages_np",
+    "make_problem",
+    "policy_gradient",
+    "rollouts_to_target",
+    "run_benchmark",
+    "train",
+]

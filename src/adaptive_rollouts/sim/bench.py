@@ -27,8 +27,17 @@ from adaptive_rollouts.sim.oracle import OracleAllocator, SimpleUniform, TruePre
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.train import TrainConfig, train
 
-__all__ = ["BASE_LR", "LR_MULTIPLIERS", "BenchConfig", "QUICK", "FULL", "build_allocator", "run_benchmark",
-           "rollouts_to_target", "summarize"]
+__all__ = [
+    "BASE_LR",
+    "LR_MULTIPLIERS",
+    "BenchConfig",
+    "QUICK",
+    "FULL",
+    "build_allocator",
+    "run_benchmark",
+    "rollouts_to_target",
+    "summarize",
+]
 
 BASE_LR = {"prompt-mean": 200.0, "seq-mean": 600.0, "token-mean": 600.0, "constant": 2000.0}
 LR_MULTIPLIERS = (1 / 3, 1.0, 3.0)
@@ -37,7 +46,15 @@ LR_MULTIPLIERS = (1 / 3, 1.0, 3.0)
 @dataclass
 class BenchConfig:
     scenarios: Sequence[str] = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
-    methods: Sequence[str] = ("uniform", "vip", "vip-paper", "vigor", "posterior-progressive", "oracle-vip", "oracle-fill")
+    methods: Sequence[str] = (
+        "uniform",
+        "vip",
+        "vip-paper",
+        "vigor",
+        "posterior-progressive",
+        "oracle-vip",
+        "oracle-fill",
+    )
     aggregations: Sequence[str] = ("prompt-mean", "seq-mean")
     seeds: Sequence[int] = (0, 1)
     lr_multipliers: Sequence[float] = LR_MULTIPLIERS
@@ -56,14 +73,39 @@ class BenchConfig:
     base_lr: dict = field(default_factory=lambda: dict(BASE_LR))
 
 
-QUICK = BenchConfig(scenarios=("hard-heavy", "bimodal", "pareto"), n_prompts=1000, n_test=500, steps=40,
-                    batch_prompts=32, budget=256, seeds=(0, 1), lr_select="first-seed")
+QUICK = BenchConfig(
+    scenarios=("hard-heavy", "bimodal", "pareto"),
+    n_prompts=1000,
+    n_test=500,
+    steps=40,
+    batch_prompts=32,
+    budget=256,
+    seeds=(0, 1),
+    lr_select="first-seed",
+)
 FULL = BenchConfig(
-    methods=("uniform", "vip", "vip-paper", "vigor", "posterior-progressive", "dynamic-sampling", "greso", "knapsack", "dynamo",
-             "inverse-accuracy", "inverse-variance", "ar3po", "speedrl", "vip@true-p", "posterior-progressive@true-p",
-             "oracle-vip", "oracle-fill"),
+    methods=(
+        "uniform",
+        "vip",
+        "vip-paper",
+        "vigor",
+        "posterior-progressive",
+        "dynamic-sampling",
+        "greso",
+        "knapsack",
+        "dynamo",
+        "inverse-accuracy",
+        "inverse-variance",
+        "ar3po",
+        "speedrl",
+        "vip@true-p",
+        "posterior-progressive@true-p",
+        "oracle-vip",
+        "oracle-fill",
+    ),
     aggregations=("prompt-mean", "seq-mean", "token-mean", "constant"),
-    seeds=(0, 1, 2), steps=150,
+    seeds=(0, 1, 2),
+    steps=150,
 )
 
 
@@ -71,6 +113,7 @@ def _truth_fn(problem: Problem) -> Callable:
     def truth(prompts):
         idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
         return problem.success(idx), problem.reward_variance(idx)
+
     return truth
 
 
@@ -150,15 +193,21 @@ def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
         nsr = np.mean(pv / np.maximum(ps, 1e-300)) / np.mean(po / np.maximum(pso, 1e-300)) if pv.size else float("nan")
     acc = np.asarray(tr["accuracy"])
     return {
-        "rollouts": tr["rollouts"], "accuracy": tr["accuracy"], "accuracy0": tr["accuracy0"],
-        "auc": float(acc.mean()), "final": float(acc[-5:].mean()),
-        "zero_var_frac": float(np.mean(tr["zero_var_frac"])), "wasted_frac": float(np.mean(tr["wasted_frac"])),
+        "rollouts": tr["rollouts"],
+        "accuracy": tr["accuracy"],
+        "accuracy0": tr["accuracy0"],
+        "auc": float(acc.mean()),
+        "final": float(acc[-5:].mean()),
+        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "wasted_frac": float(np.mean(tr["wasted_frac"])),
         "skipped_frac": float(np.mean(tr["skipped_frac"])),
         "alloc_ms": float(np.median(tr["alloc_seconds"]) * 1e3),
         "grad_var_ratio": float(np.mean(pv) / np.mean(po)) if pv.size and np.mean(po) > 0 else float("nan"),
         "noise_to_signal_ratio": float(nsr),
-        "calib_pred": tr["calib_pred"], "calib_true": tr["calib_true"],
-        "alloc_p": tr["alloc_p"], "alloc_n": tr["alloc_n"],
+        "calib_pred": tr["calib_pred"],
+        "calib_true": tr["calib_true"],
+        "alloc_p": tr["alloc_p"],
+        "alloc_n": tr["alloc_n"],
     }
 
 
@@ -187,14 +236,24 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
             for method in cfg.methods:
                 grid = [cfg.base_lr[agg] * m for m in cfg.lr_multipliers]
                 if cfg.lr_select == "first-seed" and seed != cfg.seeds[0]:
-                    first = [r for r in runs if (r["scenario"], r["aggregation"], r["method"], r["seed"])
-                             == (sc, agg, method, cfg.seeds[0])]
+                    first = [
+                        r
+                        for r in runs
+                        if (r["scenario"], r["aggregation"], r["method"], r["seed"]) == (sc, agg, method, cfg.seeds[0])
+                    ]
                     if first:
                         grid = [max(first, key=lambda r: r["auc"])["lr"]]
                 for lr in grid:
-                    tcfg = TrainConfig(steps=cfg.steps, batch_prompts=cfg.batch_prompts, budget=cfg.budget, lr=lr,
-                                       estimator=cfg.estimator, aggregation=agg, seed=seed,
-                                       grad_var_every=cfg.grad_var_every)
+                    tcfg = TrainConfig(
+                        steps=cfg.steps,
+                        batch_prompts=cfg.batch_prompts,
+                        budget=cfg.budget,
+                        lr=lr,
+                        estimator=cfg.estimator,
+                        aggregation=agg,
+                        seed=seed,
+                        grad_var_every=cfg.grad_var_every,
+                    )
                     try:
                         alloc, predictor = build_allocator(method, problem, seed, aggregation=agg)
                     except (ImportError, AttributeError, ValueError, TypeError) as err:
@@ -205,8 +264,9 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
                     t0 = time.perf_counter()
                     tr = train(problem, alloc, tcfg, predictor=predictor)
                     s = _run_summary(tr)
-                    s.update(scenario=sc, seed=seed, aggregation=agg, method=method, lr=lr,
-                             seconds=time.perf_counter() - t0)
+                    s.update(
+                        scenario=sc, seed=seed, aggregation=agg, method=method, lr=lr, seconds=time.perf_counter() - t0
+                    )
                     runs.append(s)
                     bar.set_postfix_str(f"{sc} {agg} {method}", refresh=False)
                     bar.update(1)
@@ -227,8 +287,7 @@ def _minilm_factory(cfg: BenchConfig) -> Callable:
             x, xt, _ = reasoning_gym_features(cfg.n_prompts, cfg.n_test, seed=seed)
             cache[seed] = (x, xt)
         x, xt = cache[seed]
-        return make_problem(scenario, n_prompts=x.shape[0], n_test=xt.shape[0], seed=seed, features=x,
-                            test_features=xt)
+        return make_problem(scenario, n_prompts=x.shape[0], n_test=xt.shape[0], seed=seed, features=x, test_features=xt)
 
     return factory
 
@@ -294,22 +353,29 @@ def summarize(runs: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
         grid = sorted({lr for (s2, a2, m2, lr) in by if (s2, a2, m2) == (sc, agg, m)})
         calib_p = np.concatenate([np.asarray(r["calib_pred"], float) for r in rs]) if rs else np.zeros(0)
         calib_t = np.concatenate([np.asarray(r["calib_true"], float) for r in rs]) if rs else np.zeros(0)
-        table.append({
-            "scenario": sc, "aggregation": agg, "method": m, "lr": rs[0]["lr"],
-            "lr_at_grid_edge": bool(len(grid) > 1 and rs[0]["lr"] in (grid[0], grid[-1])),
-            "speedup_at_uniform_lr": float(np.mean(same_lr)) if same_lr else float("nan"),
-            "speedup_mean": float(np.mean(speed)) if speed else float("nan"),
-            "speedup_min": float(np.min(speed)) if speed else float("nan"),
-            "speedup_max": float(np.max(speed)) if speed else float("nan"),
-            "rollouts_to_target": r_m, "uniform_rollouts_to_target": r_u,
-            "final_accuracy": float(np.mean(finals)), "accuracy_at_half": float(np.mean(eq_acc)) if eq_acc else float("nan"),
-            "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
-            "noise_to_signal_ratio": float(np.nanmean([r["noise_to_signal_ratio"] for r in rs])),
-            "zero_var_frac": float(np.mean([r["zero_var_frac"] for r in rs])),
-            "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
-            "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),
-            "alloc_ms": float(np.median([r["alloc_ms"] for r in rs])),
-            "calib_brier": float(np.mean((calib_p - calib_t) ** 2)) if calib_p.size else float("nan"),
-            "calib_mae": float(np.mean(np.abs(calib_p - calib_t))) if calib_p.size else float("nan"),
-        })
+        table.append(
+            {
+                "scenario": sc,
+                "aggregation": agg,
+                "method": m,
+                "lr": rs[0]["lr"],
+                "lr_at_grid_edge": bool(len(grid) > 1 and rs[0]["lr"] in (grid[0], grid[-1])),
+                "speedup_at_uniform_lr": float(np.mean(same_lr)) if same_lr else float("nan"),
+                "speedup_mean": float(np.mean(speed)) if speed else float("nan"),
+                "speedup_min": float(np.min(speed)) if speed else float("nan"),
+                "speedup_max": float(np.max(speed)) if speed else float("nan"),
+                "rollouts_to_target": r_m,
+                "uniform_rollouts_to_target": r_u,
+                "final_accuracy": float(np.mean(finals)),
+                "accuracy_at_half": float(np.mean(eq_acc)) if eq_acc else float("nan"),
+                "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
+                "noise_to_signal_ratio": float(np.nanmean([r["noise_to_signal_ratio"] for r in rs])),
+                "zero_var_frac": float(np.mean([r["zero_var_frac"] for r in rs])),
+                "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
+                "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),
+                "alloc_ms": float(np.median([r["alloc_ms"] for r in rs])),
+                "calib_brier": float(np.mean((calib_p - calib_t) ** 2)) if calib_p.size else float("nan"),
+                "calib_mae": float(np.mean(np.abs(calib_p - calib_t))) if calib_p.size else float("nan"),
+            }
+        )
     return {"table": table}

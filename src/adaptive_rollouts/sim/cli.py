@@ -31,12 +31,19 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-prompts", type=int, help="prompts per step")
     parser.add_argument("--estimator", choices=ESTIMATORS, help="advantage estimator (default grpo)")
     parser.add_argument("--lr-grid", type=_csv, help="multipliers of the base learning rate, e.g. 0.333,1,3")
-    parser.add_argument("--features", choices=["synthetic", "minilm"],
-                        help="prompt features: synthetic clusters (default) or MiniLM embeddings of reasoning-gym questions")
-    parser.add_argument("--lr-select", choices=["all", "first-seed"],
-                        help="pick the best learning rate on all seeds, or on the first seed only")
-    parser.add_argument("--theory-draws", type=int, default=200_000,
-                        help="Monte Carlo draws per cell of the variance-formula check")
+    parser.add_argument(
+        "--features",
+        choices=["synthetic", "minilm"],
+        help="prompt features: synthetic clusters (default) or MiniLM embeddings of reasoning-gym questions",
+    )
+    parser.add_argument(
+        "--lr-select",
+        choices=["all", "first-seed"],
+        help="pick the best learning rate on all seeds, or on the first seed only",
+    )
+    parser.add_argument(
+        "--theory-draws", type=int, default=200_000, help="Monte Carlo draws per cell of the variance-formula check"
+    )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -44,10 +51,18 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     cfg = FULL if getattr(args, "full", False) else QUICK
     changes = {}
-    for attr, field in (("scenarios", "scenarios"), ("methods", "methods"), ("aggregations", "aggregations"),
-                        ("steps", "steps"), ("prompts", "n_prompts"), ("budget", "budget"),
-                        ("batch_prompts", "batch_prompts"), ("estimator", "estimator"),
-                        ("features", "features"), ("lr_select", "lr_select")):
+    for attr, field in (
+        ("scenarios", "scenarios"),
+        ("methods", "methods"),
+        ("aggregations", "aggregations"),
+        ("steps", "steps"),
+        ("prompts", "n_prompts"),
+        ("budget", "budget"),
+        ("batch_prompts", "batch_prompts"),
+        ("estimator", "estimator"),
+        ("features", "features"),
+        ("lr_select", "lr_select"),
+    ):
         value = getattr(args, attr, None)
         if value is not None:
             changes[field] = value

@@ -28,12 +28,19 @@ import numpy as np
 ESTIMATORS = ("grpo", "drgrpo", "rloo")
 AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
 
-__all__ = ["AGGREGATIONS", "ESTIMATORS", "group_advantages_np", "aggregation_weights",
-           "policy_gradient", "expected_gradient"]
+__all__ = [
+    "AGGREGATIONS",
+    "ESTIMATORS",
+    "group_advantages_np",
+    "aggregation_weights",
+    "policy_gradient",
+    "expected_gradient",
+]
 
 
-def group_advantages_np(rewards: np.ndarray, group: np.ndarray, estimator: str = "grpo",
-                        eps: float = 1e-6, std_tol: float = 1e-6) -> np.ndarray:
+def group_advantages_np(
+    rewards: np.ndarray, group: np.ndarray, estimator: str = "grpo", eps: float = 1e-6, std_tol: float = 1e-6
+) -> np.ndarray:
     """Advantages over ragged groups; ``group`` holds dense ids 0..G-1.
 
     >>> group_advantages_np(np.array([1., 0., 1., 5., 0., 0.]), np.array([0, 0, 0, 1, 2, 2]), "rloo")
@@ -62,8 +69,9 @@ def group_advantages_np(rewards: np.ndarray, group: np.ndarray, estimator: str =
     return np.where(live[g], adv, 0.0)
 
 
-def aggregation_weights(group: np.ndarray, lengths: np.ndarray, aggregation: str,
-                        budget: int, max_length: int) -> np.ndarray:
+def aggregation_weights(
+    group: np.ndarray, lengths: np.ndarray, aggregation: str, budget: int, max_length: int
+) -> np.ndarray:
     """Weight of each rollout in the batch loss (see the module table)."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
@@ -82,8 +90,7 @@ def aggregation_weights(group: np.ndarray, lengths: np.ndarray, aggregation: str
     return np.full(N, 1.0 / (budget * max_length))
 
 
-def policy_gradient(features: np.ndarray, probs: np.ndarray, answers: np.ndarray,
-                    coef: np.ndarray) -> np.ndarray:
+def policy_gradient(features: np.ndarray, probs: np.ndarray, answers: np.ndarray, coef: np.ndarray) -> np.ndarray:
     """sum_i coef_i grad_W log pi(a_i | q_i) for a linear-softmax policy: [d, K].
 
     grad_W log softmax(x W + b)[a] = x (e_a - pi)^T, so the sum is X^T (C * (E_a - Pi)).

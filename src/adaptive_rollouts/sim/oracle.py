@@ -139,8 +139,7 @@ class OracleAllocator(_Base):
     [8, 0, 0, 8]
     """
 
-    def __init__(self, truth: TruthFn, mode: str = "vip", objective: str = "rloo",
-                 lower: int = 2, upper: int = 32):
+    def __init__(self, truth: TruthFn, mode: str = "vip", objective: str = "rloo", lower: int = 2, upper: int = 32):
         super().__init__()
         if mode not in ("vip", "fill"):
             raise ValueError(f"mode must be 'vip' or 'fill', got {mode!r}")

@@ -124,8 +124,9 @@ def _cluster_hardness(scenario: str, n_clusters: int, rng: np.random.Generator) 
     return rng.beta(hard_share * conc, (1 - hard_share) * conc, size=n_clusters)
 
 
-def _initial_success(scenario: str, cluster: np.ndarray, cluster_hard: np.ndarray,
-                     rng: np.random.Generator) -> np.ndarray:
+def _initial_success(
+    scenario: str, cluster: np.ndarray, cluster_hard: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """Per-prompt p0 (success at W = 0); cluster membership shifts the odds of being hard."""
     n = cluster.size
     hard = rng.random(n) < cluster_hard[cluster]
@@ -156,8 +157,9 @@ def _offsets_for(p0: np.ndarray, correct: np.ndarray, distractor: np.ndarray, K:
     return b
 
 
-def _clustered_features(n: int, dim: int, centers: np.ndarray, rng: np.random.Generator,
-                        spread: float) -> tuple[np.ndarray, np.ndarray]:
+def _clustered_features(
+    n: int, dim: int, centers: np.ndarray, rng: np.random.Generator, spread: float
+) -> tuple[np.ndarray, np.ndarray]:
     cluster = rng.integers(0, centers.shape[0], size=n)
     x = centers[cluster] + spread * rng.standard_normal((n, dim)) / np.sqrt(dim)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -235,6 +237,14 @@ def make_problem(
     offsets, R, lengths = side(x, cl, p0)
     toffsets, tR, _ = side(xt, clt, p0t)
     return Problem(
-        scenario=scenario, features=x, offsets=offsets, rewards=R, lengths=lengths, cluster=cl,
-        test_features=xt, test_offsets=toffsets, test_rewards=tR, graded=scenario == "graded",
+        scenario=scenario,
+        features=x,
+        offsets=offsets,
+        rewards=R,
+        lengths=lengths,
+        cluster=cl,
+        test_features=xt,
+        test_offsets=toffsets,
+        test_rewards=tR,
+        graded=scenario == "graded",
     )

@@ -12,13 +12,25 @@ import numpy as np
 
 __all__ = ["TASKS", "reasoning_gym_features"]
 
-TASKS = ("basic_arithmetic", "chain_sum", "gcd", "lcm", "leg_counting", "letter_counting",
-         "number_sorting", "spell_backward", "word_sorting", "fraction_simplification", "count_bits",
-         "simple_equations")
+TASKS = (
+    "basic_arithmetic",
+    "chain_sum",
+    "gcd",
+    "lcm",
+    "leg_counting",
+    "letter_counting",
+    "number_sorting",
+    "spell_backward",
+    "word_sorting",
+    "fraction_simplification",
+    "count_bits",
+    "simple_equations",
+)
 
 
-def reasoning_gym_features(n_prompts: int, n_test: int, dim: int = 16, seed: int = 0,
-                           tasks: tuple[str, ...] = TASKS, encoder=None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def reasoning_gym_features(
+    n_prompts: int, n_test: int, dim: int = 16, seed: int = 0, tasks: tuple[str, ...] = TASKS, encoder=None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(train features [n_prompts, dim], test features [n_test, dim], questions) from reasoning-gym.
 
     Raises ImportError with the extra to install when reasoning-gym or the encoder is missing.

@@ -25,14 +25,26 @@ def theory_checks(draws: int = 200_000) -> dict[str, Any]:
         for p in (0.1, 0.3, 0.5):
             for n in (2, 4, 8, 16):
                 mc, se = monte_carlo_variance(p, n, est, draws=draws, seed=len(rows))
-                rows.append({"estimator": est, "p": p, "n": n, "formula": variance_formula(p, n, est),
-                             "monte_carlo": mc, "se": se})
+                rows.append(
+                    {
+                        "estimator": est,
+                        "p": p,
+                        "n": n,
+                        "formula": variance_formula(p, n, est),
+                        "monte_carlo": mc,
+                        "se": se,
+                    }
+                )
     pb = make_problem("pareto", n_prompts=4000, n_test=10, seed=0)
     sigma = np.sqrt(pb.reward_variance())
     k_hat = hill_tail_index(sigma[sigma < 0.5 - 1e-9], tail=0.3)
-    return {"variance": rows, "pareto_k": PARETO_TAIL_INDEX, "pareto_k_hill": k_hat,
-            "vigor_predicted": vigor_speedup(PARETO_TAIL_INDEX),
-            "vigor_predicted_hill": vigor_speedup(k_hat) if np.isfinite(k_hat) else float("nan")}
+    return {
+        "variance": rows,
+        "pareto_k": PARETO_TAIL_INDEX,
+        "pareto_k_hill": k_hat,
+        "vigor_predicted": vigor_speedup(PARETO_TAIL_INDEX),
+        "vigor_predicted_hill": vigor_speedup(k_hat) if np.isfinite(k_hat) else float("nan"),
+    }
 
 
 def _fmt(x: float, nd: int = 2) -> str:
@@ -45,20 +57,29 @@ def _fmt(x: float, nd: int = 2) -> str:
 
 def _verdicts(table: list[dict[str, Any]]) -> list[str]:
     lines = []
-    learned = [r for r in table if r["method"] not in ORACLES and "@true-p" not in r["method"]
-               and r["method"] != "uniform" and np.isfinite(r["speedup_mean"])]
+    learned = [
+        r
+        for r in table
+        if r["method"] not in ORACLES
+        and "@true-p" not in r["method"]
+        and r["method"] != "uniform"
+        and np.isfinite(r["speedup_mean"])
+    ]
     if learned:
         b = max(learned, key=lambda r: r["speedup_mean"])
         yes = b["speedup_mean"] >= 2.5
-        lines.append(f"- Best non-oracle allocator: **{b['method']}** in {b['scenario']} / {b['aggregation']}, "
-                     f"{b['speedup_mean']:.2f}x fewer rollouts to target than Uniform "
-                     f"(seeds {b['speedup_min']:.2f}-{b['speedup_max']:.2f}). "
-                     f">= 2.5x somewhere: **{'yes' if yes else 'no'}**.")
+        lines.append(
+            f"- Best non-oracle allocator: **{b['method']}** in {b['scenario']} / {b['aggregation']}, "
+            f"{b['speedup_mean']:.2f}x fewer rollouts to target than Uniform "
+            f"(seeds {b['speedup_min']:.2f}-{b['speedup_max']:.2f}). "
+            f">= 2.5x somewhere: **{'yes' if yes else 'no'}**."
+        )
     orc = [r for r in table if r["method"] in ORACLES and np.isfinite(r["speedup_mean"])]
     if orc:
         b = max(orc, key=lambda r: r["speedup_mean"])
-        lines.append(f"- Best oracle (true p): {b['method']} in {b['scenario']} / {b['aggregation']}: "
-                     f"{b['speedup_mean']:.2f}x.")
+        lines.append(
+            f"- Best oracle (true p): {b['method']} in {b['scenario']} / {b['aggregation']}: {b['speedup_mean']:.2f}x."
+        )
     ours = [m for m in {r["method"] for r in table} if m in OURS]
     for m in ours:
         for pub in PUBLISHED:
@@ -67,26 +88,39 @@ def _verdicts(table: list[dict[str, Any]]) -> list[str]:
             for r in table:
                 if r["method"] != m:
                     continue
-                other = next((x for x in table if x["method"] == pub and x["scenario"] == r["scenario"]
-                              and x["aggregation"] == r["aggregation"]), None)
+                other = next(
+                    (
+                        x
+                        for x in table
+                        if x["method"] == pub
+                        and x["scenario"] == r["scenario"]
+                        and x["aggregation"] == r["aggregation"]
+                    ),
+                    None,
+                )
                 if other is None:
                     continue
                 cells += 1
                 # "at least as good" = not below the published method's seed spread
                 if r["speedup_mean"] < other["speedup_min"] and r["final_accuracy"] < other["final_accuracy"]:
-                    worse.append(f"{r['scenario']}/{r['aggregation']} ({r['speedup_mean']:.2f}x vs "
-                                 f"{other['speedup_mean']:.2f}x)")
+                    worse.append(
+                        f"{r['scenario']}/{r['aggregation']} ({r['speedup_mean']:.2f}x vs {other['speedup_mean']:.2f}x)"
+                    )
             if cells:
                 verdict = "yes, in all" if not worse else f"no: worse in {len(worse)} of"
                 verdict = "(worse = speedup below the other's worst seed and lower final accuracy) " + verdict
-                lines.append(f"- {m} at least as good as {pub}: {verdict} {cells} cells"
-                             + (f" - {'; '.join(worse)}" if worse else "") + ".")
+                lines.append(
+                    f"- {m} at least as good as {pub}: {verdict} {cells} cells"
+                    + (f" - {'; '.join(worse)}" if worse else "")
+                    + "."
+                )
     return lines
 
 
 def _plots(out: Path, result: dict[str, Any]) -> list[str]:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -102,8 +136,14 @@ def _plots(out: Path, result: dict[str, Any]) -> list[str]:
         fig, axes = plt.subplots(1, len(scenarios), figsize=(4 * len(scenarios), 3.4), squeeze=False)
         for ax, sc in zip(axes[0], scenarios):
             for m in methods:
-                rs = [r for r in runs if r["scenario"] == sc and r["aggregation"] == agg and r["method"] == m
-                      and r["lr"] == best_lr.get((sc, agg, m))]
+                rs = [
+                    r
+                    for r in runs
+                    if r["scenario"] == sc
+                    and r["aggregation"] == agg
+                    and r["method"] == m
+                    and r["lr"] == best_lr.get((sc, agg, m))
+                ]
                 if not rs:
                     continue
                 acc = np.mean([r["accuracy"] for r in rs], axis=0)
@@ -123,8 +163,17 @@ def _plots(out: Path, result: dict[str, Any]) -> list[str]:
     fig, axes = plt.subplots(1, len(scenarios), figsize=(4 * len(scenarios), 3.2), squeeze=False)
     for ax, sc in zip(axes[0], scenarios):
         for m in methods:
-            r = next((r for r in runs if r["scenario"] == sc and r["aggregation"] == agg and r["method"] == m
-                      and r["lr"] == best_lr.get((sc, agg, m))), None)
+            r = next(
+                (
+                    r
+                    for r in runs
+                    if r["scenario"] == sc
+                    and r["aggregation"] == agg
+                    and r["method"] == m
+                    and r["lr"] == best_lr.get((sc, agg, m))
+                ),
+                None,
+            )
             if r and r["alloc_p"]:
                 ax.scatter(r["alloc_p"], r["alloc_n"], s=6, label=m, alpha=0.6)
         ax.set_title(sc, fontsize=9)
@@ -174,8 +223,9 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
-def write_report(result: dict[str, Any], out: str | Path, theory: dict[str, Any] | None = None,
-                 plots: bool = True) -> Path:
+def write_report(
+    result: dict[str, Any], out: str | Path, theory: dict[str, Any] | None = None, plots: bool = True
+) -> Path:
     """Write report.md, results.json and plots into ``out``; return the report path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -185,49 +235,78 @@ def write_report(result: dict[str, Any], out: str | Path, theory: dict[str, Any]
     cfg = result["config"]
     table = result["summary"]["table"]
     L = ["# adaptive-rollouts simulator benchmark", ""]
-    L.append(f"Scenarios {', '.join(cfg['scenarios'])}; seeds {list(cfg['seeds'])}; {cfg['steps']} steps of "
-             f"{cfg['batch_prompts']} prompts and {cfg['budget']} rollouts; {cfg['n_prompts']} train prompts; "
-             f"estimator {cfg['estimator']}. Wall time {result.get('seconds', float('nan')):.0f} s.")
-    L.append(f"Learning-rate grid: base {cfg['base_lr']} x {[round(m, 3) for m in cfg['lr_multipliers']]}; "
-             "each method at its best rate (highest mean held-out accuracy over the run).")
-    L.append("`*` after a learning rate: the best rate sits at an edge of the grid (the grid may not bracket it). "
-             "'grad var / oracle' and 'noise-to-signal / oracle': trace of the batch-gradient covariance (and that "
-             "over the squared norm of its mean) for the method's counts vs the oracle VIP (RLOO objective, true p) "
-             "counts on the same prompts and policy, by resampling rollouts with the counts fixed.")
-    L.append(f"Speedup = Uniform's rollouts to {int(cfg['target_frac'] * 100)}% of its final gain / the method's "
-             "(mean, [min-max] over seeds; 0 = never reached).")
+    L.append(
+        f"Scenarios {', '.join(cfg['scenarios'])}; seeds {list(cfg['seeds'])}; {cfg['steps']} steps of "
+        f"{cfg['batch_prompts']} prompts and {cfg['budget']} rollouts; {cfg['n_prompts']} train prompts; "
+        f"estimator {cfg['estimator']}. Wall time {result.get('seconds', float('nan')):.0f} s."
+    )
+    L.append(
+        f"Learning-rate grid: base {cfg['base_lr']} x {[round(m, 3) for m in cfg['lr_multipliers']]}; "
+        "each method at its best rate (highest mean held-out accuracy over the run)."
+    )
+    L.append(
+        "`*` after a learning rate: the best rate sits at an edge of the grid (the grid may not bracket it). "
+        "'grad var / oracle' and 'noise-to-signal / oracle': trace of the batch-gradient covariance (and that "
+        "over the squared norm of its mean) for the method's counts vs the oracle VIP (RLOO objective, true p) "
+        "counts on the same prompts and policy, by resampling rollouts with the counts fixed."
+    )
+    L.append(
+        f"Speedup = Uniform's rollouts to {int(cfg['target_frac'] * 100)}% of its final gain / the method's "
+        "(mean, [min-max] over seeds; 0 = never reached)."
+    )
     if result.get("errors"):
         L += ["", "Methods not run (could not be built):"] + [f"- {m}: {e}" for m, e in result["errors"].items()]
     L += ["", "## Verdict (computed from the table below)", ""] + _verdicts(table)
     for agg in dict.fromkeys(r["aggregation"] for r in table):
-        L += ["", f"## Aggregation: {agg}", "",
-              "| scenario | method | lr | speedup | speedup at Uniform's lr | final acc | acc @ half | grad var / oracle | noise-to-signal / oracle "
-              "| zero-var groups | wasted rollouts | skipped | calib MAE | alloc ms/step |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        L += [
+            "",
+            f"## Aggregation: {agg}",
+            "",
+            "| scenario | method | lr | speedup | speedup at Uniform's lr | final acc | acc @ half | grad var / oracle | noise-to-signal / oracle "
+            "| zero-var groups | wasted rollouts | skipped | calib MAE | alloc ms/step |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in table:
             if r["aggregation"] != agg:
                 continue
             edge = "*" if r.get("lr_at_grid_edge") else ""
-            L.append(f"| {r['scenario']} | {r['method']} | {r['lr']:g}{edge} | {_fmt(r['speedup_mean'])} "
-                     f"[{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}] | {_fmt(r.get('speedup_at_uniform_lr', float('nan')))} | "
-                     f"{_fmt(r['final_accuracy'], 3)} | "
-                     f"{_fmt(r['accuracy_at_half'], 3)} | {_fmt(r['grad_var_ratio'])} | {_fmt(r['noise_to_signal_ratio'])} | "
-                     f"{_fmt(r['zero_var_frac'])} | {_fmt(r['wasted_frac'])} | {_fmt(r['skipped_frac'])} | "
-                     f"{_fmt(r['calib_mae'], 3)} | {_fmt(r['alloc_ms'], 2)} |")
-    L += ["", "## Theory checks", "", "Per-prompt gradient variance g = mean_i A_i Z_i, rewards in {-1,+1}, "
-          "Z ~ N(0,1) independent of the reward; formula from `adaptive_rollouts.objectives` (GRPO: exact sum over "
-          "the binomial number of successes, eps = 1e-6):", "",
-          "| estimator | p | n | formula | Monte Carlo | s.e. |", "|---|---|---|---|---|---|"]
+            L.append(
+                f"| {r['scenario']} | {r['method']} | {r['lr']:g}{edge} | {_fmt(r['speedup_mean'])} "
+                f"[{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}] | {_fmt(r.get('speedup_at_uniform_lr', float('nan')))} | "
+                f"{_fmt(r['final_accuracy'], 3)} | "
+                f"{_fmt(r['accuracy_at_half'], 3)} | {_fmt(r['grad_var_ratio'])} | {_fmt(r['noise_to_signal_ratio'])} | "
+                f"{_fmt(r['zero_var_frac'])} | {_fmt(r['wasted_frac'])} | {_fmt(r['skipped_frac'])} | "
+                f"{_fmt(r['calib_mae'], 3)} | {_fmt(r['alloc_ms'], 2)} |"
+            )
+    L += [
+        "",
+        "## Theory checks",
+        "",
+        "Per-prompt gradient variance g = mean_i A_i Z_i, rewards in {-1,+1}, "
+        "Z ~ N(0,1) independent of the reward; formula from `adaptive_rollouts.objectives` (GRPO: exact sum over "
+        "the binomial number of successes, eps = 1e-6):",
+        "",
+        "| estimator | p | n | formula | Monte Carlo | s.e. |",
+        "|---|---|---|---|---|---|",
+    ]
     for v in theory["variance"]:
-        L.append(f"| {v['estimator']} | {v['p']} | {v['n']} | {_fmt(v['formula'], 4)} | {v['monte_carlo']:.4f} | {v['se']:.4f} |")
-    L += ["", f"VIGOR Theorem 2 (alpha 0.5, gamma 2, T 4): the pareto scenario draws the reward std with tail "
-          f"index k = {theory['pareto_k']:g} (Hill estimate on the initial policy: {_fmt(theory['pareto_k_hill'])}); "
-          f"predicted speedup eta^(1/3) = {theory['vigor_predicted']:.3f} "
-          f"(with the Hill k: {_fmt(theory['vigor_predicted_hill'], 3)}).", ""]
+        L.append(
+            f"| {v['estimator']} | {v['p']} | {v['n']} | {_fmt(v['formula'], 4)} | {v['monte_carlo']:.4f} | {v['se']:.4f} |"
+        )
+    L += [
+        "",
+        f"VIGOR Theorem 2 (alpha 0.5, gamma 2, T 4): the pareto scenario draws the reward std with tail "
+        f"index k = {theory['pareto_k']:g} (Hill estimate on the initial policy: {_fmt(theory['pareto_k_hill'])}); "
+        f"predicted speedup eta^(1/3) = {theory['vigor_predicted']:.3f} "
+        f"(with the Hill k: {_fmt(theory['vigor_predicted_hill'], 3)}).",
+        "",
+    ]
     for r in table:
         if r["scenario"] == "pareto" and r["method"] == "vigor":
-            L.append(f"- measured VIGOR speedup, pareto / {r['aggregation']}: {_fmt(r['speedup_mean'])} "
-                     f"[{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}]")
+            L.append(
+                f"- measured VIGOR speedup, pareto / {r['aggregation']}: {_fmt(r['speedup_mean'])} "
+                f"[{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}]"
+            )
     if files:
         L += ["", "## Plots", ""] + [f"![{f}]({f})" for f in files]
     report = out / "report.md"

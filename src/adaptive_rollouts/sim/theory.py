@@ -37,8 +37,9 @@ def variance_formula(p: float, n: int, estimator: str, s: float = 1.0) -> float:
     raise ValueError(f"estimator must be drgrpo, rloo or grpo, got {estimator!r}")
 
 
-def monte_carlo_variance(p: float, n: int, estimator: str, s: float = 1.0, draws: int = 200_000,
-                         seed: int = 0) -> tuple[float, float]:
+def monte_carlo_variance(
+    p: float, n: int, estimator: str, s: float = 1.0, draws: int = 200_000, seed: int = 0
+) -> tuple[float, float]:
     """(variance, its standard error) of g = (1/n) sum_i A_i Z_i by simulation."""
     rng = np.random.default_rng(seed)
     r = np.where(rng.random((draws, n)) < p, 1.0, -1.0)

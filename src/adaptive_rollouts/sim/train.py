@@ -31,7 +31,7 @@ class TrainConfig:
     estimator: str = "grpo"
     aggregation: str = "seq-mean"
     seed: int = 0
-    grad_var_every: int = 10       # 0 disables the gradient-variance probe
+    grad_var_every: int = 10  # 0 disables the gradient-variance probe
     grad_var_resamples: int = 8
     snapshot_step: int | None = None  # step whose (p, n) pairs are kept for the allocation plot
 
@@ -82,8 +82,7 @@ class Simulator:
         if not self._log_prompt:
             e = np.zeros(0, dtype=np.int64)
             return e, e, np.zeros(0)
-        out = (np.concatenate(self._log_prompt), np.concatenate(self._log_answer),
-               np.concatenate(self._log_reward))
+        out = (np.concatenate(self._log_prompt), np.concatenate(self._log_answer), np.concatenate(self._log_reward))
         self._log_prompt, self._log_answer, self._log_reward = [], [], []
         return out
 
@@ -95,8 +94,7 @@ class Simulator:
         return idx
 
     # -- the update ----------------------------------------------------------------------
-    def batch_gradient(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray,
-                       cfg: TrainConfig) -> np.ndarray:
+    def batch_gradient(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig) -> np.ndarray:
         """The loss gradient (ascent direction) from rollouts (q, answers, rewards)."""
         pb = self.problem
         if q.size == 0:
@@ -106,8 +104,9 @@ class Simulator:
         w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length)
         return policy_gradient(pb.features[q], pb.probs(q), answers, w * adv)
 
-    def resampled_gradients(self, idx: np.ndarray, counts: np.ndarray, cfg: TrainConfig,
-                            repeats: int, rng: np.random.Generator) -> np.ndarray:
+    def resampled_gradients(
+        self, idx: np.ndarray, counts: np.ndarray, cfg: TrainConfig, repeats: int, rng: np.random.Generator
+    ) -> np.ndarray:
         """Batch gradients of ``repeats`` fresh samples with fixed counts: [repeats, d*K]."""
         q = np.repeat(idx, counts)
         out = []
@@ -138,17 +137,32 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
     N = problem.n_prompts
     perm, pos = order_rng.permutation(N), 0
     snapshot = cfg.snapshot_step if cfg.snapshot_step is not None else cfg.steps // 2
-    tr: dict[str, Any] = {k: [] for k in (
-        "rollouts", "accuracy", "train_success", "zero_var_frac", "wasted_frac", "alloc_seconds",
-        "skipped_frac", "probe_step", "probe_var", "probe_signal", "probe_oracle_var",
-        "probe_oracle_signal", "calib_pred", "calib_true")}
+    tr: dict[str, Any] = {
+        k: []
+        for k in (
+            "rollouts",
+            "accuracy",
+            "train_success",
+            "zero_var_frac",
+            "wasted_frac",
+            "alloc_seconds",
+            "skipped_frac",
+            "probe_step",
+            "probe_var",
+            "probe_signal",
+            "probe_oracle_var",
+            "probe_oracle_signal",
+            "calib_pred",
+            "calib_true",
+        )
+    }
     tr["accuracy0"] = problem.test_accuracy()
     tr["alloc_p"], tr["alloc_n"] = [], []
     total = 0
     for step in range(cfg.steps):
         if pos + cfg.batch_prompts > N:
             perm, pos = order_rng.permutation(N), 0
-        idx = perm[pos:pos + cfg.batch_prompts]
+        idx = perm[pos : pos + cfg.batch_prompts]
         pos += cfg.batch_prompts
         prompts = [int(i) for i in idx]
         true_p, true_var = sim.truth(prompts)
@@ -170,8 +184,10 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
         counts = np.bincount(q, minlength=N)[idx]
         for i, r in enumerate(returned):
             if len(r) and len(r) != counts[i]:
-                raise ValueError(f"allocator returned {len(r)} rewards for prompt {prompts[i]} "
-                                 f"but sampled {counts[i]}; the simulator needs whole groups")
+                raise ValueError(
+                    f"allocator returned {len(r)} rewards for prompt {prompts[i]} "
+                    f"but sampled {counts[i]}; the simulator needs whole groups"
+                )
         grad = sim.batch_gradient(q, answers, rewards, cfg)
         # Statistics of the groups that entered the update.
         if q.size:
@@ -191,8 +207,13 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             tr["alloc_n"] = counts.tolist()
         if cfg.grad_var_every and step % cfg.grad_var_every == 0 and counts.sum() >= 2:
             budget = int(counts.sum())
-            oracle_n = greedy_allocate(true_var, budget, 2 if budget >= 2 * idx.size else 0,
-                                       max(32, -(-budget // idx.size)), "rloo") if budget >= 2 * idx.size else counts
+            oracle_n = (
+                greedy_allocate(
+                    true_var, budget, 2 if budget >= 2 * idx.size else 0, max(32, -(-budget // idx.size)), "rloo"
+                )
+                if budget >= 2 * idx.size
+                else counts
+            )
             Gm = sim.resampled_gradients(idx, counts, cfg, cfg.grad_var_resamples, probe_rng)
             Go = sim.resampled_gradients(idx, oracle_n, cfg, cfg.grad_var_resamples, probe_rng)
             v, s = _variance_stats(Gm)
@@ -205,5 +226,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
         problem.W = problem.W + cfg.lr * grad
         tr["rollouts"].append(total)
         tr["accuracy"].append(problem.test_accuracy())
-        tr["train_success"].append(float(problem.success().mean()) if step % 10 == 0 or step == cfg.steps - 1 else float("nan"))
+        tr["train_success"].append(
+            float(problem.success().mean()) if step % 10 == 0 or step == cfg.steps - 1 else float("nan")
+        )
     return tr

@@ -58,7 +58,9 @@ def estimator_for_scale_rewards(scale_rewards: str | bool) -> str:
     try:
         return SCALE_REWARDS_ESTIMATOR[key]
     except (KeyError, TypeError):
-        raise ValueError(f"scale_rewards must be one of {sorted(SCALE_REWARDS_ESTIMATOR)}, got {scale_rewards!r}") from None
+        raise ValueError(
+            f"scale_rewards must be one of {sorted(SCALE_REWARDS_ESTIMATOR)}, got {scale_rewards!r}"
+        ) from None
 
 
 def prompt_key(prompt: Any) -> str:

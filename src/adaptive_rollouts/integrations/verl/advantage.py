@@ -69,18 +69,14 @@ def outcome_advantage(
     advantages.
     """
     if token_level_rewards.ndim != 2:
-        raise ValueError(
-            f"token_level_rewards must be [batch, response_len], got {tuple(token_level_rewards.shape)}"
-        )
+        raise ValueError(f"token_level_rewards must be [batch, response_len], got {tuple(token_level_rewards.shape)}")
     if response_mask.shape != token_level_rewards.shape:
         raise ValueError(
             f"response_mask shape {tuple(response_mask.shape)} != token_level_rewards shape "
             f"{tuple(token_level_rewards.shape)}"
         )
     if len(index) != token_level_rewards.shape[0]:
-        raise ValueError(
-            f"index has {len(index)} entries for {token_level_rewards.shape[0]} sequences"
-        )
+        raise ValueError(f"index has {len(index)} entries for {token_level_rewards.shape[0]} sequences")
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)
         ids = group_ids_from_index(index).to(scores.device)

@@ -40,8 +40,7 @@ def run(config) -> None:
 
     register()  # fail fast here (bad allocator name, missing verl) rather than inside Ray
     auto_set_device(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config),
-                    use_critic=need_critic(config))
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     if not config.trainer.use_v1:
         raise ValueError("adaptive_rollouts needs verl's v1 trainer: set trainer.use_v1=true")
     run_ppo(config, task_runner_class=AdaptiveTaskRunner)

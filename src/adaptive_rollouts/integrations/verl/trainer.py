@@ -48,7 +48,6 @@ AGGREGATION_FROM_LOSS_AGG_MODE = {
 }
 
 
-
 # ----------------------------------------------------------------------------- pure helpers
 
 
@@ -163,9 +162,7 @@ def group_scores(
         if u not in known:
             raise KeyError(f"trajectory uid {u!r} was not dispatched in this step")
         if not (low - 1e-9 <= float(s) <= high + 1e-9):
-            raise ValueError(
-                f"trajectory {u!r}: score {float(s)} outside adaptive.reward_range={[low, high]}"
-            )
+            raise ValueError(f"trajectory {u!r}: score {float(s)} outside adaptive.reward_range={[low, high]}")
         by_uid[u].append(min(max((float(s) - low) / (high - low), 0.0), 1.0))
     return [np.asarray(by_uid[u], dtype=float) for u in order]
 
@@ -184,8 +181,9 @@ def allocator_metrics(allocator: Any, prefix: str = "adaptive/") -> dict[str, fl
 # ----------------------------------------------------------------------------- TransferQueue I/O
 
 
-def wait_for_groups(uids: Sequence[str], partition_id: str = "train", poll_s: float = 0.5,
-                    timeout_s: float | None = None) -> None:
+def wait_for_groups(
+    uids: Sequence[str], partition_id: str = "train", poll_s: float = 0.5, timeout_s: float | None = None
+) -> None:
     """Block until every prompt uid has status ``finished`` or ``failure`` in TransferQueue."""
     import transfer_queue as tq
 
@@ -228,8 +226,11 @@ def relabel_uids(keys: Sequence[str], new_uids: Sequence[str], partition_id: str
     from verl.utils import tensordict_utils as tu
 
     if keys:
-        tq.kv_batch_put(keys=list(keys), partition_id=partition_id,
-                        fields=tu.get_tensordict({"uid": np.array(list(new_uids), dtype=object)}))
+        tq.kv_batch_put(
+            keys=list(keys),
+            partition_id=partition_id,
+            fields=tu.get_tensordict({"uid": np.array(list(new_uids), dtype=object)}),
+        )
 
 
 # ----------------------------------------------------------------------------- the trainer
@@ -275,8 +276,9 @@ def _make_trainer_class():
             self.budget = int(acfg.get("budget") or config.data.train_batch_size * config.actor_rollout_ref.rollout.n)
             self.round_timeout_s = acfg.get("round_timeout_s", None)
             self.reward_range = tuple(float(v) for v in acfg.get("reward_range", (0.0, 1.0)))
-            aggregation = aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"),
-                                          acfg.get("aggregation", "auto"))
+            aggregation = aggregation_for(
+                config.actor_rollout_ref.actor.get("loss_agg_mode"), acfg.get("aggregation", "auto")
+            )
             kwargs = acfg.get("allocator_kwargs", {}) or {}
             if hasattr(kwargs, "items"):
                 kwargs = {k: v for k, v in kwargs.items()}
@@ -400,4 +402,3 @@ def register(name: str = "adaptive") -> type:
     if TRAINER_REGISTRY.get(name) is not cls:
         register_trainer(name)(cls)
     return cls
-
