@@ -17,12 +17,13 @@ import os
 import uuid
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .types import Encoder
 
-__all__ = ["FeatureTable", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
+__all__ = ["FeatureTable", "KeyedTexts", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_DIM = 384
@@ -95,6 +96,48 @@ class FeatureTable:
 
     def encode(self, prompts: Sequence[Hashable]) -> np.ndarray:
         return self.vectors[self.rows(prompts)]
+
+
+class KeyedTexts:
+    """Features for prompt *keys* from texts registered by the trainer (see `keys.row_key`).
+
+    Statistics are pooled by key; the text is only a feature. ``register(keys, texts)`` before the
+    keys are planned (integrations do it for each batch); ``encode(keys)`` embeds their texts with
+    ``encoder`` (default: the offline MiniLM `default_encoder`, created on first use).
+
+    >>> texts = KeyedTexts(FeatureTable(["2+2=", "3+3="], [[1.0, 0.0], [0.0, 1.0]]))
+    >>> texts.register(["train#0", "train#1"], ["3+3=", "3+3="])  # two rows, same text
+    >>> texts.encode(["train#1", "train#0"]).tolist()
+    [[0.0, 1.0], [0.0, 1.0]]
+    """
+
+    def __init__(self, encoder: Any = None):
+        self._encoder = encoder
+        self._texts: dict[Hashable, str] = {}
+
+    @property
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            self._encoder = default_encoder()
+        return self._encoder
+
+    @property
+    def dim(self) -> int:
+        return int(self.encoder.dim)
+
+    def register(self, keys: Sequence[Hashable], texts: Sequence[str]) -> None:
+        if len(keys) != len(texts):
+            raise ValueError(f"keys has {len(keys)} entries but texts has {len(texts)}")
+        for key, text in zip(keys, texts):
+            if not isinstance(text, str):
+                raise ValueError(f"text of prompt {key!r} must be a str, got {type(text).__name__}")
+            self._texts[key] = text
+
+    def encode(self, keys: Sequence[Hashable]) -> np.ndarray:
+        missing = [k for k in keys if not _hashable_in(k, self._texts)]
+        if missing:
+            raise KeyError(f"KeyedTexts has no text registered for prompts: {_names(missing)}")
+        return self.encoder.encode([self._texts[k] for k in keys])
 
 
 def _hashable_in(key, mapping) -> bool:
@@ -176,7 +219,9 @@ class SentenceTransformerEncoder:
 
             path = self._model_path or _default_model_path()
             self._model = SentenceTransformer(path, device=self.device, local_files_only=True)
-            get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            get_dim = (
+                getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            )
             self._dim = int(get_dim())
         return self._model
 
