@@ -23,6 +23,7 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from conftest import REGISTRY, VARIANTS  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from test_reliability_fuzz import (
     allocate_problems,
@@ -32,7 +33,6 @@ from test_reliability_fuzz import (
     check_table_problem,
     table_problems,
 )
-from test_reliability_support import REGISTRY, VARIANTS  # noqa: E402
 
 
 def run_target(name: str, strategy, check, cases: int, seed: int) -> tuple[int, str | None, float]:

@@ -103,7 +103,7 @@ def test_batch_gradient_mean_and_second_moment(estimator, aggregation):
 
 def test_how_counts_enter_the_expected_update():
     """Per-prompt mean + RLOO: E G does not depend on n (VIP's premise); per-sample aggregations:
-    E G grows linearly with n (allocation changes the expected update, METHODS section 6)."""
+    E G grows linearly with n (allocation changes the expected update; docs/objectives.md, section 3)."""
     p = np.full(3, 0.4)
     counts = np.array([2, 4, 8])
     pm, _, _ = batch_gradient_moments(counts, p, estimator="rloo", aggregation="prompt-mean")
@@ -167,3 +167,28 @@ def test_improvement_allocation_with_skipping_is_exact():
         if sum(c) == 16
     )
     assert -total_cost(-gain, counts) == pytest.approx(best, rel=1e-12)
+
+
+def test_planning_and_training_use_the_same_aggregation_weights():
+    """The planners (batch_gradient_moments, improvement_table) and the simulator's training step
+    weigh a group with one function, and prompt-mean averages over the prompts that got rollouts
+    (Q'), so an allocation that skips prompts is planned under the model it is trained under."""
+    from adaptive_rollouts.objectives import aggregation, improvement
+    from adaptive_rollouts.sim import estimators
+
+    assert estimators.aggregation_weight is aggregation.aggregation_weight
+    assert improvement.aggregation_weight is aggregation.aggregation_weight
+    counts = np.array([3, 0, 2, 4, 0])  # two prompts skipped: Q = 5, Q' = 3
+    live = np.flatnonzero(counts)
+    group = np.repeat(np.arange(live.size), counts[live])  # the trainer's dense group ids
+    lengths = np.full(group.size, 7.0)
+    for agg in AGGREGATIONS:
+        trained = estimators.aggregation_weights(group, lengths, agg, budget=9, max_length=7)
+        planned = aggregation.aggregation_weight(
+            agg, counts, num_prompts=3, budget=9, constant=9 * 7.0, mean_length=7.0
+        )[live][group]
+        scale = 7.0 if agg == "seq-mean" else 1.0  # seq-mean: token mean within each sequence
+        np.testing.assert_allclose(trained * scale, planned, rtol=1e-12)
+    # RLOO under prompt-mean: E G = (1/Q') sum over the prompts with rollouts of g_q
+    mean_coef, _, _ = batch_gradient_moments(counts, np.full(5, 0.4), estimator="rloo", aggregation="prompt-mean")
+    np.testing.assert_allclose(mean_coef, np.where(counts > 0, 1 / 3, 0.0), rtol=1e-12)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from conftest import KnownP, bernoulli_sampler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_allocators_support import KnownP, bernoulli_sampler
 
 from adaptive_rollouts.allocators import (
     AR3PO,
@@ -275,3 +277,32 @@ def test_registry_builds_every_name():
     assert make_allocator("vip-paper").slot.spec == "paper-gp"
     with pytest.raises(ValueError, match="unknown allocator 'nope'"):
         make_allocator("nope")
+
+
+def test_solve_increments_matches_enumeration():
+    from adaptive_rollouts.allocators._objective import solve_increments
+
+    rng = np.random.default_rng(3)
+    checked = 0
+    for trial in range(60):
+        q, upper, lower = 3, 7, 2
+        table = rng.random((q, upper + 1))
+        allow_skip = bool(trial % 2)
+        current = rng.choice([0, 2, 3, 5] if allow_skip else [2, 3, 5], size=q)
+        budget = int(rng.integers(0, 8))
+        finals = [
+            c
+            for c in itertools.product(range(upper + 1), repeat=q)
+            if sum(c) - current.sum() == budget
+            and all(f >= k and (f == 0 or f >= lower) for f, k in zip(c, current))
+            and (allow_skip or min(c) >= lower)
+        ]
+        got = solve_increments(table, current, budget, lower, upper, allow_skip)
+        if not finals:
+            assert got is None
+            continue
+        best = min(sum(table[i, n] for i, n in enumerate(c)) for c in finals)
+        assert got is not None and got.min() >= 0 and got.sum() == budget
+        assert sum(table[i, n] for i, n in enumerate(current + got)) == pytest.approx(best)
+        checked += 1
+    assert checked > 20

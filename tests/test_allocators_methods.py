@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from test_allocators_support import KnownP, bernoulli_sampler
+from conftest import KnownP, bernoulli_sampler
 
 from adaptive_rollouts.allocators import (
     AR3PO,

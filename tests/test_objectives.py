@@ -73,7 +73,7 @@ def test_binary_formulas_match_monte_carlo(estimator, p, n):
 
 @pytest.mark.parametrize("estimator", ["drgrpo", "rloo"])
 def test_methods_scale_plus_minus_one(estimator):
-    """METHODS section 2 uses rewards in {-1, +1}: 4 s^2 p(1-p) (n-1)/n^2 and 4 s^2 p(1-p)/(n-1)."""
+    """The VIP paper (Props 4.2, 4.3) uses rewards in {-1, +1}: 4 s^2 p(1-p) (n-1)/n^2 and 4 s^2 p(1-p)/(n-1)."""
     p, n = 0.3, 6
     rng = np.random.default_rng(7)
     mc, _ = monte_carlo_variance(binary_rewards(rng, p, n, -1.0, 1.0), estimator, rng)
@@ -150,9 +150,11 @@ def test_variance_table_shapes_and_infeasible_entries():
 def test_docstring_examples():
     import doctest
 
-    import adaptive_rollouts.objectives as objectives
-    import adaptive_rollouts.solvers as solvers
+    import importlib
 
-    for module in (objectives, solvers):
+    names = ["objectives." + m for m in ("variance", "aggregation", "beta", "improvement")]
+    names += ["solvers." + m for m in ("table", "allocate", "kkt")]
+    for name in names:
+        module = importlib.import_module("adaptive_rollouts." + name)
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

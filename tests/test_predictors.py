@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import integrate, optimize
+from scipy.special import expit as sigmoid
 
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.predictors import CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge, WindowedMean
-from adaptive_rollouts.predictors._common import logistic_normal_moments, sigmoid
+from adaptive_rollouts.predictors._common import logistic_normal_moments
 from adaptive_rollouts.predictors.gaussian_process import laplace_site
 from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace
 from adaptive_rollouts.state import load_state, save_state

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_reliability_support import (
+from conftest import (
     POOL,
     REGISTRY,
     VARIANTS,
@@ -24,6 +22,8 @@ from test_reliability_support import (
     check_solution_invariants,
     check_step_invariants,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from adaptive_rollouts.objectives import grpo_variance
 from adaptive_rollouts.solvers import allocate, objective_function, solve_table

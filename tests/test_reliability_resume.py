@@ -9,7 +9,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from test_reliability_support import (
+from conftest import (
     PREDICTORS,
     REGISTRY,
     BernoulliEnv,

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from adaptive_rollouts.allocators import Uniform
 from adaptive_rollouts.sim import (
     OracleAllocator,
-    SimpleUniform,
     TrainConfig,
     aggregation_weights,
     group_advantages_np,
@@ -14,9 +14,10 @@ from adaptive_rollouts.sim import (
     train,
 )
 from adaptive_rollouts.sim.estimators import expected_gradient
-from adaptive_rollouts.sim.oracle import fill_allocate, greedy_allocate
+from adaptive_rollouts.sim.oracle import fill_allocate
 from adaptive_rollouts.sim.problem import SCENARIOS
 from adaptive_rollouts.sim.theory import monte_carlo_variance, variance_formula, vigor_speedup
+from adaptive_rollouts.solvers import allocate
 
 
 def _truth(pb):
@@ -49,7 +50,7 @@ def test_training_deterministic_under_seed():
 
 def test_training_learns_and_spends_budget():
     pb = make_problem("hard-heavy", n_prompts=400, n_test=200, seed=0)
-    tr = train(pb, SimpleUniform(), TrainConfig(steps=40, batch_prompts=32, budget=256, lr=1000.0, grad_var_every=0))
+    tr = train(pb, Uniform(), TrainConfig(steps=40, batch_prompts=32, budget=256, lr=1000.0, grad_var_every=0))
     assert tr["rollouts"] == [256 * (i + 1) for i in range(40)]
     assert tr["accuracy"][-1] > tr["accuracy0"] + 0.15
 
@@ -142,13 +143,16 @@ def test_aggregation_weights():
 
 def test_oracle_allocations():
     p = np.array([0.01, 0.1, 0.2, 0.4, 0.5, 0.8, 0.95, 0.99])
-    assert greedy_allocate(p * (1 - p), 64, 4, 12, "rloo").tolist() == [4, 7, 10, 11, 12, 10, 6, 4]
-    assert greedy_allocate(p * (1 - p), 64, 4, 12, "drgrpo").tolist() == [4, 7, 10, 12, 12, 10, 5, 4]
+    prompts = list(range(p.size))
+    for objective, expected in (("rloo", [4, 7, 10, 11, 12, 10, 6, 4]), ("drgrpo", [4, 7, 10, 12, 12, 10, 5, 4])):
+        oracle = OracleAllocator(lambda ps: (p[ps], p[ps] * (1 - p[ps])), objective=objective, lower=4, upper=12)
+        assert oracle.plan(prompts, 64).tolist() == expected
+        assert allocate(p * (1 - p), 64, 4, 12, objective).tolist() == expected  # the library's solver
     n = fill_allocate(p * (1 - p), 40, 16)
     assert n.tolist() == [0, 0, 8, 16, 16, 0, 0, 0]  # tie p=.2 vs .8: stable order
     assert fill_allocate(p * (1 - p), 33, 16).sum() == 33
     with pytest.raises(ValueError, match="budget"):
-        greedy_allocate(p, 8, 2, 4)
+        OracleAllocator(lambda ps: (p[ps], p[ps]), lower=2, upper=4).plan(prompts, 8)
 
 
 def test_oracle_allocator_spends_budget_and_skips_in_fill_mode():

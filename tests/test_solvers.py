@@ -1,4 +1,4 @@
-"""Exact solvers: equality with exhaustive search, the METHODS worked example, bad input."""
+"""Exact solvers: equality with exhaustive search, the VIP paper's worked example, bad input."""
 
 import itertools
 
@@ -34,7 +34,7 @@ def check_solution(counts, costs, budget, lower, upper, allow_skip):
     assert ok.all(), counts
 
 
-# ---- the METHODS section 3 worked example ------------------------------------------------------
+# ---- the VIP paper's worked example (arXiv 2602.01601) ------------------------------------------------------
 
 
 @pytest.mark.parametrize("objective", ["drgrpo", "rloo"])

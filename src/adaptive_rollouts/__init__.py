@@ -12,12 +12,14 @@ Framework-free at import: torch, TRL and verl load only in `advantages` and `int
 
 from adaptive_rollouts.solvers import allocate, solve_kkt, solve_table
 from adaptive_rollouts.types import Allocator, Encoder, PlanningAllocator, Prediction, Predictor
+from adaptive_rollouts.validation import InfeasibleBudgetError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Allocator",
     "Encoder",
+    "InfeasibleBudgetError",
     "PlanningAllocator",
     "Prediction",
     "Predictor",

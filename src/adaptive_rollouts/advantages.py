@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 import torch
 
-ESTIMATORS = ("grpo", "drgrpo", "rloo")
+from .validation import ESTIMATORS, check_choice
 
 __all__ = ["ESTIMATORS", "group_advantages", "group_ids_from_counts"]
 
@@ -76,8 +76,7 @@ def group_advantages(
     >>> group_advantages(r, g, "drgrpo").tolist()[:3]  # doctest: +ELLIPSIS
     [0.333..., -0.666..., 0.333...]
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    check_choice("estimator", estimator, ESTIMATORS)
     if not (eps >= 0.0):
         raise ValueError(f"eps must be >= 0, got {eps!r}")
     if not (std_tol >= 0.0):

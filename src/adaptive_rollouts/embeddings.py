@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .types import Encoder
+from .validation import names
 
 __all__ = ["FeatureTable", "KeyedTexts", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
 
@@ -29,12 +30,6 @@ DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_DIM = 384
 _PROGRESS_THRESHOLD = 1024  # texts; below this no progress bar
 _CACHE_CHUNK = 8192  # texts encoded between two cache writes (an interrupted run keeps its work)
-
-
-def _names(prompts: Sequence[Hashable], limit: int = 5) -> str:
-    shown = ", ".join(repr(p) for p in list(prompts)[:limit])
-    more = f" and {len(prompts) - limit} more" if len(prompts) > limit else ""
-    return shown + more
 
 
 class FeatureTable:
@@ -64,7 +59,7 @@ class FeatureTable:
             raise ValueError("vectors must have dim >= 1, got shape " + str(vectors.shape))
         bad_rows = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
         if bad_rows.size:
-            raise ValueError(f"vectors has NaN/inf in the rows of prompts {_names([keys[i] for i in bad_rows])}")
+            raise ValueError(f"vectors has NaN/inf in the rows of prompts {names([keys[i] for i in bad_rows])}")
         index: dict[Hashable, int] = {}
         for i, key in enumerate(keys):
             if key in index:
@@ -92,7 +87,7 @@ class FeatureTable:
             return np.fromiter((index[p] for p in prompts), dtype=np.int64, count=len(prompts))
         except (KeyError, TypeError):
             missing = [p for p in prompts if not _hashable_in(p, index)]
-            raise KeyError(f"FeatureTable has no features for prompts: {_names(missing)}") from None
+            raise KeyError(f"FeatureTable has no features for prompts: {names(missing)}") from None
 
     def encode(self, prompts: Sequence[Hashable]) -> np.ndarray:
         return self.vectors[self.rows(prompts)]
@@ -263,7 +258,7 @@ class SentenceTransformerEncoder:
         """Embeddings [Q, dim] (float32) of the prompt texts, from the cache where possible."""
         bad = [p for p in prompts if not isinstance(p, str)]
         if bad:
-            raise ValueError(f"prompts must be strings (their text) for a text encoder, got {_names(bad)}")
+            raise ValueError(f"prompts must be strings (their text) for a text encoder, got {names(bad)}")
         cache = self._load_cache()
         hashes = [text_hash(p) for p in prompts]
         todo: dict[bytes, str] = {}

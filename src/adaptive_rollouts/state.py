@@ -31,7 +31,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import struct
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -172,31 +171,36 @@ def save_state(path: str | os.PathLike, state: dict, format: str | None = None) 
     _atomic_write(Path(path), data)
 
 
-def _read_safetensors_metadata(data: bytes, path: Path) -> str:
-    (header_len,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + header_len].decode("utf-8"))
+def _load_safetensors(path: Path) -> tuple[str, dict[str, np.ndarray]]:
+    """(JSON text, arrays) of a safetensors state file, read with safetensors' own reader."""
+    if _safetensors_numpy() is None:
+        raise ValueError(f"{path}: safetensors file but the safetensors package is not installed")
+    from safetensors import SafetensorError, safe_open
+
     try:
-        return header["__metadata__"][_METADATA_KEY]
-    except (KeyError, TypeError):
-        raise ValueError(f"{path}: safetensors file has no adaptive_rollouts state metadata") from None
+        with safe_open(str(path), framework="numpy") as handle:
+            metadata = handle.metadata() or {}
+            arrays = {name: handle.get_tensor(name) for name in handle.keys()}
+    except SafetensorError as err:
+        raise ValueError(f"{path}: not a state file ({err})") from None
+    if _METADATA_KEY not in metadata:
+        raise ValueError(f"{path}: safetensors file has no adaptive_rollouts state metadata")
+    return metadata[_METADATA_KEY], arrays
 
 
 def load_state(path: str | os.PathLike) -> dict:
     """Read a state written by `save_state`. Parses JSON and raw arrays only; never unpickles."""
     path = Path(path)
-    data = path.read_bytes()
-    if data[:4] == b"PK\x03\x04":  # zip archive: npz
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+    with open(path, "rb") as handle:
+        magic = handle.read(8)
+    if magic[:4] == b"PK\x03\x04":  # zip archive: npz
+        with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
         if _JSON_ARRAY_NAME not in arrays:
             raise ValueError(f"{path}: npz file has no {_JSON_ARRAY_NAME} entry")
         text = arrays.pop(_JSON_ARRAY_NAME).tobytes().decode("utf-8")
     else:
-        if len(data) < 8:
+        if len(magic) < 8:
             raise ValueError(f"{path}: not a state file (too short)")
-        st_numpy = _safetensors_numpy()
-        if st_numpy is None:
-            raise ValueError(f"{path}: safetensors file but the safetensors package is not installed")
-        text = _read_safetensors_metadata(data, path)
-        arrays = st_numpy.load(data)
+        text, arrays = _load_safetensors(path)
     return _decode(json.loads(text), arrays)

@@ -6,21 +6,20 @@ from __future__ import annotations
 import numpy as np
 
 from ..types import Prediction
+from ..validation import ESTIMATORS, InfeasibleBudgetError, check_choice
 
 __all__ = ["cost_table", "solve_increments", "ESTIMATORS", "OBJECTIVES", "VARIANCES"]
 
-ESTIMATORS = ("rloo", "drgrpo", "grpo")
 OBJECTIVES = ("improvement", "variance")
 VARIANCES = ("plugin", "expected")
 
 
 def bernoulli_weights(prediction: Prediction, variance: str) -> np.ndarray:
     """a_q: plug-in m (1 - m) (VIP as published) or the posterior expectation E[p (1 - p)]."""
+    check_choice("variance", variance, VARIANCES)
     if variance == "plugin":
         return np.asarray(prediction.plugin_bernoulli_variance, dtype=float)
-    if variance == "expected":
-        return np.asarray(prediction.expected_bernoulli_variance, dtype=float)
-    raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+    return np.asarray(prediction.expected_bernoulli_variance, dtype=float)
 
 
 def cost_table(
@@ -41,12 +40,13 @@ def cost_table(
     objective "variance": the per-prompt gradient variance a_q f(n) of `objectives.variance_table`
     (column 0, a skipped prompt, costs a_q skip_cost when skip_cost is given, else +inf);
     objective "improvement": minus the expected one-step improvement of
-    `objectives.improvement_table` (issue 9), which uses the posterior, not the plug-in, p;
+    `objectives.improvement_table`, which uses the posterior, not the plug-in, p;
     `budget` is its total_budget (n_bar of the prompt-mean weight), `options` its other keywords
     (lr_noise, noise_ratio, eps, constant).
     """
     from .. import objectives
 
+    check_choice("objective", objective, OBJECTIVES)
     if objective == "variance":
         mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
         if estimator == "grpo" and variance == "expected":
@@ -66,19 +66,17 @@ def cost_table(
             ),
             dtype=float,
         )
-    if objective == "improvement":
-        kwargs = {"estimator": estimator, **(options or {})}
-        if aggregation is not None:
-            kwargs["aggregation"] = aggregation
-        if budget is not None:
-            kwargs.setdefault("total_budget", budget)
-        mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
-        gain = np.asarray(
-            objectives.improvement_table(Prediction(mean, np.asarray(prediction.var, dtype=float)), upper, **kwargs),
-            dtype=float,
-        )
-        return -gain
-    raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    kwargs = {"estimator": estimator, **(options or {})}
+    if aggregation is not None:
+        kwargs["aggregation"] = aggregation
+    if budget is not None:
+        kwargs.setdefault("total_budget", budget)
+    mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
+    gain = np.asarray(
+        objectives.improvement_table(Prediction(mean, np.asarray(prediction.var, dtype=float)), upper, **kwargs),
+        dtype=float,
+    )
+    return -gain
 
 
 def _grpo_expected_table(
@@ -86,14 +84,14 @@ def _grpo_expected_table(
 ) -> np.ndarray:
     """GRPO variance (eps = 0) averaged over the posterior p ~ Beta(mean, var):
     (n-1)/n^2 (1 - E[p^n] - E[q^n]); equals `objectives.grpo_variance` when var = 0."""
-    from ..objectives import _power_moments
+    from ..objectives import power_moments
 
     n = np.arange(upper + 1, dtype=float)
     table = np.full((mean.size, upper + 1), np.inf)
     first = max(lower, 1)
     if first <= upper:
         cols = n[first:]
-        mixed = 1.0 - _power_moments(mean, np.clip(var, 0.0, None), cols)
+        mixed = 1.0 - power_moments(mean, np.clip(var, 0.0, None), cols)
         table[:, first:] = (cols - 1.0) / cols**2 * np.maximum(mixed, 0.0)
     if skip_cost is not None and lower > 0:
         table[:, 0] = float(skip_cost)
@@ -127,10 +125,8 @@ def solve_increments(
         return None
     try:
         increments = np.asarray(solve_table(inc, budget, 0, span), dtype=np.int64)
-    except ValueError as err:  # the solver proves no allocation sums to `budget` exactly
-        if "cannot be met exactly" in str(err) or "infeasible" in str(err):
-            return None
-        raise
+    except InfeasibleBudgetError:  # the solver proves no allocation sums to `budget` exactly
+        return None
     if increments.sum() != budget or not reachable[np.arange(q), increments].all():
         raise RuntimeError(f"internal error: increments {increments.tolist()} break the bounds")
     return increments

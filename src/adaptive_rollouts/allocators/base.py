@@ -5,7 +5,7 @@ Two kinds of allocator:
 - `SingleShotAllocator`: decides all counts before any rollout (`plan`), then learns from the
   rewards (`observe`); `run` = plan -> sample once -> observe. Trainers that generate outside the
   allocator (verl, TRL) call `plan` and `observe` themselves.
-- progressive allocators (VIGOR, ours, AR3PO, SPEED-RL) subclass `BaseAllocator` and call
+- progressive allocators (VIGOR, PosteriorProgressive, AR3PO, SpeedRL) subclass `BaseAllocator` and call
   `sample` several times inside `run`, through a `RolloutCollector`.
 
 Every allocator spends exactly the budget it is given, or raises `ValueError` before sampling.
@@ -16,97 +16,22 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..metrics import step_metrics
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
+from ..validation import InfeasibleBudgetError, check_budget, check_choice, check_prompts, check_rewards
 
 __all__ = [
     "BaseAllocator",
     "SingleShotAllocator",
     "RolloutCollector",
     "PredictorSlot",
-    "check_prompts",
-    "check_budget",
-    "check_rewards",
     "random_order",
 ]
-
-
-def _names(items: Sequence[Any], limit: int = 5) -> str:
-    shown = ", ".join(repr(p) for p in list(items)[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
-    """A non-empty batch of distinct hashable prompts, as a list."""
-    if isinstance(prompts, (str, bytes)):
-        raise ValueError("prompts must be a sequence of prompts, got a single string")
-    prompts = list(prompts)
-    if not prompts:
-        raise ValueError("prompts is empty: an allocator needs at least one prompt")
-    seen: set = set()
-    dupes: list = []
-    for p in prompts:
-        if not isinstance(p, Hashable):
-            raise ValueError(f"prompts must be hashable keys, got {type(p).__name__}: {p!r}")
-        if p in seen and p not in dupes:
-            dupes.append(p)
-        seen.add(p)
-    if dupes:
-        raise ValueError(f"prompts has duplicates in one batch: {_names(dupes)}")
-    return prompts
-
-
-def check_budget(budget: Any) -> int:
-    """A non-negative integer budget."""
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        if isinstance(budget, (float, np.floating)) and float(budget).is_integer():
-            budget = int(budget)
-        else:
-            raise ValueError(f"budget must be an integer, got {budget!r}")
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
-    return int(budget)
-
-
-def check_rewards(
-    prompts: Sequence[Prompt], rewards: Sequence[Any], expected: Sequence[int] | None = None, source: str = "rewards"
-) -> list[np.ndarray]:
-    """One finite 1-D float array per prompt, values in [0, 1] (binary or graded), of length
-    expected[i] when given."""
-    if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
-        rewards = list(rewards)
-    try:
-        n = len(rewards)
-    except TypeError:
-        raise ValueError(f"{source} must be a list of 1-D arrays, got {type(rewards).__name__}") from None
-    if n != len(prompts):
-        raise ValueError(f"{source} returned {n} reward arrays for {len(prompts)} prompts")
-    out = []
-    for i, r in enumerate(rewards):
-        if r is None:
-            raise ValueError(f"{source} for prompt {prompts[i]!r} is None, expected a 1-D array of rewards")
-        try:
-            arr = np.asarray(r, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"{source} for prompt {prompts[i]!r} is not numeric: {r!r}") from None
-        if arr.ndim != 1:
-            raise ValueError(f"{source} for prompt {prompts[i]!r} has shape {arr.shape}, expected a 1-D array")
-        if expected is not None and arr.size != expected[i]:
-            raise ValueError(f"{source} for prompt {prompts[i]!r} has {arr.size} rewards, expected {expected[i]}")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{source} for prompt {prompts[i]!r} contain NaN/inf: {arr.tolist()}")
-        if np.any((arr < 0.0) | (arr > 1.0)):
-            raise ValueError(
-                f"{source} for prompt {prompts[i]!r} lie outside [0, 1] (rewards are binary or "
-                f"graded in [0, 1]): {arr.tolist()}"
-            )
-        out.append(arr)
-    return out
 
 
 def random_order(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
@@ -207,7 +132,7 @@ class BaseAllocator:
         low, high = self.budget_range(len(prompts))
         if budget < low or (high is not None and budget > high):
             span = f"[{low}, {high}]" if high is not None else f">= {low}"
-            raise ValueError(
+            raise InfeasibleBudgetError(
                 f"budget {budget} is infeasible for {type(self).__name__} on {len(prompts)} prompts "
                 f"(lower={self.lower}, upper={self.upper}, allow_skip={self.allow_skip}): needs {span}"
             )
@@ -216,7 +141,7 @@ class BaseAllocator:
             ks = np.arange(1, len(prompts) + 1)
             fits = (ks * self.lower <= budget) & (True if self.upper is None else budget <= ks * self.upper)
             if not np.any(fits):
-                raise ValueError(
+                raise InfeasibleBudgetError(
                     f"budget {budget} is infeasible for {type(self).__name__}: no number of prompts "
                     f"with {self.lower} <= n <= {self.upper} rollouts each sums to it"
                 )
@@ -352,8 +277,7 @@ class PredictorSlot:
 
     def __init__(self, predictor: Any = "gp", features: Any = None):
         if isinstance(predictor, str):
-            if predictor not in _PREDICTOR_NAMES:
-                raise ValueError(f"predictor must be one of {_PREDICTOR_NAMES} or a Predictor, got {predictor!r}")
+            check_choice("predictor", predictor, _PREDICTOR_NAMES)
         elif not all(hasattr(predictor, m) for m in ("predict", "update", "state_dict", "load_state_dict")):
             raise ValueError(
                 f"predictor must be a name or have predict/update/state_dict/load_state_dict, "

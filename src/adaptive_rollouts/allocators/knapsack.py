@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..objectives import mixed_probability
 from ..types import Prediction
 from .base import PredictiveAllocator
 
@@ -15,8 +16,7 @@ __all__ = ["Knapsack", "knapsack_value"]
 def knapsack_value(p: np.ndarray, upper: int) -> np.ndarray:
     """[Q, upper + 1] value of N rollouts: (1 - p^N - (1-p)^N) p (1-p)^2 (0 for N < 2)."""
     p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)[:, None]
-    n = np.arange(upper + 1)[None, :]
-    value = (1.0 - p**n - (1.0 - p) ** n) * p * (1.0 - p) ** 2
+    value = mixed_probability(p, np.arange(upper + 1)[None, :]) * p * (1.0 - p) ** 2
     value[:, :2] = 0.0
     return value
 

@@ -1,5 +1,5 @@
-"""Ours: progressive rounds like VIGOR, but planned from the predictor and refined by the
-per-step posterior that combines the prediction with the outcomes already seen this step."""
+"""PosteriorProgressive: progressive rounds like VIGOR, but planned from the predictor and refined
+by the per-step posterior that combines the prediction with the outcomes already seen this step."""
 
 from __future__ import annotations
 
@@ -10,25 +10,20 @@ from typing import Any
 
 import numpy as np
 
+from ..objectives import beta_from_moments
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
-from ._objective import ESTIMATORS, OBJECTIVES, cost_table, solve_increments
-from .base import BaseAllocator, PredictorSlot, RolloutCollector, check_prompts
+from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_prompts
+from ._objective import OBJECTIVES, cost_table, solve_increments
+from .base import BaseAllocator, PredictorSlot, RolloutCollector
 
 __all__ = ["PosteriorProgressive", "beta_prior", "beta_posterior"]
-
-_EPS = 1e-6
 
 
 def beta_prior(prediction: Prediction, max_strength: float) -> tuple[np.ndarray, np.ndarray]:
     """Beta(a, b) with the prediction's mean and variance (moment matching); the strength a + b
     = m(1-m)/v - 1 is capped at `max_strength` pseudo-rollouts, so an over-confident predictor
     (v -> 0) can still be overruled by this step's rollouts."""
-    m = np.clip(np.asarray(prediction.mean, dtype=float), _EPS, 1 - _EPS)
-    v = np.clip(np.asarray(prediction.var, dtype=float), 0.0, None)
-    with np.errstate(divide="ignore"):
-        strength = np.where(v > 0, m * (1 - m) / np.maximum(v, 1e-300) - 1.0, np.inf)
-    strength = np.clip(strength, 0.1, max_strength)
-    return m * strength, (1 - m) * strength
+    return beta_from_moments(prediction.mean, prediction.var, min_strength=0.1, max_strength=max_strength)
 
 
 def beta_posterior(a: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> Prediction:
@@ -40,7 +35,7 @@ def beta_posterior(a: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: 
 
 
 class PosteriorProgressive(BaseAllocator):
-    """Prior-informed progressive allocation (this project; see METHODS sections 3, 4 and 6).
+    """Prior-informed progressive allocation (this library's method; docs/allocators.md).
 
     Rule: the budget C is spent in R rounds of sizes C_r = round(C f_r) (f = `round_fractions`).
     Before round r every prompt has a belief Beta(a_q + s_q, b_q + k_q - s_q): the predictor's
@@ -57,15 +52,15 @@ class PosteriorProgressive(BaseAllocator):
     negatives). The first round gets at least L Q rollouts when skipping is not allowed.
 
     objective: "variance" (a_q f(n) with a_q = E[p(1-p)] under the belief) or "improvement"
-    (expected one-step improvement of `objectives.improvement_table`, issue 9, for `aggregation`:
+    (expected one-step improvement of `objectives.improvement_table`, for `aggregation`:
     "prompt-mean" | "seq-mean" (TRL grpo) | "token-mean" (DAPO, verl token-mean) | "constant"
     (Dr. GRPO); None = that function's default, "seq-mean"; `improvement_options` such as
     lr_noise / noise_ratio pass through). `estimator` ("grpo" by default, as TRL's GRPOTrainer and
     verl's GRPO; "rloo", "drgrpo") must match the trainer's advantages.
-    Default: "improvement" when `objectives` provides it, else "variance". Skipping a prompt
+    Default: "improvement". Skipping a prompt
     (`allow_skip`) is priced by the improvement objective (gain 0); the variance objective needs an
     explicit `skip_cost` (a skipped prompt costs a_q skip_cost).
-    max_prior_strength (default 8 pseudo-rollouts, from benchmarks/issue9.py: tuned over {2, 8, 64}
+    max_prior_strength (default 8 pseudo-rollouts, from benchmarks/aggregation.py: tuned over {2, 8, 64}
     on the simulator's tune seeds, confirmed on its test seeds) caps how far the prediction is
     trusted against this step's rollouts.
     Upper default: min(C, max(4 ceil(C/Q), 32)) - caps the solve, and is never binding at C = 8Q
@@ -112,10 +107,11 @@ class PosteriorProgressive(BaseAllocator):
         fractions = np.asarray(round_fractions, dtype=float)
         if fractions.ndim != 1 or fractions.size < 1 or np.any(fractions <= 0) or abs(fractions.sum() - 1) > 1e-9:
             raise ValueError(f"round_fractions must be positive and sum to 1, got {list(round_fractions)}")
-        if estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-        if objective is not None and objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES} or None, got {objective!r}")
+        check_choice("estimator", estimator, ESTIMATORS)
+        if aggregation is not None:
+            check_choice("aggregation", aggregation, AGGREGATIONS)
+        if objective is not None:
+            check_choice("objective", objective, OBJECTIVES)
         if lower < 1 or (upper is not None and upper < lower):
             raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
         if max_prior_strength <= 0:
@@ -140,11 +136,7 @@ class PosteriorProgressive(BaseAllocator):
 
     @property
     def objective(self) -> str:
-        if self._objective is not None:
-            return self._objective
-        from .. import objectives
-
-        return "improvement" if hasattr(objectives, "improvement_table") else "variance"
+        return "improvement" if self._objective is None else self._objective
 
     @property
     def rounds(self) -> int:

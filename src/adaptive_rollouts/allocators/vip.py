@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from ..types import Prediction
-from ._objective import ESTIMATORS, VARIANCES, bernoulli_weights, cost_table
+from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ._objective import VARIANCES, bernoulli_weights, cost_table
 from .base import PredictiveAllocator
 
 __all__ = ["VIP"]
@@ -29,7 +30,7 @@ class VIP(PredictiveAllocator):
     E[p(1-p)] = m(1-m) - Var[p] from the posterior); `aggregation` (None = the paper's
     per-prompt-mean variance objective; a loss aggregation name - "prompt-mean", "seq-mean",
     "token-mean", "constant" - switches to the expected-improvement objective of
-    `objectives.improvement_table` for that aggregation, see METHODS section 6, with
+    `objectives.improvement_table` for that aggregation (docs/objectives.md, section 4), with
     `improvement_options` such as lr_noise / noise_ratio passed through; it prices skipping, so
     `allow_skip=True` needs no `skip_cost` there).
 
@@ -70,10 +71,10 @@ class VIP(PredictiveAllocator):
         seed: int | None = 0,
     ):
         super().__init__(predictor, features, seed)
-        if estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-        if variance not in VARIANCES:
-            raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+        check_choice("estimator", estimator, ESTIMATORS)
+        check_choice("variance", variance, VARIANCES)
+        if aggregation is not None:
+            check_choice("aggregation", aggregation, AGGREGATIONS)
         if lower < 1 or (upper is not None and upper < lower):
             raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
         self.estimator, self.variance, self.aggregation = estimator, variance, aggregation

@@ -7,7 +7,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from ..types import Prediction, StateDict
-from ._common import RowIndex, check_batch, check_prompts, check_state_keys, empirical_prediction, grow
+from ..validation import check_prompts
+from ._common import RowIndex, check_batch, check_state_keys, empirical_prediction, grow
 
 
 class CumulativeMean:
@@ -34,7 +35,7 @@ class CumulativeMean:
         self._count = np.zeros(0)
 
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
-        prompts = check_prompts(prompts)
+        prompts = check_prompts(prompts, nonempty=False, distinct=False)
         rows = self._index.lookup(prompts)
         known = rows >= 0
         count, total = np.zeros(len(prompts)), np.zeros(len(prompts))

@@ -7,7 +7,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from ..types import Prediction, StateDict
-from ._common import RowIndex, check_batch, check_prompts, check_state_keys, grow
+from ..validation import check_prompts
+from ._common import RowIndex, check_batch, check_state_keys, grow
 
 
 class DiscountedBeta:
@@ -52,7 +53,7 @@ class DiscountedBeta:
         return alpha, beta
 
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
-        alpha, beta = self._params(check_prompts(prompts))
+        alpha, beta = self._params(check_prompts(prompts, nonempty=False, distinct=False))
         total = alpha + beta
         return Prediction(alpha / total, alpha * beta / (total * total * (total + 1.0)))
 

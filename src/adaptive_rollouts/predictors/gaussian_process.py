@@ -6,20 +6,12 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 from scipy.linalg import lapack
+from scipy.special import expit
 
 from ..embeddings import FeatureTable
 from ..types import Encoder, Prediction, StateDict
-from ._common import (
-    RowIndex,
-    check_batch,
-    check_features,
-    check_prompts,
-    check_state_keys,
-    encode,
-    grow,
-    logistic_normal_moments,
-    sigmoid,
-)
+from ..validation import check_prompts
+from ._common import RowIndex, check_batch, check_features, check_state_keys, encode, grow, logistic_normal_moments
 from .paper_gp import median_heuristic
 
 _NEWTON_STEPS = 25
@@ -34,11 +26,11 @@ def laplace_site(successes: np.ndarray, counts: np.ndarray, mean: np.ndarray, va
     """
     g = mean.copy()
     for _ in range(_NEWTON_STEPS):
-        p = sigmoid(g)
+        p = expit(g)
         grad = successes - counts * p - (g - mean) / var
         hess = counts * p * (1.0 - p) + 1.0 / var
         g = g + np.clip(grad / hess, -4.0, 4.0)  # concave objective; clip guards the first steps
-    p = sigmoid(g)
+    p = expit(g)
     precision = np.maximum(counts * p * (1.0 - p), 1e-12)
     y = g + (g - mean) / (var * precision)
     return y, 1.0 / precision
@@ -211,7 +203,7 @@ class GaussianProcess:
 
     def latent(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance of the logit g for the next step (one step of drift after the last update)."""
-        prompts = check_prompts(prompts)
+        prompts = check_prompts(prompts, nonempty=False, distinct=False)
         x = encode(self.features, prompts, self.dim)
         u_mean, u_var = self._residual_prior(self._index.lookup(prompts), self.step + 1)
         w_mean, w_cov = self._shared_prior()

@@ -6,20 +6,13 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
+from scipy.spatial.distance import pdist
+from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
 from ..types import Encoder, Prediction, StateDict
-from ._common import (
-    check_batch,
-    check_features,
-    check_prompts,
-    check_state_keys,
-    delta_method,
-    encode,
-    logit,
-    names,
-    sigmoid,
-)
+from ..validation import check_prompts, names
+from ._common import check_batch, check_features, check_state_keys, delta_method, encode
 
 
 def rbf(
@@ -36,10 +29,7 @@ def median_heuristic(x: np.ndarray, max_points: int = 1000, seed: int = 0) -> fl
     """Median pairwise Euclidean distance over (a seeded sample of at most max_points of) the rows of x."""
     if x.shape[0] > max_points:
         x = x[np.random.default_rng(seed).choice(x.shape[0], max_points, replace=False)]
-    x = np.asarray(x, dtype=np.float64)
-    sq = np.einsum("ij,ij->i", x, x)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0)
-    dist = np.sqrt(d2[np.triu_indices(x.shape[0], k=1)])
+    dist = pdist(np.asarray(x, dtype=np.float64))
     dist = dist[dist > 0]
     if dist.size == 0:
         raise ValueError("median heuristic needs at least two distinct feature vectors in the pool")
@@ -101,8 +91,6 @@ class PaperGP:
             index = features._index
         else:
             keys = check_prompts(pool, "pool")
-            if len(set(keys)) != len(keys):
-                raise ValueError("pool has duplicate prompts")
             x = encode(features, keys, dim)
             index = {k: i for i, k in enumerate(keys)}
         if len(keys) == 0:
@@ -146,7 +134,7 @@ class PaperGP:
 
     def latent(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of the logit g (variance from the last step's data only)."""
-        rows = self._rows(check_prompts(prompts))
+        rows = self._rows(check_prompts(prompts, nonempty=False, distinct=False))
         var = np.ones(len(rows))
         if self._last_chol is not None and len(rows):
             k_qb = self._kernel(rows, self._last_rows)
@@ -157,7 +145,7 @@ class PaperGP:
     # -- protocol ------------------------------------------------------------------------------
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
         g_mean, g_var = self.latent(prompts)
-        p = sigmoid(g_mean)
+        p = expit(g_mean)
         return Prediction(p, delta_method(p, g_var))
 
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:

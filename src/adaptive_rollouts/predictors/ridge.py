@@ -6,10 +6,12 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
+from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
 from ..types import Encoder, Prediction, StateDict
-from ._common import check_batch, check_features, check_prompts, check_state_keys, delta_method, encode, logit, sigmoid
+from ..validation import check_prompts
+from ._common import check_batch, check_features, check_state_keys, delta_method, encode
 
 
 class Ridge:
@@ -80,13 +82,13 @@ class Ridge:
         return np.hstack([x, np.ones((len(prompts), 1))])
 
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
-        z = self._design(check_prompts(prompts))
+        z = self._design(check_prompts(prompts, nonempty=False, distinct=False))
         g = self.prior_mean + z @ self._w
         if self._n > 0:
             s = self._noise * np.einsum("ij,ji->i", z, cho_solve(self._chol, z.T))
         else:
             s = np.ones(len(z))
-        p = sigmoid(g)
+        p = expit(g)
         return Prediction(p, delta_method(p, s))
 
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:

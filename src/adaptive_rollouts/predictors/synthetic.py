@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 
 from ..embeddings import FeatureTable
-from ._common import sigmoid
 
 
 @dataclass
@@ -81,7 +81,7 @@ def synthetic_trace(
         g = level_start + (level_end - level_start) * frac + f + tilt_end * frac * tilt_axis + identity + wander
         idx = rng.choice(n_prompts, batch_size, replace=False)
         counts = rng.choice(np.asarray(count_choices), size=batch_size, p=probs)
-        p = sigmoid(g[idx])
+        p = expit(g[idx])
         rewards = [(rng.random(n) < pq).astype(np.float64) for n, pq in zip(counts, p)]
         steps.append(TraceStep(idx, counts, rewards, p))
         wander = rho * wander + np.sqrt(1 - rho * rho) * wander_scale * rng.standard_normal(n_prompts)

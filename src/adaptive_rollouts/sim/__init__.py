@@ -10,7 +10,7 @@
 
 from adaptive_rollouts.sim.bench import BenchConfig, build_allocator, rollouts_to_target, run_benchmark
 from adaptive_rollouts.sim.estimators import AGGREGATIONS, aggregation_weights, group_advantages_np, policy_gradient
-from adaptive_rollouts.sim.oracle import OracleAllocator, SimpleUniform, TruePredictor
+from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import SCENARIOS, Problem, make_problem
 from adaptive_rollouts.sim.train import Simulator, TrainConfig, train
 
@@ -20,7 +20,6 @@ __all__ = [
     "BenchConfig",
     "OracleAllocator",
     "Problem",
-    "SimpleUniform",
     "Simulator",
     "TrainConfig",
     "TruePredictor",

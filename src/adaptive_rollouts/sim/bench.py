@@ -15,7 +15,6 @@ skip the rest); ``NAME@true-p`` runs a predictor-based allocator with the true p
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.oracle import OracleAllocator, SimpleUniform, TruePredictor
+from adaptive_rollouts.allocators import ALLOCATORS, make_allocator, takes_keyword
+from adaptive_rollouts.embeddings import FeatureTable
+from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.train import TrainConfig, train
 
@@ -117,14 +118,6 @@ def _truth_fn(problem: Problem) -> Callable:
     return truth
 
 
-def _library_factory() -> Callable | None:
-    try:
-        from adaptive_rollouts.allocators import make_allocator
-    except ImportError:
-        return None
-    return make_allocator
-
-
 def build_allocator(name: str, problem: Problem, seed: int, aggregation: str | None = None) -> tuple[Any, Any]:
     """(allocator, predictor or None) for a method name (see the module docstring).
 
@@ -136,35 +129,25 @@ def build_allocator(name: str, problem: Problem, seed: int, aggregation: str | N
     if name == "oracle-fill":
         return OracleAllocator(truth, mode="fill"), TruePredictor(truth)
     base, _, variant = name.partition("@")
-    factory = _library_factory()
-    if factory is None:
-        if base == "uniform":
-            return SimpleUniform(), None
-        raise ValueError(f"method {name!r} needs adaptive_rollouts.allocators (not importable)")
-    kwargs: dict[str, Any] = {}
-    try:
-        params = inspect.signature(factory).parameters
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    except (TypeError, ValueError):
-        accepts_any = True
-    from adaptive_rollouts.embeddings import FeatureTable
-
-    table = FeatureTable(list(range(problem.n_prompts)), problem.features)
-    kwargs["seed"] = seed
-    if variant == "true-p":
-        kwargs["predictor"] = TruePredictor(truth)
-    elif variant:
+    base = base.lower().replace("_", "-")
+    if base not in ALLOCATORS:
+        raise ValueError(f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill")
+    if variant not in ("", "true-p"):
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
-    kwargs["features"] = table
+    factory = ALLOCATORS[base]
+    candidates: dict[str, Any] = {
+        "seed": seed,
+        "features": FeatureTable(list(range(problem.n_prompts)), problem.features),
+    }
+    if variant == "true-p":
+        candidates["predictor"] = TruePredictor(truth)
     if aggregation is not None and base == "posterior-progressive":
-        kwargs["aggregation"] = aggregation
-    try:
-        alloc = factory(base, **kwargs)
-    except TypeError:
-        # Allocators without a predictor take no features / predictor.
-        kwargs.pop("features")
-        kwargs.pop("predictor", None)
-        alloc = factory(base, **kwargs) if accepts_any or "seed" in params else factory(base)
+        candidates["aggregation"] = aggregation
+    # allocators without a predictor take no features / predictor: pass what the constructor accepts
+    kwargs = {k: v for k, v in candidates.items() if takes_keyword(factory, k)}
+    if variant == "true-p" and "predictor" not in kwargs:
+        raise ValueError(f"method {base!r} has no predictor to replace with the true p ({name!r})")
+    alloc = make_allocator(base, **kwargs)
     predictor = getattr(alloc, "predictor", None)
     if predictor is not None and not hasattr(predictor, "predict"):
         predictor = None

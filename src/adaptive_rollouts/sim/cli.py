@@ -7,8 +7,8 @@ import dataclasses
 import sys
 
 from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
-from adaptive_rollouts.sim.estimators import AGGREGATIONS, ESTIMATORS
 from adaptive_rollouts.sim.problem import SCENARIOS
+from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = ["add_bench_arguments", "run_bench", "config_from_args"]
 
@@ -73,11 +73,9 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if getattr(args, "lr_grid", None):
         changes["lr_multipliers"] = tuple(float(x) for x in args.lr_grid)
     for s in changes.get("scenarios", ()):
-        if s not in SCENARIOS:
-            raise ValueError(f"--scenarios: unknown scenario {s!r}; choose from {SCENARIOS}")
+        check_choice("--scenarios", s, SCENARIOS)
     for a in changes.get("aggregations", ()):
-        if a not in AGGREGATIONS:
-            raise ValueError(f"--aggregations: unknown aggregation {a!r}; choose from {AGGREGATIONS}")
+        check_choice("--aggregations", a, AGGREGATIONS)
     return dataclasses.replace(cfg, **changes)
 
 

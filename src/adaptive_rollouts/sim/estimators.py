@@ -6,7 +6,9 @@ them): GRPO ``(r - m) / (s + eps)`` with the unbiased std s, Dr. GRPO ``r - m``,
 
 Loss aggregation decides the weight w_i of rollout i in the batch gradient
 ``g = sum_i w_i A_i grad log pi(a_i | q_i)`` (N rollouts in the batch, L_i tokens in rollout i,
-n_q rollouts of prompt q, Q' prompts with at least one rollout):
+n_q rollouts of prompt q, Q' prompts with at least one rollout). The group weight c(n_q) comes
+from `adaptive_rollouts.objectives.aggregation_weight`, the function the planners use; seq-mean
+also divides by L_i (the token mean within a sequence):
 
 ==============  ===========================  ==============================================
 aggregation     w_i                          used by
@@ -25,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-ESTIMATORS = ("grpo", "drgrpo", "rloo")
-AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
+from adaptive_rollouts.objectives import aggregation_weight
+from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = [
     "AGGREGATIONS",
@@ -46,8 +48,7 @@ def group_advantages_np(
     >>> group_advantages_np(np.array([1., 0., 1., 5., 0., 0.]), np.array([0, 0, 0, 1, 2, 2]), "rloo")
     array([ 0.5, -1. ,  0.5,  0. ,  0. ,  0. ])
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    check_choice("estimator", estimator, ESTIMATORS)
     r = np.asarray(rewards, dtype=float)
     if not np.all(np.isfinite(r)):
         raise ValueError("rewards contain NaN or inf")
@@ -73,21 +74,22 @@ def aggregation_weights(
     group: np.ndarray, lengths: np.ndarray, aggregation: str, budget: int, max_length: int
 ) -> np.ndarray:
     """Weight of each rollout in the batch loss (see the module table)."""
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    check_choice("aggregation", aggregation, AGGREGATIONS)
     g = np.asarray(group, dtype=np.int64)
     N = g.size
     if N == 0:
         return np.zeros(0)
     L = np.asarray(lengths, dtype=float)
-    if aggregation == "prompt-mean":
-        n = np.bincount(g).astype(float)
-        return 1.0 / (np.count_nonzero(n) * n[g])
-    if aggregation == "seq-mean":
-        return 1.0 / (N * L)
-    if aggregation == "token-mean":
-        return np.full(N, 1.0 / L.sum())
-    return np.full(N, 1.0 / (budget * max_length))
+    n = np.bincount(g)
+    c = aggregation_weight(
+        aggregation,
+        n[g],
+        num_prompts=int(np.count_nonzero(n)),
+        budget=N,
+        constant=float(budget * max_length),
+        mean_length=float(L.mean()),
+    )
+    return c / L if aggregation == "seq-mean" else c
 
 
 def policy_gradient(features: np.ndarray, probs: np.ndarray, answers: np.ndarray, coef: np.ndarray) -> np.ndarray:

@@ -26,20 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import softmax
 
 SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
 
-__all__ = ["SCENARIOS", "Problem", "make_problem", "softmax"]
+__all__ = ["SCENARIOS", "Problem", "make_problem"]
 
 _DISTRACTOR_LOGIT = 2.0
 PARETO_TAIL_INDEX = 2.0
 PARETO_SIGMA_MIN = 0.04
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 @dataclass
@@ -82,8 +77,8 @@ class Problem:
         """Policy pi(. | q) for train prompts ``idx`` (all when None): [len(idx), K]."""
         W = self.W if W is None else W
         if idx is None:
-            return softmax(self.features @ W + self.offsets)
-        return softmax(self.features[idx] @ W + self.offsets[idx])
+            return softmax(self.features @ W + self.offsets, axis=-1)
+        return softmax(self.features[idx] @ W + self.offsets[idx], axis=-1)
 
     def success(self, idx: np.ndarray | None = None, W: np.ndarray | None = None) -> np.ndarray:
         """True expected reward p_q of train prompts (success probability for binary rewards)."""
@@ -100,7 +95,7 @@ class Problem:
     def test_accuracy(self, W: np.ndarray | None = None) -> float:
         """Held-out expected reward (pass@1 accuracy for binary rewards), exact, no sampling."""
         W = self.W if W is None else W
-        pi = softmax(self.test_features @ W + self.test_offsets)
+        pi = softmax(self.test_features @ W + self.test_offsets, axis=-1)
         return float((pi * self.test_rewards).sum(axis=1).mean())
 
     def sample(self, idx: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

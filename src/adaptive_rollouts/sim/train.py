@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np, policy_gradient
-from adaptive_rollouts.sim.oracle import greedy_allocate
 from adaptive_rollouts.sim.problem import Problem
+from adaptive_rollouts.solvers import allocate
 
 __all__ = ["TrainConfig", "Simulator", "train"]
 
@@ -208,9 +208,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
         if cfg.grad_var_every and step % cfg.grad_var_every == 0 and counts.sum() >= 2:
             budget = int(counts.sum())
             oracle_n = (
-                greedy_allocate(
-                    true_var, budget, 2 if budget >= 2 * idx.size else 0, max(32, -(-budget // idx.size)), "rloo"
-                )
+                allocate(true_var, budget, 2, max(32, -(-budget // idx.size)), "rloo")
                 if budget >= 2 * idx.size
                 else counts
             )

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-# TRL loss_type -> how the loss aggregates samples, named as in adaptive_rollouts.sim.estimators.AGGREGATIONS
+# TRL loss_type -> how the loss aggregates samples, named as in adaptive_rollouts.validation.AGGREGATIONS
 # ("prompt-mean", "seq-mean", "token-mean", "constant"; see docs/trl.md).
 #   per-sequence mean over the batch: every completion weighs alike ("grpo", "sapo", "luspo")
 #   token mean over the batch: every token weighs alike ("bnpo", "dapo", "cispo", "vespo")

@@ -1,6 +1,7 @@
-"""Shared pieces of the reliability tests (and of benchmarks/fuzz.py): every registry allocator
-built small, a seeded Bernoulli environment with saveable state, deep state comparison, and the
-invariants every allocation must satisfy."""
+"""Helpers shared by the test modules (and by benchmarks/fuzz.py): a known-p predictor stub, seeded
+Bernoulli samplers and environments with saveable state, every registry allocator built small, deep
+state comparison, and the invariants every allocation must satisfy. Test modules import them with
+``from conftest import ...`` (pytest puts this folder on the path)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 from adaptive_rollouts.allocators import ALLOCATORS, PosteriorProgressive, make_allocator
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.predictors import CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge, WindowedMean
+from adaptive_rollouts.types import Prediction
 
 POOL = [f"q{i}" for i in range(12)]
 DIM = 4
@@ -255,13 +257,38 @@ def check_solution_invariants(
     return problems
 
 
-def test_support_builds_every_registry_allocator():
-    """The helpers above cover the whole registry (so the parametrized tests cannot miss one)."""
-    for name in REGISTRY:
-        alloc = build_allocator(name)
-        env = BernoulliEnv()
-        prompts = env.batch(4)
-        budget = budget_for(alloc, 4, 8)
-        env.log.clear()
-        rewards = alloc.run(prompts, budget, env.sampler(prompts))
-        assert check_step_invariants(alloc, prompts, budget, env.log, rewards) == [], name
+# -- allocator tests: a predictor stub that knows p, a seeded sampler ------------------------------
+
+
+class KnownP:
+    """Predictor stub: fixed success probabilities (var given or 0); records updates."""
+
+    def __init__(self, p: dict, var: float = 0.0):
+        self.p = dict(p)
+        self.var = var
+        self.updates: list = []
+
+    def predict(self, prompts):
+        mean = np.array([self.p.get(x, 0.5) for x in prompts], dtype=float)
+        return Prediction(mean, np.full(mean.size, self.var))
+
+    def update(self, prompts, rewards):
+        self.updates.append((list(prompts), [np.asarray(r).copy() for r in rewards]))
+
+    def state_dict(self):
+        return {"n_updates": len(self.updates)}
+
+    def load_state_dict(self, state):
+        self.updates = [None] * int(state["n_updates"])
+
+
+def bernoulli_sampler(p_by_index, seed: int = 0, log: list | None = None):
+    rng = np.random.default_rng(seed)
+    p_by_index = np.asarray(p_by_index, dtype=float)
+
+    def sample(indices, counts):
+        if log is not None:
+            log.append((np.asarray(indices).copy(), np.asarray(counts).copy()))
+        return [(rng.random(int(c)) < p_by_index[i]).astype(float) for i, c in zip(indices, counts)]
+
+    return sample

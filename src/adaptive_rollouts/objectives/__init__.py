@@ -1,0 +1,53 @@
+"""Per-prompt objectives: how the number of rollouts n shapes the policy-gradient estimate.
+
+* `variance`: gradient variance under a per-prompt-mean loss (RLOO, Dr. GRPO, GRPO; graded rewards)
+  and its cost table for the solvers.
+* `aggregation`: the weight of a prompt's group in the batch gradient under each loss aggregation,
+  and how the counts enter the batch gradient's moments.
+* `improvement`: expected one-step improvement (gain table), averaged over the predictor's belief.
+* `beta`: the Beta belief fitted to a prediction, and its moments.
+
+Derivations and their assumptions: docs/objectives.md.
+"""
+
+from __future__ import annotations
+
+from ..validation import AGGREGATIONS, ESTIMATORS
+from .aggregation import aggregation_weight, batch_gradient_moments
+from .beta import beta_from_moments, beta_moment, power_moments
+from .improvement import group_moments, grpo_moment_table, improvement_table
+from .variance import (
+    VARIANCE_OBJECTIVES,
+    bernoulli_variance,
+    drgrpo_variance,
+    grpo_variance,
+    grpo_variance_graded,
+    mixed_probability,
+    rloo_variance,
+    unit_variance,
+    variance,
+    variance_table,
+)
+
+__all__ = [
+    "AGGREGATIONS",
+    "ESTIMATORS",
+    "VARIANCE_OBJECTIVES",
+    "aggregation_weight",
+    "batch_gradient_moments",
+    "bernoulli_variance",
+    "beta_from_moments",
+    "beta_moment",
+    "drgrpo_variance",
+    "group_moments",
+    "grpo_moment_table",
+    "grpo_variance",
+    "grpo_variance_graded",
+    "improvement_table",
+    "mixed_probability",
+    "power_moments",
+    "rloo_variance",
+    "unit_variance",
+    "variance",
+    "variance_table",
+]

@@ -1,0 +1,91 @@
+"""A Beta belief about a success probability p, fitted to a prediction's (mean, var), and its moments.
+
+The objectives average over this belief instead of plugging in the mean (docs/objectives.md,
+section 4); the progressive allocator uses it as the prior of its per-step posterior.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["beta_from_moments", "beta_moment", "power_moments"]
+
+_MEAN_EPS = 1e-12  # the mean is kept inside (0, 1) so that both Beta parameters are positive
+_POINT_STRENGTH = 1e8  # above this alpha + beta, betaln differences cancel: treat as a point mass
+
+
+def beta_from_moments(
+    mean: Any, var: Any, *, min_strength: float = 1e-9, max_strength: float = np.inf
+) -> tuple[np.ndarray, np.ndarray]:
+    """Beta(alpha, beta) with the given mean and variance (moment matching).
+
+    The strength alpha + beta = m (1 - m) / v - 1 is clipped to [min_strength, max_strength]:
+    a variance at or above m (1 - m) (no Beta has it) gives the weakest belief, and v = 0 gives
+    alpha = inf (a point mass) unless ``max_strength`` caps it. The mean is clipped into
+    [1e-12, 1 - 1e-12].
+
+    >>> [x.tolist() for x in beta_from_moments([0.5], [0.05])]
+    [[2.0], [2.0]]
+    """
+    m = np.clip(np.asarray(mean, dtype=float), _MEAN_EPS, 1 - _MEAN_EPS)
+    v = np.clip(np.asarray(var, dtype=float), 0.0, None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        strength = np.where(v > 0, m * (1 - m) / np.where(v > 0, v, 1.0) - 1.0, np.inf)
+    strength = np.clip(strength, min_strength, max_strength)
+    return m * strength, (1 - m) * strength
+
+
+def _is_point(alpha: np.ndarray, var: np.ndarray) -> np.ndarray:
+    return ~(np.isfinite(alpha) & (var > 0))
+
+
+def beta_moment(mean: Any, var: Any, a: float, b: float) -> np.ndarray:
+    """E[p^a (1-p)^b] under the Beta belief (plug-in when var = 0).
+
+    >>> round(float(beta_moment(0.5, 0.05, 1, 1)), 6)  # m (1 - m) - v
+    0.2
+    """
+    from scipy.special import betaln
+
+    mean = np.asarray(mean, dtype=float)
+    var = np.asarray(var, dtype=float)
+    al, be = beta_from_moments(mean, var)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plug = np.where(a > 0, mean**a, 1.0) * np.where(b > 0, (1 - mean) ** b, 1.0)
+        if float(a).is_integer() and float(b).is_integer() and a + b <= 16:
+            # rising factorials: exact and stable even when alpha + beta is huge (var -> 0)
+            post = np.ones(np.broadcast(al, be).shape)
+            for i in range(int(a)):
+                post = post * (al + i) / (al + be + i)
+            for j in range(int(b)):
+                post = post * (be + j) / (al + be + int(a) + j)
+        else:
+            post = np.exp(betaln(al + a, be + b) - betaln(al, be))
+            post = np.where(al + be > _POINT_STRENGTH, plug, post)
+    return np.where(_is_point(al, var), plug, post)
+
+
+def power_moments(mean: np.ndarray, var: np.ndarray, powers: np.ndarray) -> np.ndarray:
+    """E[p^n] + E[(1-p)^n] for each prompt (rows) and n in `powers` (columns), under the Beta
+    belief or the point mass: the chance that n rollouts all agree, so 1 minus it is the
+    posterior `mixed_probability`.
+
+    >>> power_moments(np.array([0.5]), np.array([0.0]), np.array([1.0, 2.0])).tolist()
+    [[1.0, 0.5]]
+    """
+    from scipy.special import betaln
+
+    from .variance import mixed_probability
+
+    mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+    al, be = beta_from_moments(mean, var)
+    point = _is_point(al, var)
+    m = np.clip(mean, 0.0, 1.0)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plug = 1.0 - mixed_probability(m, powers[None, :])
+        a, b = np.where(point, 1.0, al)[:, None], np.where(point, 1.0, be)[:, None]
+        base = betaln(a, b)
+        post = np.exp(betaln(a + powers, b) - base) + np.exp(betaln(a, b + powers) - base)
+    return np.where(point[:, None] | ((al + be) > _POINT_STRENGTH)[:, None], plug, post)

@@ -1,0 +1,32 @@
+"""Exact integer budget allocation: how many rollouts each prompt gets.
+
+Problem (separable resource allocation)::
+
+    minimise   sum_q  c_q(n_q)
+    subject to sum_q n_q = C,   lower <= n_q <= upper   (or n_q = 0 when skipping is allowed)
+
+* `solve_table` (`table`, `lagrangian`): the costs as a table ``costs[q, n]``; exact for any table.
+* `allocate` (`allocate`, `shared`): the costs ``c_q(n) = w_q f(n)`` for a named objective (RLOO,
+  Dr. GRPO, GRPO) or a callable; exact.
+* `solve_kkt` (`kkt`): the VIP paper's continuous-KKT-plus-greedy-rounding method, for comparison.
+
+A budget that cannot be met raises `InfeasibleBudgetError` (a ValueError). Methods, ties, numerics
+and why the variance objectives need an explicit skip cost: docs/objectives.md, section 5.
+"""
+
+from __future__ import annotations
+
+from ..validation import InfeasibleBudgetError
+from .allocate import Objective, allocate, objective_function
+from .kkt import solve_kkt
+from .table import solve_table, total_cost
+
+__all__ = [
+    "InfeasibleBudgetError",
+    "Objective",
+    "allocate",
+    "objective_function",
+    "solve_kkt",
+    "solve_table",
+    "total_cost",
+]

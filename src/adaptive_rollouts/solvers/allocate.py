@@ -1,0 +1,238 @@
+"""`allocate`: the exact integer minimiser of sum_q w_q f(n_q) for a named objective or a callable.
+
+Steps: validate -> per-prompt cost rows -> (shared convex f without skipping) the smallest
+marginal costs, without a table -> otherwise an exact solve of a table truncated at a cap, proven
+exact for the counts above the cap (or the cap doubled until it is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..objectives.variance import grpo_variance, unit_variance
+from ..validation import check_bounds, check_choice, check_probabilities, check_weights
+from .shared import shared_convex
+from .table import solve_masked
+
+__all__ = ["Objective", "allocate", "objective_function"]
+
+Objective = str | Callable[[np.ndarray], np.ndarray]
+Rows = Callable[[np.ndarray], np.ndarray]  # counts [K] -> costs [Q, K]
+
+_TABLE_CELLS_MAX = 2_000_000  # above this, `allocate` truncates the table and proves the cut exact
+_OBJECTIVES = ("rloo", "drgrpo", "grpo")
+
+
+def objective_function(objective: Objective) -> Callable[[np.ndarray], np.ndarray]:
+    """f(n) per unit weight: "rloo" 1/(n-1) (inf for n < 2: no leave-one-out baseline),
+    "drgrpo" (n-1)/n^2 (0 at n = 1: the advantage is identically 0), or a callable returned as is.
+    (Constant factors such as the score variance do not change the argmin; `objectives` has the
+    scaled formulas.) Values at n = 0 are never used by the built-ins.
+
+    >>> objective_function("rloo")(np.array([2, 3])).tolist()
+    [1.0, 0.5]
+    """
+    if callable(objective):
+        return objective
+    check_choice("objective", objective, _OBJECTIVES)
+    if objective == "grpo":
+        raise ValueError("objective 'grpo' has a per-prompt f_q(n) (it depends on p_q): use allocate(success_prob=)")
+    return lambda n: unit_variance(objective, n)
+
+
+def _shared_values(f: Callable[[np.ndarray], np.ndarray], n: np.ndarray) -> np.ndarray:
+    fn = np.asarray(f(n), dtype=float)
+    if fn.shape != n.shape:
+        raise ValueError(f"objective callable must return one value per n, got shape {fn.shape}")
+    return fn
+
+
+def _shared_rows(f: Callable[[np.ndarray], np.ndarray], w: np.ndarray) -> Rows:
+    def rows(n: np.ndarray) -> np.ndarray:
+        fn = _shared_values(f, n)
+        with np.errstate(invalid="ignore"):
+            vals = w[:, None] * fn[None, :]
+        # a zero weight makes every allowed count free (0 * inf stays forbidden)
+        return np.where(w[:, None] == 0, np.where(np.isinf(fn), np.inf, 0.0)[None, :], vals)
+
+    return rows
+
+
+def _grpo_rows(success_prob: np.ndarray, w: np.ndarray) -> Rows:
+    def rows(n: np.ndarray) -> np.ndarray:
+        vals = w[:, None] * grpo_variance(success_prob[:, None], np.maximum(n, 1)[None, :])
+        return np.where(n[None, :] == 0, np.inf, vals)  # n = 0 is priced by skip_cost only
+
+    return rows
+
+
+def _skip_column(objective: Objective, w: np.ndarray, skip_cost: float | None) -> np.ndarray:
+    """Cost of n = 0 per prompt: w_q f(0) for a callable, w_q skip_cost for a built-in objective."""
+    if callable(objective):
+        val = float(np.asarray(objective(np.array([0])), dtype=float).reshape(-1)[0])
+    elif skip_cost is None:
+        raise ValueError(
+            f"skipping with objective={objective!r} needs skip_cost: the variance objectives cannot "
+            "price a skipped prompt (use a callable with f(0), or objectives.improvement_table with solve_table)"
+        )
+    else:
+        val = float(skip_cost)
+    with np.errstate(invalid="ignore"):
+        return np.where(w == 0, 0.0, w * val)
+
+
+def _convex_shared(
+    f: Callable[[np.ndarray], np.ndarray], w: np.ndarray, budget: int, lower: int, upper: int
+) -> np.ndarray | None:
+    """The optimum for a shared f that is finite and convex on [lower, upper], else None."""
+    n = np.arange(lower, upper + 1)
+    fn = _shared_values(f, n)
+    bad = np.isnan(fn) | np.isneginf(fn)
+    if bad.any():
+        raise ValueError(f"objective returned NaN or -inf at n = {n[bad][:5].tolist()}")
+    if not np.isfinite(fn).all():
+        return None
+    g = np.diff(fn)
+    scale = float(np.max(np.abs(fn), initial=0.0))
+    if g.size and np.any(np.diff(g) < -1e-12 * max(scale, 1e-300)):
+        return None
+    if g.size == 0:
+        return np.full(w.size, lower, dtype=np.int64)
+    g = np.maximum.accumulate(g)  # remove rounding-level dips
+    return (lower + shared_convex(w, g, budget - w.size * lower)).astype(np.int64)
+
+
+def _first_cap(q: int, budget: int, lower: int, upper: int) -> int:
+    """Columns to build first: all of them unless the table would exceed _TABLE_CELLS_MAX cells."""
+    if q * (upper + 1) <= _TABLE_CELLS_MAX:
+        return upper
+    cap = max(lower, min(upper, 4 * (budget // q + 1) + lower, _TABLE_CELLS_MAX // q - 1))
+    return max(cap, -(-budget // q))
+
+
+def _truncation_exact(
+    rows: Rows, f: Callable | None, w: np.ndarray, cap: int, upper: int, t: float, phi: np.ndarray, slack: float
+) -> bool:
+    """True if no count above `cap` can beat the solution found on columns [0, cap].
+
+    Every allocation costs D(t) + sum_q s_q(n_q) with s_q >= 0 on [0, cap]; if each row is convex
+    on [cap, upper] and its reduced cost c_q(n) - t n is already nondecreasing at cap, the least
+    slack above cap is s_q(cap + 1); if that is >= the found slack, nothing above cap helps."""
+    n = np.arange(cap, upper + 1)
+    if f is None:  # per-prompt rows: check every count above cap directly, in column chunks
+        for lo in range(cap + 1, upper + 1, 512):
+            cols = np.arange(lo, min(lo + 512, upper + 1))
+            block = rows(cols)
+            scale = float(np.max(np.abs(block[np.isfinite(block)]), initial=1.0))
+            if np.any((block - t * cols[None, :]).min(axis=1) - phi < slack - 1e-12 * scale):
+                return False
+        return True
+    fn = np.asarray(f(n), dtype=float)  # shared f: convexity of the tail is a 1-D check
+    if not np.isfinite(fn).all():
+        return False
+    scale = float(np.max(np.abs(fn), initial=1.0)) * float(np.max(w, initial=1.0))
+    if fn.size >= 3 and np.any(np.diff(fn, 2) < -1e-12 * max(scale, 1e-300)):
+        return False
+    red = w[:, None] * fn[None, :2] - t * n[None, :2]
+    if np.any(red[:, 1] - red[:, 0] < 0):
+        return False
+    return bool(np.all(red[:, 1] - phi >= slack - 1e-12 * scale))
+
+
+def _solve_truncated(
+    rows: Rows,
+    f: Callable | None,
+    w: np.ndarray,
+    budget: int,
+    lower: int,
+    upper: int,
+    skip: np.ndarray | None,
+) -> np.ndarray:
+    """Exact solve on columns [0, cap], doubling cap until the cut is proven exact."""
+    q = w.size
+    cap = _first_cap(q, budget, lower, upper)
+    # a shared f that failed the convexity test gives non-convex rows (unless all weights are 0)
+    known_nonconvex = f is not None and skip is None and bool(np.any(w > 0))
+    while True:
+        c = np.full((q, cap + 1), np.inf)
+        c[:, lower:] = rows(np.arange(lower, cap + 1))
+        if skip is not None:
+            c[:, 0] = skip
+        if np.isnan(c).any() or np.isneginf(c).any():
+            raise ValueError("objective gave NaN or -inf costs for some (prompt, n)")
+        counts, t, phi, slack = solve_masked(c, budget, try_convex=not known_nonconvex)
+        if cap == upper or _truncation_exact(rows, f, w, cap, upper, t, phi, slack):
+            return counts.astype(np.int64)
+        cap = min(upper, 2 * cap)
+
+
+def _default_upper(q: int, budget: int, lower: int, allow_skip: bool) -> int:
+    return max(int(budget) if allow_skip else int(budget) - (q - 1) * int(lower), int(lower))
+
+
+def allocate(
+    weights: Any,
+    budget: int,
+    lower: int = 2,
+    upper: int | None = None,
+    objective: Objective = "rloo",
+    *,
+    success_prob: Any = None,
+    allow_skip: bool = False,
+    skip_cost: float | None = None,
+) -> np.ndarray:
+    """Exact integer minimiser of ``sum_q w_q f(n_q)`` with ``sum n_q = budget``.
+
+    ``lower <= n_q <= upper`` (or n_q = 0 with ``allow_skip``).
+
+    objective:
+      * ``"rloo"``: f(n) = 1/(n-1); ``w_q`` = reward variance (p(1-p) for binary rewards).
+      * ``"drgrpo"``: f(n) = (n-1)/n^2, ``w_q`` as for RLOO. Convex only for n >= 3; with
+        lower < 3 the exact general path is used.
+      * ``"grpo"``: per-prompt f_q(n) = (n-1)/n^2 (1 - p_q^n - (1-p_q)^n) (std-normalised
+        advantages, `objectives.grpo_variance`), needs ``success_prob``; the normalisation
+        cancels the reward variance, so ``w_q`` is a pure importance weight (pass ones).
+      * a callable f(n) -> values, vectorised over integer arrays (it is called on
+        ``np.arange(lower, upper + 1)``, and on 0 with ``allow_skip``).
+
+    upper: default ``budget - (Q-1) * lower`` (what one prompt can get when every other prompt
+    gets ``lower``), ``budget`` with ``allow_skip``.
+
+    allow_skip / skip_cost: a skipped prompt costs ``w_q f(0)`` for a callable and
+    ``w_q * skip_cost`` for the built-in variance objectives, where ``skip_cost`` is required
+    (the variance model cannot price a skipped prompt: docs/objectives.md, section 5).
+
+    Raises `InfeasibleBudgetError` (a ValueError) when the budget cannot be met within the bounds.
+    Returns int64 counts; ties go to the lower prompt index.
+
+    >>> p = np.array([0.01, 0.1, 0.2, 0.4, 0.5, 0.8, 0.95, 0.99])
+    >>> allocate(p * (1 - p), budget=64, lower=4, upper=12, objective="rloo").tolist()
+    [4, 7, 10, 11, 12, 10, 6, 4]
+    """
+    w = check_weights(weights)
+    q = w.size
+    if upper is None:
+        upper = _default_upper(q, budget, lower, allow_skip)
+    budget, lower, upper = check_bounds(q, budget, lower, upper, allow_skip)
+    f: Callable[[np.ndarray], np.ndarray] | None = None
+    if objective == "grpo":
+        if success_prob is None:
+            raise ValueError("objective='grpo' needs success_prob (its variance depends on p)")
+        p = check_probabilities(success_prob)
+        if p.shape != w.shape:
+            raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], got shape {p.shape}")
+        rows = _grpo_rows(p, w)
+    else:
+        f = objective_function(objective)
+        rows = _shared_rows(f, w)
+    # n = 0 is a skip: allowed with allow_skip, or by lower = 0 (priced like a skip for built-ins)
+    skipping = (allow_skip and lower > 0) or (lower == 0 and not callable(objective))
+    skip = _skip_column(objective, w, skip_cost) if skipping else None
+    if f is not None and skip is None:
+        counts = _convex_shared(f, w, budget, lower, upper)
+        if counts is not None:
+            return counts
+    return _solve_truncated(rows, f, w, budget, lower, upper, skip)
