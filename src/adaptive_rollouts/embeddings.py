@@ -131,7 +131,7 @@ class KeyedTexts:
     def encode(self, keys: Sequence[Hashable]) -> np.ndarray:
         missing = [k for k in keys if not _hashable_in(k, self._texts)]
         if missing:
-            raise KeyError(f"KeyedTexts has no text registered for prompts: {_names(missing)}")
+            raise KeyError(f"KeyedTexts has no text registered for prompts: {names(missing)}")
         return self.encoder.encode([self._texts[k] for k in keys])
 
 
