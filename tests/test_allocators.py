@@ -271,6 +271,8 @@ def test_registry_builds_every_name():
         "inverse-variance",
         "ar3po",
         "speedrl",
+        "default",
+        "guarded-progressive",
     }
     assert set(ALLOCATORS) == expected
     assert isinstance(make_allocator("VIGOR", alpha=0.25), VIGOR)

@@ -4,7 +4,8 @@
 single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, rewards)`.
 After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
 
-`make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks).
+`make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks);
+`make_allocator()` with no name builds the recommended default, `GuardedProgressive`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .ar3po import AR3PO
 from .base import BaseAllocator, PredictiveAllocator, SingleShotAllocator
 from .dynamic_sampling import DynamicSampling
 from .greso import GRESO
+from .guarded import GuardedProgressive
 from .knapsack import Knapsack
 from .posterior_progressive import PosteriorProgressive
 from .proportional import DynaMO, InverseAccuracy, InverseVariance
@@ -28,8 +30,10 @@ __all__ = [
     "AR3PO",
     "BaseAllocator",
     "DynaMO",
+    "DEFAULT_ALLOCATOR",
     "DynamicSampling",
     "GRESO",
+    "GuardedProgressive",
     "InverseAccuracy",
     "InverseVariance",
     "Knapsack",
@@ -45,7 +49,12 @@ __all__ = [
     "takes_keyword",
 ]
 
+DEFAULT_ALLOCATOR = "guarded-progressive"
+"""Registry name of the recommended default (chosen on the simulator's regime map, docs/benchmark.md)."""
+
 ALLOCATORS: dict[str, Any] = {
+    "default": GuardedProgressive,
+    "guarded-progressive": GuardedProgressive,
     "uniform": Uniform,
     "vip": VIP,
     "vip-paper": lambda **kw: VIP(**{"predictor": "paper-gp", "estimator": "rloo", "variance": "plugin", **kw}),
@@ -76,15 +85,19 @@ def takes_keyword(factory: Any, keyword: str) -> bool:
     return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def make_allocator(name: str, **kwargs: Any) -> BaseAllocator:
-    """Build an allocator by its lowercase registry name, e.g. ``make_allocator("vigor", seed=1)``.
+def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:
+    """Build an allocator by its lowercase registry name, e.g. ``make_allocator("vigor", seed=1)``;
+    no name (or "default") gives the recommended default `GuardedProgressive`, which needs no
+    prompt text or embeddings and accepts ``predictor=``, ``estimator=``, ``aggregation=``, ``seed=``.
 
     "vip-paper" is VIP exactly as published (`PaperGP`, RLOO, plug-in p(1-p)); "vip" uses our GP.
 
     >>> make_allocator("uniform").plan(["a", "b"], 5).tolist()
     [3, 2]
+    >>> type(make_allocator(aggregation="seq-mean")).__name__
+    'GuardedProgressive'
     """
-    key = name.lower().replace("_", "-")
+    key = (DEFAULT_ALLOCATOR if name is None else name).lower().replace("_", "-")
     if key not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r}; known: {', '.join(ALLOCATORS)}")
     return ALLOCATORS[key](**kwargs)

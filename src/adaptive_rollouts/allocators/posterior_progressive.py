@@ -189,8 +189,7 @@ class PosteriorProgressive(BaseAllocator):
                 continue
             successes = np.array([g.sum() for g in collector.rewards()])
             belief = beta_posterior(a, b, successes, collector.counts.astype(float))
-            table = self._table(belief, upper, budget)
-            inc = solve_increments(table, collector.counts, round_budget, self.lower, upper, self.allow_skip)
+            inc = self._round_increments(r, belief, collector.counts, round_budget, upper, budget, a + b)
             if inc is None:  # this round's size cannot be spent exactly (e.g. 1 rollout, all skipped)
                 if r == len(budgets) - 1:
                     raise RuntimeError(
@@ -206,6 +205,21 @@ class PosteriorProgressive(BaseAllocator):
         if seen:
             self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
         return self._finish(prompts, collector, start, prediction)
+
+    def _round_increments(
+        self,
+        r: int,
+        belief: Prediction,
+        counts: np.ndarray,
+        round_budget: int,
+        upper: int,
+        budget: int,
+        prior_strength: np.ndarray,
+    ) -> np.ndarray | None:
+        """Round r's increments: the exact minimiser of the objective under `belief` (None when
+        `round_budget` cannot be spent within the bounds). Subclasses may temper it."""
+        table = self._table(belief, upper, budget)
+        return solve_increments(table, counts, round_budget, self.lower, upper, self.allow_skip)
 
     def _extra_state(self) -> StateDict:
         return {"predictor": self.slot.state_dict()}

@@ -1,0 +1,162 @@
+"""The recommended default: progressive allocation that falls back toward Uniform when unsure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..types import Prediction, Prompt, Rewards, SampleFn
+from .posterior_progressive import PosteriorProgressive
+
+__all__ = ["GuardedProgressive", "equal_split", "shrink_toward"]
+
+
+def equal_split(total: int, q: int) -> np.ndarray:
+    """``total`` spread as evenly as possible over ``q`` prompts (the first ``total mod q`` get one more).
+
+    >>> equal_split(10, 4).tolist()
+    [3, 3, 2, 2]
+    """
+    out = np.full(q, total // q, dtype=np.int64)
+    out[: total % q] += 1
+    return out
+
+
+def shrink_toward(reference: np.ndarray, target: np.ndarray, trust: float) -> np.ndarray:
+    """Integers with the same sum as ``reference`` and ``target`` closest to
+    ``reference + trust (target - reference)``: floor, then +1 by largest remainder (ties: first).
+
+    Every entry lies between floor and ceil of the convex combination, so integer bounds that hold
+    for both ``reference`` and ``target`` hold for the result.
+
+    >>> shrink_toward(np.array([4, 4, 4]), np.array([0, 2, 10]), 0.5).tolist()
+    [2, 3, 7]
+    """
+    reference = np.asarray(reference, dtype=np.int64)
+    target = np.asarray(target, dtype=np.int64)
+    if reference.shape != target.shape or reference.sum() != target.sum():
+        raise ValueError(f"reference and target must have equal shapes and sums, got {reference} and {target}")
+    if not 0.0 <= trust <= 1.0:
+        raise ValueError(f"trust must be in [0, 1], got {trust}")
+    x = reference + trust * (target - reference)
+    out = np.floor(x + 1e-9).astype(np.int64)
+    left = int(reference.sum() - out.sum())
+    order = np.argsort(-(x - out), kind="stable")
+    out[order[:left]] += 1
+    return out
+
+
+class GuardedProgressive(PosteriorProgressive):
+    """The recommended default (``make_allocator()``): `PosteriorProgressive` with a history
+    predictor (no embeddings needed) whose every round is shrunk toward Uniform by how much
+    evidence the belief holds (this project).
+
+    Rule, per step with Q prompts and budget C, in rounds of sizes C_r (`round_fractions`):
+    prompt q's belief is Beta(a_q + s_q, b_q + k_q - s_q) - the history predictor's (mean, var)
+    moment-matched to Beta(a_q, b_q) (strength a_q + b_q capped at ``max_prior_strength``), updated
+    with the s_q successes among the k_q rollouts drawn for q so far in this step. Round r draws
+
+        d_q = round( u_q + lambda_r (d*_q - u_q) ),   sum_q d_q = C_r,
+        lambda_r = (1/Q) sum_q  e_q / (e_q + kappa),   e_q = a_q + b_q + k_q,
+
+    where u = the equal split of C_r (Uniform's round), d* = `PosteriorProgressive`'s exact
+    optimum of the round under the belief (objective for the trainer's ``estimator`` and loss
+    ``aggregation``), e_q the belief's evidence in pseudo-rollouts, and kappa (``trust_scale``,
+    default 16) the evidence at which the optimum is trusted half-way. Round one is the equal
+    split (lambda_1 = 0, ``first_round_uniform``), so every prompt gets fresh evidence before any
+    is favoured. Rounding keeps the exact budget and the bounds [L, U] (floor + largest remainder).
+
+    So with no history (Beta(1, 1), e = 2 + k) the allocation stays close to Uniform; it moves
+    toward the optimum only as history and in-step rollouts accumulate; kappa -> inf is Uniform
+    (up to where the remainder of C / Q lands). Works with any hashable prompt keys (integer ids
+    included) and rewards in [0, 1] (map a trainer's rewards with `SuccessSignal`).
+    ``predictor`` defaults to "beta" (`DiscountedBeta`, discount 0.9); any predictor works.
+
+    >>> import numpy as np
+    >>> def sample(idx, counts):  # prompt 1 always fails, the others alternate
+    ...     return [np.zeros(c) if i == 1 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
+    >>> alloc = GuardedProgressive(estimator="rloo", objective="variance")
+    >>> [len(r) for r in alloc.run([10, 11, 12], 24, sample)]   # no history: near Uniform
+    [9, 7, 8]
+    >>> [len(r) for r in alloc.run([10, 11, 12], 24, sample)]   # with history: away from prompt 11
+    [9, 6, 9]
+    >>> [len(r) for r in GuardedProgressive(trust_scale=1e9).run([10, 11, 12], 24, sample)]
+    [8, 8, 8]
+    """
+
+    name = "guarded-progressive"
+
+    def __init__(
+        self,
+        predictor: Any = "beta",
+        *,
+        features: Any = None,
+        round_fractions: Sequence[float] = (0.5, 0.25, 0.25),
+        trust_scale: float = 16.0,
+        first_round_uniform: bool = True,
+        objective: str | None = None,
+        estimator: str = "grpo",
+        aggregation: str | None = None,
+        lower: int = 2,
+        upper: int | None = None,
+        improvement_options: dict | None = None,
+        max_prior_strength: float = 8.0,
+        seed: int | None = 0,
+    ):
+        if not (np.isfinite(trust_scale) or trust_scale == np.inf) or trust_scale <= 0:
+            raise ValueError(f"trust_scale must be > 0, got {trust_scale}")
+        super().__init__(
+            predictor,
+            features=features,
+            round_fractions=round_fractions,
+            objective=objective,
+            estimator=estimator,
+            aggregation=aggregation,
+            lower=lower,
+            upper=upper,
+            allow_skip=False,
+            improvement_options=improvement_options,
+            max_prior_strength=max_prior_strength,
+            seed=seed,
+        )
+        self.trust_scale = float(trust_scale)
+        self.first_round_uniform = bool(first_round_uniform)
+        self.last_trust: list[float] = []
+
+    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        rewards = super().run(prompts, budget, sample)
+        if self.last_metrics is not None:
+            self.last_metrics["trust"] = list(self.last_trust)
+        return rewards
+
+    def trust(self, evidence: np.ndarray) -> float:
+        """lambda = mean_q e_q / (e_q + kappa) for evidence e_q in pseudo-rollouts (0 = Uniform)."""
+        e = np.clip(np.asarray(evidence, dtype=float), 0.0, None)
+        return float(np.mean(e / (e + self.trust_scale)))
+
+    def _round_increments(
+        self,
+        r: int,
+        belief: Prediction,
+        counts: np.ndarray,
+        round_budget: int,
+        upper: int,
+        budget: int,
+        prior_strength: np.ndarray,
+    ) -> np.ndarray | None:
+        if r == 0:
+            self.last_trust = []
+        even = equal_split(round_budget, counts.size)
+        lam = 0.0 if (r == 0 and self.first_round_uniform) else self.trust(prior_strength + counts)
+        fits = bool(np.all(counts + even <= upper) and np.all(counts + even >= self.lower))
+        if lam == 0.0 and fits:
+            self.last_trust.append(0.0)
+            return even
+        best = super()._round_increments(r, belief, counts, round_budget, upper, budget, prior_strength)
+        if best is None or not fits:
+            self.last_trust.append(1.0 if best is not None else float("nan"))
+            return best
+        self.last_trust.append(lam)
+        return shrink_toward(even, best, lam)

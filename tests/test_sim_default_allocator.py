@@ -1,0 +1,119 @@
+"""The recommended default allocator: exact budget, integer keys without text or embeddings,
+and a fall-back to Uniform when its belief holds little evidence."""
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.allocators import (
+    ALLOCATORS,
+    GuardedProgressive,
+    PosteriorProgressive,
+    Uniform,
+    make_allocator,
+    takes_keyword,
+)
+from adaptive_rollouts.allocators.guarded import equal_split, shrink_toward
+
+
+def _sampler(p: np.ndarray, seed: int = 0):
+    rng = np.random.default_rng(seed)
+
+    def sample(idx, counts):
+        return [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]
+
+    return sample
+
+
+def test_default_is_guarded_and_takes_trainer_kwargs():
+    alloc = make_allocator(predictor="windowed", estimator="rloo", aggregation="token-mean", seed=3)
+    assert isinstance(alloc, GuardedProgressive)
+    assert isinstance(make_allocator("default"), GuardedProgressive)
+    assert ALLOCATORS["default"] is GuardedProgressive
+    assert alloc.estimator == "rloo" and alloc.aggregation == "token-mean" and alloc.seed == 3
+    assert takes_keyword(ALLOCATORS["default"], "aggregation")
+
+
+@pytest.mark.parametrize("budget", [64, 77, 200])
+def test_exact_budget_with_integer_keys_and_no_embeddings(monkeypatch, budget):
+    import adaptive_rollouts.embeddings as emb
+
+    def no_encoder(*a, **k):
+        raise AssertionError("the default must not need embeddings")
+
+    monkeypatch.setattr(emb, "default_encoder", no_encoder)
+    p = np.random.default_rng(1).beta(0.5, 0.5, size=24)
+    alloc = make_allocator(seed=0)
+    keys = list(range(100, 124))
+    for step in range(4):
+        rewards = alloc.run(keys, budget, _sampler(p, step))
+        counts = np.array([r.size for r in rewards])
+        assert counts.sum() == budget and counts.min() >= 2
+        assert alloc.last_metrics["trust"][0] == 0.0  # round one is the equal split
+
+
+def test_no_evidence_is_uniform_and_little_evidence_is_near_uniform():
+    p = np.r_[np.zeros(8), np.full(8, 0.5)]
+    keys = list(range(16))
+    # kappa -> inf: exactly Uniform's counts (16 prompts, 128 rollouts: 8 each)
+    counts = [r.size for r in GuardedProgressive(trust_scale=1e12).run(keys, 128, _sampler(p))]
+    assert counts == Uniform().plan(keys, 128).tolist()
+    # no history: closer to Uniform than the untempered optimum, but still moved toward it
+    fresh = np.array([r.size for r in GuardedProgressive().run(keys, 128, _sampler(p))])
+    full = np.array([r.size for r in PosteriorProgressive("beta").run(keys, 128, _sampler(p))])
+    assert np.abs(fresh - 8).sum() < np.abs(full - 8).sum()
+    assert fresh[8:].sum() > fresh[:8].sum()
+
+
+def test_trust_grows_with_history():
+    p = np.r_[np.zeros(8), np.full(8, 0.5)]
+    keys = list(range(16))
+    alloc = GuardedProgressive(estimator="rloo", objective="variance")
+    first = np.array([r.size for r in alloc.run(keys, 128, _sampler(p, 0))])
+    t_first = alloc.last_metrics["trust"]
+    for s in range(1, 4):
+        later = np.array([r.size for r in alloc.run(keys, 128, _sampler(p, s))])
+    assert alloc.last_metrics["trust"][1] > t_first[1] > 0
+    # all-fail prompts lose rollouts as evidence accumulates
+    assert later[:8].sum() < first[:8].sum() <= 64
+
+
+def test_trust_formula_by_hand():
+    alloc = GuardedProgressive(trust_scale=4.0)
+    assert alloc.trust(np.array([4.0, 12.0])) == pytest.approx((0.5 + 0.75) / 2)
+    with pytest.raises(ValueError, match="trust_scale"):
+        GuardedProgressive(trust_scale=0.0)
+
+
+def test_shrink_toward_keeps_sum_and_bounds():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        q = int(rng.integers(1, 12))
+        total = int(rng.integers(2 * q, 12 * q))
+        ref = equal_split(total, q)
+        tgt = ref.copy()
+        for _ in range(30):  # random feasible target in [2, 16]
+            i, j = rng.integers(0, q, 2)
+            if tgt[i] > 2 and tgt[j] < 16:
+                tgt[i] -= 1
+                tgt[j] += 1
+        lam = float(rng.random())
+        out = shrink_toward(ref, tgt, lam)
+        assert out.sum() == total
+        lo, hi = np.minimum(ref, tgt), np.maximum(ref, tgt)
+        assert np.all(out >= lo) and np.all(out <= hi)
+        assert np.all(np.abs(out - (ref + lam * (tgt - ref))) < 1.0 + 1e-9)
+    assert shrink_toward(ref, tgt, 0.0).tolist() == ref.tolist()
+    assert shrink_toward(ref, tgt, 1.0).tolist() == tgt.tolist()
+
+
+def test_state_round_trip_resumes_identically():
+    p = np.random.default_rng(2).random(12)
+    keys = list(range(12))
+    a = make_allocator(seed=0)
+    for s in range(2):
+        a.run(keys, 96, _sampler(p, s))
+    b = make_allocator(seed=0)
+    b.load_state_dict(a.state_dict())
+    ra = [r.size for r in a.run(keys, 96, _sampler(p, 9))]
+    rb = [r.size for r in b.run(keys, 96, _sampler(p, 9))]
+    assert ra == rb
