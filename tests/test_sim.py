@@ -39,7 +39,7 @@ def test_problem_deterministic_and_valid(scenario):
 
 
 def test_training_deterministic_under_seed():
-    cfg = TrainConfig(steps=15, batch_prompts=16, budget=128, lr=300.0, grad_var_every=5, seed=2)
+    cfg = TrainConfig(steps=15, batch_prompts=16, budget=128, optimizer="sgd", lr=300.0, grad_var_every=5, seed=2)
     pb = make_problem("bimodal", n_prompts=200, n_test=50, seed=0)
     t1 = train(pb, OracleAllocator(_truth(pb)), cfg)
     t2 = train(pb, OracleAllocator(_truth(pb)), cfg)
@@ -50,7 +50,11 @@ def test_training_deterministic_under_seed():
 
 def test_training_learns_and_spends_budget():
     pb = make_problem("hard-heavy", n_prompts=400, n_test=200, seed=0)
-    tr = train(pb, Uniform(), TrainConfig(steps=40, batch_prompts=32, budget=256, lr=1000.0, grad_var_every=0))
+    tr = train(
+        pb,
+        Uniform(),
+        TrainConfig(steps=40, batch_prompts=32, budget=256, optimizer="sgd", lr=1000.0, grad_var_every=0),
+    )
     assert tr["rollouts"] == [256 * (i + 1) for i in range(40)]
     assert tr["accuracy"][-1] > tr["accuracy0"] + 0.15
 

@@ -3,7 +3,7 @@
 >>> from adaptive_rollouts.sim import make_problem, train, TrainConfig, OracleAllocator
 >>> pb = make_problem("hard-heavy", n_prompts=300, n_test=100, seed=0)
 >>> tr = train(pb, OracleAllocator(lambda ps: (pb.success(list(ps)), pb.reward_variance(list(ps)))),
-...            TrainConfig(steps=5, batch_prompts=16, budget=128, lr=300.0, grad_var_every=0))
+...            TrainConfig(steps=5, batch_prompts=16, budget=128, optimizer="sgd", lr=300.0, grad_var_every=0))
 >>> tr["rollouts"][-1]
 640
 """

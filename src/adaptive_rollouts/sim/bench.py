@@ -40,7 +40,9 @@ __all__ = [
     "summarize",
 ]
 
-BASE_LR = {"prompt-mean": 200.0, "seq-mean": 600.0, "token-mean": 600.0, "constant": 2000.0}
+# AdamW rates (the update is scale-free, so one base serves every aggregation); the regime map
+# (`sim.regime_map`) extends its grid by itself when the best rate is at an edge.
+BASE_LR = {"prompt-mean": 0.03, "seq-mean": 0.03, "token-mean": 0.03, "constant": 0.03}
 LR_MULTIPLIERS = (1 / 3, 1.0, 3.0)
 
 
@@ -118,11 +120,14 @@ def _truth_fn(problem: Problem) -> Callable:
     return truth
 
 
-def build_allocator(name: str, problem: Problem, seed: int, aggregation: str | None = None) -> tuple[Any, Any]:
+def build_allocator(
+    name: str, problem: Problem, seed: int, aggregation: str | None = None, estimator: str | None = None
+) -> tuple[Any, Any]:
     """(allocator, predictor or None) for a method name (see the module docstring).
 
-    ``aggregation`` goes to our allocator, whose objective is derived per loss aggregation; VIP
-    keeps the paper's variance objective (passing it would switch VIP to ours)."""
+    ``aggregation`` goes to our allocators, whose objective is derived per loss aggregation; VIP
+    keeps the paper's variance objective (passing it would switch VIP to ours). ``estimator`` (the
+    trainer's advantage estimator) goes to every allocator that takes one."""
     truth = _truth_fn(problem)
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
@@ -141,8 +146,10 @@ def build_allocator(name: str, problem: Problem, seed: int, aggregation: str | N
     }
     if variant == "true-p":
         candidates["predictor"] = TruePredictor(truth)
-    if aggregation is not None and base == "posterior-progressive":
+    if aggregation is not None and base in ("posterior-progressive", "guarded-progressive", "default"):
         candidates["aggregation"] = aggregation
+    if estimator is not None and base != "vip-paper":
+        candidates["estimator"] = estimator
     # allocators without a predictor take no features / predictor: pass what the constructor accepts
     kwargs = {k: v for k, v in candidates.items() if takes_keyword(factory, k)}
     if variant == "true-p" and "predictor" not in kwargs:

@@ -5,9 +5,12 @@ one correct answer c_q given by a linear teacher, and fixed per-prompt logit off
 its difficulty (a *distractor* answer that attracts probability, and a bonus or penalty on the
 correct answer). The policy is
 
-    pi(k | q) = softmax_k( x_q . W[:, k] + b_q[k] )
+    pi(k | q) = softmax_k( s_shared x_q . W[:, k] + s_own E[q, k] + b_q[k] )
 
-with W shared by all prompts (what training learns) and b_q fixed. Verifier reward of answer k:
+with W shared by all prompts and E a per-prompt table (both learned; E only when s_own > 0) and
+b_q fixed. ``transfer`` t in (0, 1] sets s_shared = sqrt(t), s_own = sqrt(1 - t): how much of a
+rollout's learning signal goes to parameters every prompt shares (held-out prompts have no E, so
+only W generalises). Verifier reward of answer k:
 R[q, k] (binary: 1 for the correct answer; graded: partial credit in [0, 1] for wrong answers).
 Success probability p_q = sum_k pi(k|q) R[q, k]; it drifts as W trains, and prompts of one
 cluster move together, which is what an embedding-based predictor can exploit.
@@ -56,10 +59,42 @@ class Problem:
     test_rewards: np.ndarray
     graded: bool
     W: np.ndarray = field(default=None)  # type: ignore[assignment]
+    shared_scale: float = 1.0
+    own_scale: float = 0.0
+    E: np.ndarray = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.W is None:
             self.W = np.zeros((self.features.shape[1], self.rewards.shape[1]))
+        if self.E is None:
+            self.E = np.zeros((self.features.shape[0], self.rewards.shape[1]) if self.own_scale else (0, 0))
+
+    @property
+    def n_params(self) -> int:
+        return int(self.W.size + (self.E.size if self.own_scale else 0))
+
+    def parameters(self) -> np.ndarray:
+        """Learned parameters, flat: W, then E when there is a per-prompt component."""
+        return np.concatenate([self.W.ravel(), self.E.ravel()]) if self.own_scale else self.W.ravel().copy()
+
+    def set_parameters(self, theta: np.ndarray) -> None:
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != (self.n_params,):
+            raise ValueError(f"theta must have shape ({self.n_params},), got {theta.shape}")
+        self.W = theta[: self.W.size].reshape(self.W.shape).copy()
+        if self.own_scale:
+            self.E = theta[self.W.size :].reshape(self.E.shape).copy()
+
+    def reset_parameters(self) -> None:
+        self.set_parameters(np.zeros(self.n_params))
+
+    def _logits(self, idx: np.ndarray | None, W: np.ndarray) -> np.ndarray:
+        x = self.features if idx is None else self.features[idx]
+        b = self.offsets if idx is None else self.offsets[idx]
+        z = self.shared_scale * (x @ W) + b
+        if self.own_scale:
+            z = z + self.own_scale * (self.E if idx is None else self.E[idx])
+        return z
 
     @property
     def n_prompts(self) -> int:
@@ -75,10 +110,7 @@ class Problem:
 
     def probs(self, idx: np.ndarray | None = None, W: np.ndarray | None = None) -> np.ndarray:
         """Policy pi(. | q) for train prompts ``idx`` (all when None): [len(idx), K]."""
-        W = self.W if W is None else W
-        if idx is None:
-            return softmax(self.features @ W + self.offsets, axis=-1)
-        return softmax(self.features[idx] @ W + self.offsets[idx], axis=-1)
+        return softmax(self._logits(idx, self.W if W is None else W), axis=-1)
 
     def success(self, idx: np.ndarray | None = None, W: np.ndarray | None = None) -> np.ndarray:
         """True expected reward p_q of train prompts (success probability for binary rewards)."""
@@ -95,7 +127,7 @@ class Problem:
     def test_accuracy(self, W: np.ndarray | None = None) -> float:
         """Held-out expected reward (pass@1 accuracy for binary rewards), exact, no sampling."""
         W = self.W if W is None else W
-        pi = softmax(self.test_features @ W + self.test_offsets, axis=-1)
+        pi = softmax(self.shared_scale * (self.test_features @ W) + self.test_offsets, axis=-1)
         return float((pi * self.test_rewards).sum(axis=1).mean())
 
     def sample(self, idx: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -173,10 +205,12 @@ def make_problem(
     seed: int = 0,
     features: np.ndarray | None = None,
     test_features: np.ndarray | None = None,
+    transfer: float = 1.0,
 ) -> Problem:
     """Build one problem instance; every random choice comes from ``seed``.
 
-    ``features`` / ``test_features`` (optional, [N, d]) replace the synthetic clustered
+    ``transfer`` in (0, 1]: share of the learning signal on parameters all prompts share (1: W
+    only, the model of earlier versions). ``features`` / ``test_features`` (optional, [N, d]) replace the synthetic clustered
     embeddings (for example MiniLM embeddings of real questions, see ``sim.realdata``).
 
     >>> pb = make_problem("bimodal", n_prompts=200, n_test=100, seed=1)
@@ -191,6 +225,8 @@ def make_problem(
         raise ValueError(f"n_answers must be >= 3 (correct, distractor, others), got {n_answers}")
     if n_prompts < 1 or n_test < 1:
         raise ValueError(f"n_prompts and n_test must be >= 1, got {n_prompts}, {n_test}")
+    if not 0.0 < transfer <= 1.0:
+        raise ValueError(f"transfer must be in (0, 1], got {transfer}")
     rng = np.random.default_rng(seed)
     K = n_answers
     if features is None:
@@ -242,4 +278,6 @@ def make_problem(
         test_offsets=toffsets,
         test_rewards=tR,
         graded=scenario == "graded",
+        shared_scale=float(np.sqrt(transfer)),
+        own_scale=float(np.sqrt(1.0 - transfer)),
     )

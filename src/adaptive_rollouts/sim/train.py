@@ -1,4 +1,8 @@
-"""The training loop: allocator -> sampled rollouts -> group advantages -> SGD on the policy.
+"""The training loop: allocator -> sampled rollouts -> group advantages -> AdamW (or SGD) step.
+
+The update is AdamW by default (betas 0.9 / 0.999, eps 1e-8, weight decay 0, optional gradient-norm
+clipping), as TRL and verl train; ``optimizer="sgd"`` keeps plain SGD. The parameters are the
+shared weights W and, when the problem has one, the per-prompt component E (``Problem.own_scale``).
 
 Prompts are integer keys (train-pool indices). Every rollout the allocator asks for through
 ``sample`` costs one unit of budget, whether or not the allocator later keeps it (DAPO-style
@@ -13,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np, policy_gradient
+from adaptive_rollouts.fingerprints import noise_to_signal
+from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
+from adaptive_rollouts.sim.optim import make_optimizer
 from adaptive_rollouts.sim.problem import Problem
-from adaptive_rollouts.solvers import allocate
 
 __all__ = ["TrainConfig", "Simulator", "train"]
 
@@ -27,12 +32,18 @@ class TrainConfig:
     steps: int = 100
     batch_prompts: int = 64
     budget: int = 512
-    lr: float = 1.0
+    lr: float = 0.03
+    optimizer: str = "adamw"  # or "sgd"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = None
     estimator: str = "grpo"
     aggregation: str = "seq-mean"
     seed: int = 0
     grad_var_every: int = 10  # 0 disables the gradient-variance probe
     grad_var_resamples: int = 8
+    fingerprint_every: int = 0  # > 0: noise-to-signal of the per-rollout gradients every k steps
     snapshot_step: int | None = None  # step whose (p, n) pairs are kept for the allocation plot
 
 
@@ -94,43 +105,110 @@ class Simulator:
         return idx
 
     # -- the update ----------------------------------------------------------------------
-    def batch_gradient(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig) -> np.ndarray:
-        """The loss gradient (ascent direction) from rollouts (q, answers, rewards)."""
+    def rollout_coefficients(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig):
+        """Per-rollout logit-gradient rows w_i A_i (e_{a_i} - pi(. | q_i)): [N, K]."""
         pb = self.problem
-        if q.size == 0:
-            return np.zeros_like(pb.W)
         _, group = np.unique(q, return_inverse=True)
         adv = group_advantages_np(rewards, group, cfg.estimator)
         w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length)
-        return policy_gradient(pb.features[q], pb.probs(q), answers, w * adv)
+        coef = w * adv
+        M = -pb.probs(q) * coef[:, None]
+        M[np.arange(q.size), answers] += coef
+        return M
+
+    def batch_gradient(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig) -> np.ndarray:
+        """The loss gradient (ascent direction) from rollouts (q, answers, rewards), flat over the
+        parameters (W, then E when the problem has a per-prompt component)."""
+        pb = self.problem
+        if q.size == 0:
+            return np.zeros(pb.n_params)
+        M = self.rollout_coefficients(q, answers, rewards, cfg)
+        gW = pb.shared_scale * (pb.features[q].T @ M)
+        if not pb.own_scale:
+            return gW.ravel()
+        gE = np.zeros_like(pb.E)
+        np.add.at(gE, q, pb.own_scale * M)
+        return np.concatenate([gW.ravel(), gE.ravel()])
+
+    def rollout_gradients(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig):
+        """Per-rollout gradients [N, n_params] (their sum is `batch_gradient`)."""
+        pb = self.problem
+        M = self.rollout_coefficients(q, answers, rewards, cfg)
+        gW = pb.shared_scale * pb.features[q][:, :, None] * M[:, None, :]
+        rows = [gW.reshape(q.size, -1)]
+        if pb.own_scale:
+            gE = np.zeros((q.size,) + pb.E.shape)
+            gE[np.arange(q.size), q] = pb.own_scale * M
+            rows.append(gE.reshape(q.size, -1))
+        return np.concatenate(rows, axis=1)
 
     def resampled_gradients(
         self, idx: np.ndarray, counts: np.ndarray, cfg: TrainConfig, repeats: int, rng: np.random.Generator
     ) -> np.ndarray:
-        """Batch gradients of ``repeats`` fresh samples with fixed counts: [repeats, d*K]."""
+        """Batch gradients of ``repeats`` fresh samples with fixed counts: [repeats, n_params]."""
         q = np.repeat(idx, counts)
         out = []
         for _ in range(repeats):
             a, r = self.problem.sample(q, rng)
-            out.append(self.batch_gradient(q, a, r, cfg).ravel())
+            out.append(self.batch_gradient(q, a, r, cfg))
+        return np.array(out)
+
+    def rerun_gradients(
+        self, allocator: Any, prompts: list, cfg: TrainConfig, repeats: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Batch gradients of ``repeats`` fresh runs of a copy of ``allocator`` on ``prompts``
+        (its allocation is redrawn too, so progressive allocators are measured as they act)."""
+        import copy
+
+        out = []
+        for _ in range(repeats):
+            probe = Simulator(self.problem, seed=int(rng.integers(2**31)))
+            returned = copy.deepcopy(allocator).run(prompts, cfg.budget, probe.sampler(prompts))
+            q, a, r = probe.drain()
+            kept = np.array([int(prompts[i]) for i, x in enumerate(returned) if len(x) > 0], dtype=np.int64)
+            keep = np.isin(q, kept)
+            out.append(self.batch_gradient(q[keep], a[keep], r[keep], cfg))
         return np.array(out)
 
 
 def _variance_stats(G: np.ndarray) -> tuple[float, float]:
-    """(trace of the covariance, squared norm of the mean) of gradient samples [M, D]."""
+    """(trace of the unbiased covariance, squared norm of the mean debiased by tr Cov / M) of
+    gradient samples [M, D], as in `fingerprints.noise_to_signal` (ratio = their quotient)."""
     mean = G.mean(axis=0)
-    return float(((G - mean) ** 2).sum(axis=1).mean() * G.shape[0] / max(G.shape[0] - 1, 1)), float(mean @ mean)
+    trace = float(((G - mean) ** 2).sum() / max(G.shape[0] - 1, 1))
+    return trace, float(mean @ mean) - trace / G.shape[0]
 
 
 def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
-    """Train ``problem.W`` (reset to zero) with ``allocator``; return the trace.
+    """Train ``problem.W`` (and ``problem.E``; both reset to zero) with ``allocator``; return the trace.
 
     The trace holds per-step lists: cumulative rollouts, held-out accuracy, zero-variance group
-    fraction, wasted-rollout fraction, allocator seconds, prompts skipped; gradient-variance
-    probes (method vs the oracle VIP allocation on the same prompts and policy); calibration pairs
-    (predicted vs true p) when ``predictor`` is given; and (p, n) pairs at ``snapshot_step``.
+    fraction, wasted-rollout fraction, allocator seconds, prompts skipped; gradient probes every
+    ``grad_var_every`` steps: trace of the covariance and debiased squared mean of the batch
+    gradient over ``grad_var_resamples`` fresh reruns of the method's step (allocation redrawn)
+    and of the true-p optimum of the library's expected-improvement objective for the run's
+    estimator and aggregation (`VIP` with the true p) on the same prompts and policy; the
+    noise-to-signal ratio of the per-rollout gradients every ``fingerprint_every`` steps; the
+    reward-only fingerprints of `RegimeTracker`; calibration pairs (predicted vs true p) when
+    ``predictor`` is given; and (p, n) pairs at ``snapshot_step``.
     """
-    problem.W = np.zeros_like(problem.W)
+    import copy
+
+    from adaptive_rollouts.allocators import VIP
+    from adaptive_rollouts.fingerprints import RegimeTracker
+    from adaptive_rollouts.sim.oracle import TruePredictor
+
+    problem.reset_parameters()
+    opt = make_optimizer(
+        cfg.optimizer,
+        cfg.lr,
+        **(
+            {"betas": cfg.betas, "eps": cfg.eps, "weight_decay": cfg.weight_decay, "max_grad_norm": cfg.max_grad_norm}
+            if cfg.optimizer == "adamw"
+            else {"max_grad_norm": cfg.max_grad_norm}
+        ),
+    )
+    tracker = RegimeTracker()
     sim = Simulator(problem, seed=cfg.seed)
     order_rng = np.random.default_rng(cfg.seed + 7919)
     probe_rng = np.random.default_rng(cfg.seed + 104729)
@@ -154,6 +232,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             "probe_oracle_signal",
             "calib_pred",
             "calib_true",
+            "nsr_rollout",
         )
     }
     tr["accuracy0"] = problem.test_accuracy()
@@ -170,9 +249,12 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             pred = predictor.predict(prompts)
             tr["calib_pred"].extend(np.asarray(pred.mean, float).tolist())
             tr["calib_true"].extend(true_p.tolist())
+        probing = bool(cfg.grad_var_every) and step % cfg.grad_var_every == 0
+        before = copy.deepcopy(allocator) if probing else None
         sim.sample_seconds = 0.0
         t0 = time.perf_counter()
         returned = allocator.run(prompts, cfg.budget, sim.sampler(prompts))
+        tracker.update(prompts, [np.asarray(r, dtype=float) for r in returned])
         tr["alloc_seconds"].append(time.perf_counter() - t0 - sim.sample_seconds)
         q, answers, rewards = sim.drain()
         step_total = q.size
@@ -205,14 +287,12 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
         if step == snapshot:
             tr["alloc_p"] = true_p.tolist()
             tr["alloc_n"] = counts.tolist()
-        if cfg.grad_var_every and step % cfg.grad_var_every == 0 and counts.sum() >= 2:
-            budget = int(counts.sum())
-            oracle_n = (
-                allocate(true_var, budget, 2, max(32, -(-budget // idx.size)), "rloo")
-                if budget >= 2 * idx.size
-                else counts
-            )
-            Gm = sim.resampled_gradients(idx, counts, cfg, cfg.grad_var_resamples, probe_rng)
+        if cfg.fingerprint_every and step % cfg.fingerprint_every == 0 and q.size >= 2:
+            tr["nsr_rollout"].append(noise_to_signal(sim.rollout_gradients(q, answers, rewards, cfg)))
+        if probing and counts.sum() >= 2 * idx.size:
+            oracle = VIP(TruePredictor(sim.truth), estimator=cfg.estimator, aggregation=cfg.aggregation)
+            oracle_n = oracle.plan(prompts, cfg.budget)
+            Gm = sim.rerun_gradients(before, prompts, cfg, cfg.grad_var_resamples, probe_rng)
             Go = sim.resampled_gradients(idx, oracle_n, cfg, cfg.grad_var_resamples, probe_rng)
             v, s = _variance_stats(Gm)
             vo, so = _variance_stats(Go)
@@ -221,10 +301,11 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             tr["probe_signal"].append(s)
             tr["probe_oracle_var"].append(vo)
             tr["probe_oracle_signal"].append(so)
-        problem.W = problem.W + cfg.lr * grad
+        problem.set_parameters(problem.parameters() + opt.step(problem.parameters(), grad))
         tr["rollouts"].append(total)
         tr["accuracy"].append(problem.test_accuracy())
         tr["train_success"].append(
             float(problem.success().mean()) if step % 10 == 0 or step == cfg.steps - 1 else float("nan")
         )
+    tr["regime"] = tracker.metrics()
     return tr

@@ -1,0 +1,270 @@
+"""`adaptive-rollouts bench --map`: every method over a grid of regimes, AdamW, best rate each.
+
+Per cell (a `Cell`) and method:
+
+1. learning rate: every rate of the grid runs on the *tune* seeds; the best is the highest mean
+   held-out accuracy over the run (area under the curve). When the best is at the grid's edge the
+   grid is extended on that side (x ``lr_step``) up to ``max_extensions`` times; if the best is
+   still at an edge the method is recorded as failed for the cell, with no number reported.
+2. the *report* seeds (disjoint from the tune seeds) run at that rate; Uniform and the default
+   allocator run on ``paired_seeds`` (>= 8) so the no-regret check pairs them seed by seed (same
+   problem instance and sampling seed).
+3. speedup = rollouts Uniform's seed-mean curve needs to reach ``target_frac`` of its gain, over the
+   rollouts the method's seed-mean curve needs (both over the method's report seeds); min-max over
+   the same ratio per seed.
+
+Every finished run is appended to ``runs.jsonl`` in the output folder as it ends; a rerun with the
+same folder skips what is there, so an interrupted map resumes where it stopped and gives the
+same result as an uninterrupted one (each run is a pure function of cell, method, seed and rate).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.sim.bench import build_allocator, rollouts_to_target
+from adaptive_rollouts.sim.regimes import Cell, measured_transfer
+from adaptive_rollouts.sim.train import TrainConfig, train
+
+__all__ = ["MapConfig", "QUICK_MAP", "FULL_MAP", "run_map", "tune_grid", "LearningRateAtEdge"]
+
+DEFAULT = "default"
+
+
+class LearningRateAtEdge(RuntimeError):
+    """The best learning rate stayed at the grid's edge after every allowed extension."""
+
+
+@dataclass
+class MapConfig:
+    cells: Sequence[Cell]
+    methods: Sequence[str] = (
+        "uniform",
+        DEFAULT,
+        "default@true-p",
+        "posterior-progressive@true-p",
+        "vip@true-p",
+        "vigor",
+    )
+    tune_seeds: Sequence[int] = (100, 101)
+    report_seeds: Sequence[int] = (0, 1, 2)
+    paired_seeds: Sequence[int] = tuple(range(8))  # Uniform and the default
+    lr_grid: Sequence[float] = (0.01, 0.03, 0.1)
+    lr_step: float = 3.0
+    max_extensions: int = 3
+    steps: int = 80
+    n_test: int = 500
+    estimator: str = "grpo"
+    aggregation: str = "seq-mean"
+    target_frac: float = 0.9
+    grad_var_every: int = 20
+    grad_var_resamples: int = 6
+    fingerprint_every: int = 20
+    extra: dict = field(default_factory=dict)
+
+
+def _grid_cells(scenarios, regimes) -> list[Cell]:
+    return [Cell(scenario=s, **r) for r in regimes for s in scenarios]
+
+
+_LOW = {"dim": 16, "batch_prompts": 64}
+_HIGH = {"dim": 512, "batch_prompts": 8}
+QUICK_MAP = MapConfig(cells=_grid_cells(("hard-heavy", "bimodal"), (_LOW, _HIGH)))
+FULL_MAP = MapConfig(
+    cells=_grid_cells(
+        ("easy-heavy", "hard-heavy", "bimodal", "pareto"),
+        (
+            _LOW,
+            {"dim": 128, "batch_prompts": 16},
+            _HIGH,
+            {"dim": 128, "batch_prompts": 16, "transfer": 0.3},
+            {"dim": 128, "batch_prompts": 16, "n_prompts": 200},
+        ),
+    ),
+    methods=(
+        "uniform",
+        DEFAULT,
+        "default@true-p",
+        "posterior-progressive@true-p",
+        "vip@true-p",
+        "vigor",
+        "posterior-progressive",
+        "vip",
+        "vip-paper",
+        "dynamic-sampling",
+        "greso",
+        "knapsack",
+        "dynamo",
+        "inverse-accuracy",
+        "inverse-variance",
+        "ar3po",
+        "speedrl",
+    ),
+    steps=100,
+)
+
+
+def _seeds_for(cfg: MapConfig, method: str) -> list[int]:
+    return list(cfg.paired_seeds if method in ("uniform", DEFAULT) else cfg.report_seeds)
+
+
+class _Store:
+    """runs.jsonl: one line per finished run, keyed by (cell, method, seed, lr)."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / "runs.jsonl"
+        self.runs: dict[tuple, dict] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    self.runs[(r["cell"], r["method"], r["seed"], round(r["lr"], 12))] = r
+
+    def get(self, cell: str, method: str, seed: int, lr: float) -> dict | None:
+        return self.runs.get((cell, method, seed, round(lr, 12)))
+
+    def add(self, run: dict) -> None:
+        self.runs[(run["cell"], run["method"], run["seed"], round(run["lr"], 12))] = run
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(run) + "\n")
+
+
+def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> dict:
+    problem = cell.problem(seed, cfg.n_test)
+    name = method.replace(DEFAULT, "guarded-progressive") if method.startswith(DEFAULT) else method
+    alloc, _ = build_allocator(name, problem, seed, aggregation=cfg.aggregation, estimator=cfg.estimator)
+    tcfg = TrainConfig(
+        steps=cfg.steps,
+        batch_prompts=cell.batch_prompts,
+        budget=cell.budget,
+        lr=lr,
+        estimator=cfg.estimator,
+        aggregation=cfg.aggregation,
+        seed=seed,
+        grad_var_every=cfg.grad_var_every if method in ("uniform", DEFAULT) else 0,
+        grad_var_resamples=cfg.grad_var_resamples,
+        fingerprint_every=cfg.fingerprint_every if method == "uniform" else 0,
+    )
+    t0 = time.perf_counter()
+    tr = train(problem, alloc, tcfg)
+    acc = np.asarray(tr["accuracy"])
+    return {
+        "cell": cell.key,
+        "method": method,
+        "seed": seed,
+        "lr": lr,
+        "rollouts": tr["rollouts"],
+        "accuracy": tr["accuracy"],
+        "accuracy0": tr["accuracy0"],
+        "auc": float(acc.mean()),
+        "probe": {k: tr[k] for k in ("probe_var", "probe_signal", "probe_oracle_var", "probe_oracle_signal")},
+        "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
+        "regime": {k: float(v) for k, v in tr["regime"].items()},
+        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def tune_grid(score, grid: Sequence[float], step: float, max_extensions: int) -> tuple[float, list[float]]:
+    """The rate of best ``score(lr)`` (higher is better), extending ``grid`` geometrically by
+    ``step`` on the side where the best lies until it is interior; raises `LearningRateAtEdge`
+    after ``max_extensions`` extensions. Returns (best rate, every rate tried).
+
+    >>> best, tried = tune_grid(lambda lr: -abs(np.log(lr / 0.5)), [0.01, 0.03, 0.1], 3.0, 3)
+    >>> round(best, 6), [round(x, 6) for x in tried]
+    (0.3, [0.01, 0.03, 0.1, 0.3, 0.9])
+    """
+    if len(grid) < 3:
+        raise ValueError(f"the learning-rate grid needs >= 3 rates to have an interior, got {list(grid)}")
+    scores = {float(lr): score(float(lr)) for lr in grid}
+    extensions = 0
+    while True:
+        tried = sorted(scores)
+        best = max(tried, key=lambda lr: scores[lr])
+        if tried[0] < best < tried[-1]:
+            return best, tried
+        if extensions == max_extensions:
+            raise LearningRateAtEdge(
+                f"best learning rate {best:g} is at the edge of {tried} after {max_extensions} extensions"
+            )
+        new = best * step if best == tried[-1] else best / step
+        scores[new] = score(new)
+        extensions += 1
+
+
+def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) the map into ``folder``; return {"config", "cells", "lr", "errors", "runs"}."""
+    from adaptive_rollouts.sim.bench import _progress
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    store = _Store(folder)
+    n_est = len(cfg.cells) * sum(len(cfg.tune_seeds) * len(cfg.lr_grid) + len(_seeds_for(cfg, m)) for m in cfg.methods)
+    bar = _progress(n_est, progress)
+
+    def run(cell: Cell, method: str, seed: int, lr: float) -> dict:
+        r = store.get(cell.key, method, seed, lr)
+        if r is None:
+            r = _one_run(cell, method, seed, lr, cfg)
+            store.add(r)
+        bar.set_postfix_str(f"{cell.key} {method}", refresh=False)
+        bar.update(1)
+        return r
+
+    best_lr: dict[str, dict[str, float]] = {}
+    errors: dict[str, str] = {}
+    cells_info = {}
+    for cell in cfg.cells:
+        info_path = folder / f"cell_{cell.key.replace('/', '_')}.json"
+        if info_path.exists():
+            cells_info[cell.key] = json.loads(info_path.read_text())
+        else:
+            transfer = float(
+                np.nanmean([measured_transfer(cell.problem(s, cfg.n_test), seed=s) for s in cfg.tune_seeds])
+            )
+            cells_info[cell.key] = {**cell.as_dict(), "transfer_measured": transfer}
+            info_path.write_text(json.dumps(cells_info[cell.key]))
+    # Method by method over every cell, so a partial map holds whole columns (the first methods).
+    for method in cfg.methods:
+        for cell in cfg.cells:
+            try:
+                lr, tried = tune_grid(
+                    lambda lr: float(np.mean([run(cell, method, s, lr)["auc"] for s in cfg.tune_seeds])),
+                    cfg.lr_grid,
+                    cfg.lr_step,
+                    cfg.max_extensions,
+                )
+            except (LearningRateAtEdge, ValueError) as err:
+                errors[f"{cell.key} {method}"] = f"{type(err).__name__}: {err}"
+                continue
+            best_lr.setdefault(cell.key, {})[method] = lr
+            for s in _seeds_for(cfg, method):
+                run(cell, method, s, lr)
+    bar.close()
+    cfg_dict = asdict(cfg)
+    cfg_dict["cells"] = [c.as_dict() for c in cfg.cells]
+    return {"config": cfg_dict, "cells": cells_info, "lr": best_lr, "errors": errors, "runs": store.runs}
+
+
+def seed_mean_curve(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, float]:
+    """(rollouts, accuracy, accuracy0) averaged over runs (equal budgets: same rollout axis)."""
+    r = np.mean([x["rollouts"] for x in runs], axis=0)
+    a = np.mean([x["accuracy"] for x in runs], axis=0)
+    return r, a, float(np.mean([x["accuracy0"] for x in runs]))
+
+
+def speedup(uniform: Sequence[dict], method: Sequence[dict], target_frac: float) -> float:
+    """Rollouts to Uniform's target on the seed-mean curves: Uniform's / the method's (0 = never)."""
+    ru, au, a0 = seed_mean_curve(uniform)
+    rm, am, _ = seed_mean_curve(method)
+    target = a0 + target_frac * (au[-5:].mean() - a0)
+    need_u = rollouts_to_target(ru, au, target)
+    need_m = rollouts_to_target(rm, am, target)
+    return float(need_u / need_m) if np.isfinite(need_m) else 0.0

@@ -1,0 +1,99 @@
+"""Regime cells of the map: physical knobs in, fingerprints measured from rollouts out.
+
+Knobs (what a cell configures):
+
+- gradient noise: feature dimension ``dim`` (parameters = dim x answers) against rollouts per step
+  (``batch_prompts`` x ``per_prompt``);
+- transfer between prompts: ``transfer`` t, the share of the learning signal that lands on weights
+  all prompts share (the rest on a per-prompt component, `Problem.own_scale`);
+- difficulty: the ``scenario`` (share of prompts near p = 0 and p = 1);
+- persistence of p across epochs: the pool size ``n_prompts`` (how many steps pass between two
+  visits of a prompt; a small pool is revisited often, before p has drifted far).
+
+Fingerprints (what the map reports) are never these values: `measured_transfer` here, and the
+noise-to-signal ratio, zero-variance fraction and persistence of p that `train` measures through
+`adaptive_rollouts.fingerprints` on Uniform's rollouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from adaptive_rollouts.sim.problem import Problem, make_problem
+from adaptive_rollouts.sim.train import Simulator, TrainConfig
+
+__all__ = ["Cell", "measured_transfer"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One regime of the map (see the module docstring for the knobs)."""
+
+    scenario: str = "hard-heavy"
+    dim: int = 16
+    batch_prompts: int = 16
+    per_prompt: int = 8
+    transfer: float = 1.0
+    n_prompts: int = 1000
+
+    @property
+    def budget(self) -> int:
+        return self.batch_prompts * self.per_prompt
+
+    @property
+    def regime(self) -> str:
+        """The noise / transfer / persistence part of the cell, as a short label."""
+        label = f"d{self.dim}-Q{self.batch_prompts}"
+        if self.transfer != 1.0:
+            label += f"-t{self.transfer:g}"
+        if self.n_prompts != 1000:
+            label += f"-pool{self.n_prompts}"
+        return label
+
+    @property
+    def key(self) -> str:
+        return f"{self.scenario}/{self.regime}"
+
+    def problem(self, seed: int, n_test: int = 500) -> Problem:
+        return make_problem(
+            self.scenario, n_prompts=self.n_prompts, n_test=n_test, dim=self.dim, seed=seed, transfer=self.transfer
+        )
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "budget": self.budget, "regime": self.regime, "key": self.key}
+
+
+def measured_transfer(problem: Problem, seed: int = 0, clusters: int = 4, per_prompt: int = 8) -> float:
+    """How much a step on some prompts helps similar prompts it did not touch, measured.
+
+    For each of ``clusters`` clusters: take half of the cluster's train prompts, draw ``per_prompt``
+    rollouts each at the current policy, and move the parameters a small distance along their
+    batch gradient (GRPO, seq-mean). The fingerprint is mean dp over the *other* half of the cluster
+    divided by mean dp over the stepped half, averaged over clusters: 1 = learning transfers fully
+    to unseen similar prompts, 0 = it stays with the prompts that were rolled out. The parameters
+    are restored afterwards.
+    """
+    rng = np.random.default_rng(seed)
+    theta0 = problem.parameters()
+    sim = Simulator(problem, seed=seed)
+    cfg = TrainConfig(estimator="grpo", aggregation="seq-mean", budget=1)
+    ratios = []
+    sizes = np.bincount(problem.cluster)
+    for c in rng.permutation(np.flatnonzero(sizes >= 8))[:clusters]:
+        members = rng.permutation(np.flatnonzero(problem.cluster == c))
+        stepped, others = members[: members.size // 2], members[members.size // 2 :]
+        q = np.repeat(stepped, per_prompt)
+        answers, rewards = problem.sample(q, sim.rng)
+        grad = sim.batch_gradient(q, answers, rewards, cfg)
+        norm = float(np.linalg.norm(grad))
+        if norm == 0.0:
+            continue
+        p_s, p_o = problem.success(stepped), problem.success(others)
+        problem.set_parameters(theta0 + 0.5 * grad / norm)
+        d_s, d_o = problem.success(stepped) - p_s, problem.success(others) - p_o
+        problem.set_parameters(theta0)
+        if d_s.mean() > 0:
+            ratios.append(float(d_o.mean() / d_s.mean()))
+    return float(np.mean(ratios)) if ratios else float("nan")
