@@ -10,7 +10,7 @@ from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
 from adaptive_rollouts.sim.problem import SCENARIOS
 from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
-__all__ = ["add_bench_arguments", "run_bench", "config_from_args"]
+__all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
 
 
 def _csv(text: str) -> list[str]:
@@ -19,7 +19,13 @@ def _csv(text: str) -> list[str]:
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/bench", help="run folder for report.md, results.json, PNGs")
-    parser.add_argument("--quick", action="store_true", help="the <= 5 minute configuration (default)")
+    parser.add_argument("--quick", action="store_true", help="the small configuration (default; with --map: 4 cells)")
+    parser.add_argument(
+        "--map",
+        action="store_true",
+        help="the regime map: every method over regime cells, AdamW at each method's best rate; "
+        "resumable (runs.jsonl in --out); --quick for the small map",
+    )
     parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
@@ -79,8 +85,38 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return dataclasses.replace(cfg, **changes)
 
 
+def run_map_command(args: argparse.Namespace) -> int:
+    from adaptive_rollouts.sim.map_report import write_map_report
+    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
+
+    cfg = FULL_MAP if getattr(args, "full", False) or not getattr(args, "quick", False) else QUICK_MAP
+    changes = {}
+    if getattr(args, "methods", None):
+        changes["methods"] = tuple(args.methods)
+    if getattr(args, "steps", None):
+        changes["steps"] = args.steps
+    if getattr(args, "estimator", None):
+        changes["estimator"] = args.estimator
+    if getattr(args, "aggregations", None):
+        if len(args.aggregations) != 1:
+            print("adaptive-rollouts bench --map: give one aggregation", file=sys.stderr)
+            return 2
+        changes["aggregation"] = args.aggregations[0]
+    cfg = dataclasses.replace(cfg, **changes)
+    result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
+    report = write_map_report(result, args.out, plots=not getattr(args, "no_plots", False))
+    print(f"map: {report}")
+    if result["errors"]:
+        print(f"{len(result['errors'])} method/cell pairs not reported (see {report})", file=sys.stderr)
+        return 1
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
     from adaptive_rollouts.sim.report import theory_checks, write_report
+
+    if getattr(args, "map", False):
+        return run_map_command(args)
 
     try:
         cfg = config_from_args(args)

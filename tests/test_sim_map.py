@@ -1,0 +1,133 @@
+"""AdamW update, learning-rate grid extension, the transfer knob and a tiny regime map end to end."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.sim.map_report import write_map_report
+from adaptive_rollouts.sim.optim import SGD, AdamW, clip_by_norm
+from adaptive_rollouts.sim.problem import make_problem
+from adaptive_rollouts.sim.regime_map import QUICK_MAP, LearningRateAtEdge, run_map, tune_grid
+from adaptive_rollouts.sim.regimes import Cell, measured_transfer
+from adaptive_rollouts.sim.train import Simulator, TrainConfig
+
+
+def test_adamw_matches_hand_computation():
+    lr, b1, b2, eps, wd = 0.1, 0.9, 0.999, 1e-8, 0.01
+    opt = AdamW(lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    theta = np.array([1.0, -2.0])
+    g1, g2 = np.array([0.5, -1.0]), np.array([0.1, 0.3])
+    s1 = opt.step(theta, g1)
+    # step 1: m = 0.1 g1, v = 0.001 g1^2, bias-corrected m_hat = g1, v_hat = g1^2
+    np.testing.assert_allclose(s1, lr * g1 / (np.abs(g1) + eps) - lr * wd * theta)
+    theta = theta + s1
+    s2 = opt.step(theta, g2)
+    m = 0.9 * 0.1 * g1 + 0.1 * g2
+    v = 0.999 * 0.001 * g1**2 + 0.001 * g2**2
+    expect = lr * (m / (1 - b1**2)) / (np.sqrt(v / (1 - b2**2)) + eps) - lr * wd * theta
+    np.testing.assert_allclose(s2, expect, rtol=1e-12)
+
+
+def test_clipping_and_sgd():
+    g = np.array([3.0, 4.0])
+    np.testing.assert_allclose(clip_by_norm(g, 1.0), [0.6, 0.8])
+    np.testing.assert_allclose(clip_by_norm(g, 10.0), g)
+    np.testing.assert_allclose(SGD(0.5, max_grad_norm=1.0).step(np.zeros(2), g), [0.3, 0.4])
+    # clipped Adam: first step is still lr sign(g) (scale-free), but the moments see the clipped g
+    opt = AdamW(0.1, max_grad_norm=1.0)
+    opt.step(np.zeros(2), g)
+    np.testing.assert_allclose(opt.m, 0.1 * np.array([0.6, 0.8]))
+    with pytest.raises(ValueError, match="betas"):
+        AdamW(0.1, betas=(1.0, 0.9))
+
+
+def test_grid_extends_when_best_is_at_an_edge():
+    calls = []
+
+    def score(lr):
+        calls.append(lr)
+        return -abs(np.log(lr / 0.02))
+
+    best, tried = tune_grid(score, [0.1, 0.3, 1.0], 3.0, 4)
+    assert best == pytest.approx(0.1 / 3) and tried[0] == pytest.approx(0.1 / 9)
+    assert len(calls) == len(set(calls)) == 5  # each rate run once
+    with pytest.raises(LearningRateAtEdge, match="edge"):
+        tune_grid(lambda lr: lr, [0.1, 0.3, 1.0], 3.0, 2)  # monotone: never interior
+    with pytest.raises(ValueError, match=">= 3 rates"):
+        tune_grid(lambda lr: lr, [0.1, 1.0], 3.0, 2)
+
+
+def test_transfer_knob_and_per_prompt_gradient():
+    pb = make_problem("graded", n_prompts=30, n_test=5, dim=8, seed=0, transfer=0.4)
+    assert pb.own_scale == pytest.approx(np.sqrt(0.6)) and pb.n_params == 8 * 6 + 30 * 6
+    rng = np.random.default_rng(0)
+    pb.set_parameters(rng.normal(size=pb.n_params))
+    sim = Simulator(pb, seed=1)
+    cfg = TrainConfig(budget=12, aggregation="seq-mean")
+    q = np.array([0, 0, 0, 5, 5, 5, 7, 7, 7, 7, 2, 2])
+    a, r = pb.sample(q, rng)
+    g = sim.batch_gradient(q, a, r, cfg)
+    np.testing.assert_allclose(sim.rollout_gradients(q, a, r, cfg).sum(axis=0), g, atol=1e-12)
+    coef_rows = sim.rollout_coefficients(q, a, r, cfg)
+    coef = coef_rows[np.arange(q.size), a] / (1 - pb.probs(q)[np.arange(q.size), a])  # w_i A_i
+
+    def f(theta):
+        old = pb.parameters()
+        pb.set_parameters(theta)
+        out = float(np.sum(coef * np.log(pb.probs(q)[np.arange(q.size), a])))
+        pb.set_parameters(old)
+        return out
+
+    theta, h = pb.parameters(), 1e-6
+    for j in (3, 8 * 6 + 5 * 6 + 2, 8 * 6 + 7 * 6):  # a W entry, E rows of prompts 5 and 7
+        e = np.zeros_like(theta)
+        e[j] = h
+        assert (f(theta + e) - f(theta - e)) / (2 * h) == pytest.approx(g[j], abs=1e-6)
+
+
+def test_measured_transfer_falls_with_the_knob():
+    high = np.mean(
+        [measured_transfer(Cell(dim=16, transfer=1.0, n_prompts=400).problem(s, 20), seed=s) for s in (0, 1)]
+    )
+    low = np.mean([measured_transfer(Cell(dim=16, transfer=0.1, n_prompts=400).problem(s, 20), seed=s) for s in (0, 1)])
+    assert high > 0.6 and low < 0.5 and high > low + 0.3
+
+
+def _tiny_map():
+    return dataclasses.replace(
+        QUICK_MAP,
+        cells=[Cell(scenario="bimodal", dim=8, batch_prompts=6, n_prompts=60)],
+        methods=("uniform", "default", "default@true-p"),
+        tune_seeds=(100,),
+        report_seeds=(0,),
+        paired_seeds=(0, 1),
+        steps=8,
+        n_test=30,
+        grad_var_every=4,
+        grad_var_resamples=3,
+        fingerprint_every=4,
+        max_extensions=6,
+    )
+
+
+def test_tiny_map_end_to_end_and_resume(tmp_path):
+    cfg = _tiny_map()
+    result = run_map(cfg, tmp_path, progress=False)
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert not result["errors"]
+    report = write_map_report(result, tmp_path)
+    text = report.read_text()
+    assert "| bimodal/d8-Q6-pool60 |" in text and "no regret" in text
+    assert (tmp_path / "heatmap_default.png").stat().st_size > 0
+    data = json.loads((tmp_path / "map.json").read_text())
+    row = data["rows"][0]
+    assert set(row["methods"]) == {"uniform", "default", "default@true-p"}
+    assert row["methods"]["uniform"]["speedup"] == pytest.approx(1.0)
+    assert row["methods"]["default"]["seeds"] == [0, 1]  # paired with Uniform on every paired seed
+    assert np.isfinite(row["fingerprints"]["noise_to_signal_rollout"])
+    # resume: nothing reruns, same numbers
+    again = run_map(cfg, tmp_path, progress=False)
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
+    assert again["lr"] == result["lr"]
