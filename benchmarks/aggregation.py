@@ -177,6 +177,7 @@ def one_run(job: dict) -> dict:
         batch_prompts=job["batch_prompts"],
         budget=job["budget"],
         lr=job["lr"],
+        optimizer="sgd",  # this study's rate grids are SGD rates; the regime map (bench --map) uses AdamW
         estimator="grpo",
         aggregation=job["aggregation"],
         seed=job["seed"],
@@ -357,7 +358,14 @@ def trace(scenario: str, seed: int, n_prompts: int, steps: int, batch: int, budg
         problem,
         Recorder(),
         TrainConfig(
-            steps=steps, batch_prompts=batch, budget=budget, lr=lr, aggregation="seq-mean", seed=seed, grad_var_every=0
+            steps=steps,
+            batch_prompts=batch,
+            budget=budget,
+            lr=lr,
+            optimizer="sgd",
+            aggregation="seq-mean",
+            seed=seed,
+            grad_var_every=0,
         ),
     )
     return problem, log

@@ -241,6 +241,9 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
     if summary["errors"]:
         lines += ["", "## Not reported (learning rate at the grid's edge after extensions, or errors)", ""]
         lines += [f"- {k}: {v}" for k, v in summary["errors"].items()]
+    if result.get("missing"):
+        lines += ["", f"## Not run yet (partial map: {len(result['missing'])} method/cell pairs)", ""]
+        lines.append(", ".join(result["missing"]))
     if plots:
         files = _heatmaps(summary, shown, folder)
         lines += ["", "## Heatmaps", ""] + [f"![{f}]({f})" for f in files]

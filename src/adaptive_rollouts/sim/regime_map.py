@@ -200,8 +200,14 @@ def tune_grid(score, grid: Sequence[float], step: float, max_extensions: int) ->
         extensions += 1
 
 
-def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) the map into ``folder``; return {"config", "cells", "lr", "errors", "runs"}."""
+class _NotRunYet(Exception):
+    pass
+
+
+def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missing: bool = True) -> dict[str, Any]:
+    """Run (or resume) the map into ``folder``; return {"config", "cells", "lr", "errors", "runs",
+    "missing"}. ``run_missing=False`` only reads what is there (a partial map): method/cell pairs
+    with runs still missing are listed in "missing" and left out of the results."""
     from adaptive_rollouts.sim.bench import _progress
 
     folder = Path(folder)
@@ -212,6 +218,8 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True) -> dict[s
 
     def run(cell: Cell, method: str, seed: int, lr: float) -> dict:
         r = store.get(cell.key, method, seed, lr)
+        if r is None and not run_missing:
+            raise _NotRunYet
         if r is None:
             r = _one_run(cell, method, seed, lr, cfg)
             store.add(r)
@@ -221,11 +229,14 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True) -> dict[s
 
     best_lr: dict[str, dict[str, float]] = {}
     errors: dict[str, str] = {}
+    missing: list[str] = []
     cells_info = {}
     for cell in cfg.cells:
         info_path = folder / f"cell_{cell.key.replace('/', '_')}.json"
         if info_path.exists():
             cells_info[cell.key] = json.loads(info_path.read_text())
+        elif not run_missing:
+            cells_info[cell.key] = {**cell.as_dict(), "transfer_measured": float("nan")}
         else:
             transfer = float(
                 np.nanmean([measured_transfer(cell.problem(s, cfg.n_test), seed=s) for s in cfg.tune_seeds])
@@ -242,16 +253,20 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True) -> dict[s
                     cfg.lr_step,
                     cfg.max_extensions,
                 )
+                for s in _seeds_for(cfg, method):
+                    run(cell, method, s, lr)
             except (LearningRateAtEdge, ValueError) as err:
                 errors[f"{cell.key} {method}"] = f"{type(err).__name__}: {err}"
                 continue
+            except _NotRunYet:
+                missing.append(f"{cell.key} {method}")
+                continue
             best_lr.setdefault(cell.key, {})[method] = lr
-            for s in _seeds_for(cfg, method):
-                run(cell, method, s, lr)
     bar.close()
     cfg_dict = asdict(cfg)
     cfg_dict["cells"] = [c.as_dict() for c in cfg.cells]
-    return {"config": cfg_dict, "cells": cells_info, "lr": best_lr, "errors": errors, "runs": store.runs}
+    out = {"config": cfg_dict, "cells": cells_info, "lr": best_lr, "errors": errors, "runs": store.runs}
+    return {**out, "missing": missing}
 
 
 def seed_mean_curve(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, float]:
