@@ -305,7 +305,7 @@ def summarize(runs: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
         by.setdefault((r["scenario"], r["aggregation"], r["method"], r["lr"]), []).append(r)
     best: dict[tuple, tuple[float, list]] = {}
     first_seed = cfg.seeds[0]
-    for (sc, agg, m, lr), rs in by.items():
+    for (sc, agg, m, _lr), rs in by.items():
         chosen_on = [r for r in rs if r["seed"] == first_seed] if cfg.lr_select == "first-seed" else rs
         auc = float(np.mean([r["auc"] for r in chosen_on])) if chosen_on else -np.inf
         key = (sc, agg, m)

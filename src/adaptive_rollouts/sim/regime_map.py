@@ -238,16 +238,15 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
         elif not run_missing:
             cells_info[cell.key] = {**cell.as_dict(), "transfer_measured": float("nan")}
         else:
-            transfer = float(
-                np.nanmean([measured_transfer(cell.problem(s, cfg.n_test), seed=s) for s in cfg.tune_seeds])
-            )
+            values = np.array([measured_transfer(cell.problem(s, cfg.n_test), seed=s) for s in cfg.tune_seeds])
+            transfer = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else float("nan")
             cells_info[cell.key] = {**cell.as_dict(), "transfer_measured": transfer}
             info_path.write_text(json.dumps(cells_info[cell.key]))
     # Method by method over every cell, so a partial map holds whole columns (the first methods).
     for method in cfg.methods:
         for cell in cfg.cells:
             try:
-                lr, tried = tune_grid(
+                lr, _ = tune_grid(
                     lambda lr: float(np.mean([run(cell, method, s, lr)["auc"] for s in cfg.tune_seeds])),
                     cfg.lr_grid,
                     cfg.lr_step,
