@@ -75,14 +75,15 @@ class AdamW:
     def step(self, theta: np.ndarray, grad: np.ndarray) -> np.ndarray:
         """The increment to add to ``theta`` (updates the moment estimates)."""
         g = clip_by_norm(np.asarray(grad, dtype=float), self.max_grad_norm)
-        if self.m is None or self.m.shape != g.shape:
-            self.m, self.v = np.zeros_like(g), np.zeros_like(g)
+        m, v = self.m, self.v
+        if m is None or v is None or m.shape != g.shape:
+            m, v = np.zeros_like(g), np.zeros_like(g)
         b1, b2 = self.betas
         self.t += 1
-        self.m = b1 * self.m + (1 - b1) * g
-        self.v = b2 * self.v + (1 - b2) * g * g
-        m_hat = self.m / (1 - b1**self.t)
-        v_hat = self.v / (1 - b2**self.t)
+        self.m = m = b1 * m + (1 - b1) * g
+        self.v = v = b2 * v + (1 - b2) * g * g
+        m_hat = m / (1 - b1**self.t)
+        v_hat = v / (1 - b2**self.t)
         return self.lr * m_hat / (np.sqrt(v_hat) + self.eps) - self.lr * self.weight_decay * np.asarray(theta)
 
 
