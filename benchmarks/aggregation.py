@@ -1,21 +1,21 @@
-"""Issue 9 benchmark: allocator overhead, and speedups per loss aggregation with true / predicted p.
+"""Loss-aggregation benchmark: allocator overhead, and speedups per loss aggregation with true / predicted p.
 
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue9.py timing
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue9.py gp --out runs/issue9
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue9.py tune --out runs/issue9
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue9.py sim --out runs/issue9
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py timing
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py gp --out runs/aggregation
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py tune --out runs/aggregation
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py sim --out runs/aggregation
     (docs/benchmark.md's main table: --options '{"max_prior_strength": 64}', the default before the
     `tune --grid strength` run moved it to 8)
 
-`timing` prints wall times (ms) of the pieces of our allocator: `improvement_table` (GRPO), one
+`timing` prints wall times (ms) of the pieces of PosteriorProgressive: `improvement_table` (GRPO), one
 `PosteriorProgressive` step at the tiny demo's shape (16 prompts, 128 rollouts) and at the
 simulator's (64, 512), and `GaussianProcess.update`.
 
-`gp` measures how robust our GaussianProcess defaults are: next-step MAE and log-loss on traces of
+`gp` measures how robust the GaussianProcess defaults are: next-step MAE and log-loss on traces of
 Uniform runs in every scenario, for the defaults and one-at-a-time changes (x1/4, x4), at two pool
 sizes (how often a prompt comes back).
 
-`tune` picks the improvement objective's (lr_noise, noise_ratio) for our allocator with the true
+`tune` picks the improvement objective's (lr_noise, noise_ratio) for PosteriorProgressive with the true
 p on the TUNE seeds (10, 11) and a subset of scenarios; `sim` runs every method on the TEST seeds
 (0, 1, 2), never used for tuning, and prints the speedup table (rollouts to 90% of Uniform's final
 gain, Uniform's / the method's, each method at its best learning rate of base x {1/3, 1, 3}
@@ -23,8 +23,9 @@ chosen on the first seed of the set; `--lr-select all` averages the choice over 
 
 Methods (all with the trainer's GRPO advantages and the run's aggregation):
   uniform            n = C / Q
-  ours / ours-skip   PosteriorProgressive, improvement objective for the run's aggregation, our GP
-                     (ours-skip: a prompt may get 0 rollouts)
+  posterior-progressive, posterior-progressive-skip
+                     PosteriorProgressive, improvement objective for the run's aggregation,
+                     GaussianProcess predictor (-skip: a prompt may get 0 rollouts)
   ...@true-p         the same with the true p as the prediction (var 0)
   oracle-fill        32 rollouts to the prompts of largest true p(1-p), skip the rest
   vip@true-p         VIP's variance objective (GRPO estimator) with the true p
@@ -48,12 +49,12 @@ TUNE_SEEDS = (10, 11)
 TEST_SEEDS = (0, 1, 2)
 AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
 SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
-METHODS = (
+DEFAULT_METHODS = (
     "uniform",
-    "ours",
-    "ours-skip",
-    "ours@true-p",
-    "ours-skip@true-p",
+    "posterior-progressive",
+    "posterior-progressive-skip",
+    "posterior-progressive@true-p",
+    "posterior-progressive-skip@true-p",
     "oracle-fill",
     "vip@true-p",
     "vip-paper",
@@ -93,7 +94,7 @@ def timing() -> None:
     for q, budget in [(16, 128), (64, 512)]:
         alloc = PosteriorProgressive("gp", features=tab, aggregation="seq-mean", seed=0)
         times = []
-        for step in range(40):
+        for _ in range(40):
             prompts = rng.choice(n_pool, q, replace=False).tolist()
             sampled = [0.0]
 
@@ -137,7 +138,7 @@ def build(method: str, problem, seed: int, aggregation: str, options: dict):
     predictor = TruePredictor(truth) if variant == "true-p" else "gp"
     if base == "uniform":
         return Uniform(seed=seed)
-    if base in ("ours", "ours-skip"):
+    if base in ("posterior-progressive", "posterior-progressive-skip"):
         options = dict(options)
         extra = {"max_prior_strength": options.pop("max_prior_strength")} if "max_prior_strength" in options else {}
         return PosteriorProgressive(
@@ -146,7 +147,7 @@ def build(method: str, problem, seed: int, aggregation: str, options: dict):
             objective="improvement",
             estimator="grpo",
             aggregation=aggregation,
-            allow_skip=base == "ours-skip",
+            allow_skip=base == "posterior-progressive-skip",
             improvement_options=options,
             seed=seed,
             **extra,
@@ -389,7 +390,7 @@ def gp_robustness(args) -> dict:
                     opts = dict(opts)
                     h = h0 * opts.pop("bandwidth_scale", 1.0)
                     gp = GaussianProcess(table, bandwidth=h, seed=seed, **opts)
-                    mae, ll, seen = [], [], []
+                    mae, ll = [], []
                     for step, (prompts, rewards, p) in enumerate(log):
                         if step >= 5:  # next-step prediction, after a short warm-up
                             pred = gp.predict(prompts)
@@ -442,14 +443,14 @@ def tune_options(grid: list[dict]):
 
 
 TUNE_GRID = [{"lr_noise": a, "noise_ratio": b} for a in (0.001, 0.01, 0.1) for b in (0.25, 4.0)]
-# how much our allocator trusts a learned predictor (pseudo-rollouts of its Beta prior), `--grid strength`
+# how much PosteriorProgressive trusts a learned predictor (pseudo-rollouts of its Beta prior), `--grid strength`
 STRENGTH_GRID = [{"max_prior_strength": s} for s in (2.0, 8.0, 64.0)]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("timing", "tune", "sim", "gp"))
-    ap.add_argument("--out", default="runs/issue9")
+    ap.add_argument("--out", default="runs/aggregation")
     ap.add_argument("--scenarios", default=None)
     ap.add_argument("--aggregations", default=",".join(AGGREGATIONS))
     ap.add_argument("--methods", default=None)
@@ -467,7 +468,9 @@ def main(argv=None) -> int:
         help="tune: improvement options (objective) or max_prior_strength (strength)",
     )
     ap.add_argument("--lr-select", choices=("first-seed", "all"), default="first-seed")
-    ap.add_argument("--options", default=None, help='JSON improvement options for ours, e.g. {"lr_noise": 0.01}')
+    ap.add_argument(
+        "--options", default=None, help='JSON improvement options for PosteriorProgressive, e.g. {"lr_noise": 0.01}'
+    )
     args = ap.parse_args(argv)
     if args.mode == "timing":
         timing()
@@ -484,7 +487,7 @@ def main(argv=None) -> int:
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else TUNE_SEEDS
         if set(seeds) & set(TEST_SEEDS):
             raise SystemExit(f"tune seeds {seeds} overlap the test seeds {TEST_SEEDS}")
-        methods = args.methods.split(",") if args.methods else ("uniform", "ours@true-p")
+        methods = args.methods.split(",") if args.methods else ("uniform", "posterior-progressive@true-p")
         base = json.loads(args.options) if args.options else {}
         grid = [{**base, **o} for o in (STRENGTH_GRID if args.grid == "strength" else TUNE_GRID)]
         runs = run_grid(seeds, scenarios, aggs, methods, args, tune_options(grid))
@@ -494,18 +497,18 @@ def main(argv=None) -> int:
             if m == "uniform":
                 continue
             scores = {}
-            for (sc, agg, mm, tag), v in table.items():
+            for (_, _, mm, tag), v in table.items():
                 if mm == m:
                     scores.setdefault(tag, []).append(np.mean(v["speedup"]))
             for tag, s in sorted(scores.items(), key=lambda kv: -np.mean(np.log(np.maximum(kv[1], 1e-2)))):
                 print(
-                    f"  {m:18s} {tag:45s} geo-mean {np.exp(np.mean(np.log(np.maximum(s, 1e-2)))):.3f} "
+                    f"  {m:33s} {tag:45s} geo-mean {np.exp(np.mean(np.log(np.maximum(s, 1e-2)))):.3f} "
                     f"mean {np.mean(s):.3f} min {np.min(s):.2f}"
                 )
     else:
         scenarios = args.scenarios.split(",") if args.scenarios else SCENARIOS
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else TEST_SEEDS
-        methods = args.methods.split(",") if args.methods else METHODS
+        methods = args.methods.split(",") if args.methods else DEFAULT_METHODS
         options = json.loads(args.options) if args.options else {}
         runs = run_grid(seeds, scenarios, aggs, methods, args, lambda m: [("", options)])
         table = speedups(runs, select_seeds=_select(seeds, args))
@@ -523,7 +526,7 @@ def main(argv=None) -> int:
                 extra = [table.get((sc, agg, m, "")) for agg in aggs]
                 mae = np.nanmean([v["calib_mae"] for v in extra if v]) if any(extra) else float("nan")
                 ms = np.nanmedian([v["alloc_ms"] for v in extra if v]) if any(extra) else float("nan")
-                print(f"| {sc:10s} | {m:17s} | " + " | ".join(cells) + f" | {mae:.2f} | {ms:.1f} |")
+                print(f"| {sc:10s} | {m:33s} | " + " | ".join(cells) + f" | {mae:.2f} | {ms:.1f} |")
     payload = {
         "mode": args.mode,
         "args": vars(args),

@@ -1,4 +1,4 @@
-"""Demo benchmark (issue 6 item 4): rollouts each allocator needs to reach the Uniform run's final
+"""Demo benchmark: rollouts each allocator needs to reach the Uniform run's final
 pool accuracy (same seed), as a ratio to Uniform's own, and allocator overhead as a share of
 training time (goal <= 1%). Runs the real demo (tiny LM through AdaptiveGRPOTrainer).
 

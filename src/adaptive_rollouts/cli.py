@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="RLVR on a tiny LM through TRL: Uniform vs VIP vs VIGOR vs ours")
+    demo = sub.add_parser("demo", help="RLVR on a tiny LM through TRL: Uniform vs VIP vs VIGOR vs PosteriorProgressive")
     try:
         from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
     except ImportError as err:  # the demo needs the [demo] extra

@@ -95,50 +95,42 @@ class VIP(PredictiveAllocator):
 
     def _plan(self, prompts: list, budget: int) -> np.ndarray:
         prediction = self._predict(prompts)
-        if self.aggregation is None and self.estimator == "grpo" and self.variance == "expected":
-            # posterior-averaged GRPO variance: a per-prompt table, solved exactly
-            from ..solvers import solve_table
+        if self.aggregation is not None:  # expected improvement for the trainer's aggregation
+            return self._solve_table(prediction, budget, "improvement")
+        if self.estimator == "grpo" and self.variance == "expected":
+            return self._solve_table(prediction, budget, "variance")  # posterior-averaged GRPO variance
+        from ..solvers import allocate
 
-            upper = self._effective_upper(len(prompts), budget)
-            table = cost_table(
-                prediction,
-                upper,
-                self.lower,
-                objective="variance",
-                estimator="grpo",
-                variance="expected",
-                skip_cost=self.skip_cost if self.allow_skip else None,
-            )
-            return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
-        if self.aggregation is None:
-            from ..solvers import allocate
+        return np.asarray(
+            allocate(
+                self.weights(prediction),
+                budget,
+                lower=self.lower,
+                upper=self.upper,
+                objective=self.estimator,
+                success_prob=np.clip(np.asarray(prediction.mean, dtype=float), 0, 1),
+                allow_skip=self.allow_skip,
+                skip_cost=self.skip_cost,
+            ),
+            dtype=np.int64,
+        )
 
-            return np.asarray(
-                allocate(
-                    self.weights(prediction),
-                    budget,
-                    lower=self.lower,
-                    upper=self.upper,
-                    objective=self.estimator,
-                    success_prob=np.clip(np.asarray(prediction.mean, dtype=float), 0, 1),
-                    allow_skip=self.allow_skip,
-                    skip_cost=self.skip_cost,
-                ),
-                dtype=np.int64,
-            )
+    def _solve_table(self, prediction: Prediction, budget: int, objective: str) -> np.ndarray:
+        """The exact optimum of a per-prompt cost table (`cost_table`) for `objective`."""
         from ..solvers import solve_table
 
-        upper = self._effective_upper(len(prompts), budget)
+        upper = self._effective_upper(len(prediction.mean), budget)
         table = cost_table(
             prediction,
             upper,
             self.lower,
-            objective="improvement",
+            objective=objective,
             estimator=self.estimator,
             variance=self.variance,
             aggregation=self.aggregation,
             budget=budget,
             options=self.improvement_options,
+            skip_cost=self.skip_cost if self.allow_skip and objective == "variance" else None,
         )
         return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
 

@@ -37,7 +37,7 @@ def median_heuristic(x: np.ndarray, max_points: int = 1000, seed: int = 0) -> fl
 
 
 class PaperGP:
-    """VIP's GP success predictor, faithfully (METHODS.md section 3), kernel rows computed on demand.
+    """VIP's GP success predictor, faithfully (arXiv 2602.01601), kernel rows computed on demand.
 
     Latent logit g ~ GP(m, K), K(x, x') = exp(-|x - x'|^2 / (2 h^2)), h = median pairwise distance
     of the pool's features (a seeded sample of <= 1000), p = sigmoid(g). After each step, every prompt

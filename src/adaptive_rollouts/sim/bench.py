@@ -125,9 +125,10 @@ def build_allocator(
 ) -> tuple[Any, Any]:
     """(allocator, predictor or None) for a method name (see the module docstring).
 
-    ``aggregation`` goes to our allocators, whose objective is derived per loss aggregation; VIP
-    keeps the paper's variance objective (passing it would switch VIP to ours). ``estimator`` (the
-    trainer's advantage estimator) goes to every allocator that takes one."""
+    ``aggregation`` goes to the allocators whose objective is derived per loss aggregation
+    (PosteriorProgressive, GuardedProgressive); VIP keeps the paper's variance objective (passing it
+    would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
+    estimator) goes to every allocator that takes one."""
     truth = _truth_fn(problem)
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)

@@ -14,7 +14,7 @@ from adaptive_rollouts.sim.theory import hill_tail_index, monte_carlo_variance, 
 
 __all__ = ["theory_checks", "write_report"]
 
-OURS = ("ours", "posterior-progressive", "gp-progressive")
+OURS = ("posterior-progressive",)
 PUBLISHED = ("vip-paper", "vigor")
 ORACLES = ("oracle-vip", "oracle-fill")
 

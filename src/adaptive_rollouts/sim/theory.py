@@ -1,6 +1,6 @@
 """Theory checks printed in the benchmark report.
 
-1. Monte Carlo of the per-prompt gradient variance: rewards in {-1, +1},
+1. Monte Carlo of the per-prompt gradient variance (docs/objectives.md, section 2): rewards in {-1, +1},
    projected score Z ~ N(0, s^2) independent of the reward, g = (1/n) sum_i A_i Z_i;
    Dr. GRPO Var = 4 s^2 p(1-p)(n-1)/n^2, RLOO Var = 4 s^2 p(1-p)/(n-1), GRPO estimated.
 2. VIGOR Theorem 2: speedup eta^(1/3) with
