@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-core test-verl venv bench fuzz soak clean
+.PHONY: demo test test-core test-verl lint venv bench fuzz soak clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,15 @@ $(VERL_STAMP): pyproject.toml constraints.txt
 
 test: test-core test-verl
 
-test-core: $(STAMP)
+# ruff (lint + format check) and mypy (config in pyproject.toml); test-core runs them first
+LINT_PATHS := src tests benchmarks scripts examples
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+
+test-core: lint
 	$(TEST_ENV) $(PY) -m pytest -q $(if $(SLOW),,-m "not slow")
 
 test-verl: $(VERL_STAMP)

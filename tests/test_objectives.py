@@ -149,7 +149,6 @@ def test_variance_table_shapes_and_infeasible_entries():
 
 def test_docstring_examples():
     import doctest
-
     import importlib
 
     names = ["objectives." + m for m in ("variance", "aggregation", "beta", "improvement")]

@@ -17,11 +17,10 @@ import os
 import uuid
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from .types import Encoder
 from .validation import names
 
 __all__ = ["FeatureTable", "KeyedTexts", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
@@ -197,14 +196,14 @@ class SentenceTransformerEncoder:
         if cache_dir is False:
             self.cache_dir = None
         else:
-            root = _default_cache_dir() if cache_dir in (None, True) else Path(cache_dir)
+            root = _default_cache_dir() if cache_dir is None or isinstance(cache_dir, bool) else Path(cache_dir)
             slug = hashlib.sha256(self.model_name.encode()).hexdigest()[:16]
             self.cache_dir = root / slug
         self.batch_size = int(batch_size)
         self.device = device
         self.show_progress = show_progress
-        self._model = None
-        self._dim = _DEFAULT_DIM if model is None else None
+        self._model: Any = None
+        self._dim: int | None = _DEFAULT_DIM if model is None else None
         self._cache: dict[bytes, np.ndarray] | None = None
 
     # -- model ---------------------------------------------------------------------------------
@@ -224,7 +223,7 @@ class SentenceTransformerEncoder:
     def dim(self) -> int:
         if self._dim is None:
             self._load_model()
-        return self._dim
+        return cast(int, self._dim)
 
     # -- cache ---------------------------------------------------------------------------------
     def _load_cache(self) -> dict[bytes, np.ndarray]:
@@ -283,16 +282,16 @@ class SentenceTransformerEncoder:
         try:
             for start in range(0, len(items), _CACHE_CHUNK):
                 chunk = items[start : start + _CACHE_CHUNK]
-                vectors = []
+                parts = []
                 for b in range(0, len(chunk), self.batch_size):
                     texts = [t for _, t in chunk[b : b + self.batch_size]]
                     out = model.encode(
                         texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
                     )
-                    vectors.append(np.asarray(out, dtype=np.float32))
+                    parts.append(np.asarray(out, dtype=np.float32))
                     if bar is not None:
                         bar.update(len(texts))
-                vectors = np.concatenate(vectors)
+                vectors = np.concatenate(parts)
                 keys = [h for h, _ in chunk]
                 self._write_chunk(keys, vectors)
                 for h, v in zip(keys, vectors):
@@ -302,6 +301,6 @@ class SentenceTransformerEncoder:
                 bar.close()
 
 
-def default_encoder(cache_dir: str | os.PathLike | None | bool = None, **kwargs) -> Encoder:
+def default_encoder(cache_dir: str | os.PathLike | None | bool = None, **kwargs: Any) -> SentenceTransformerEncoder:
     """The package's default text encoder: offline all-MiniLM-L6-v2 with the on-disk cache."""
     return SentenceTransformerEncoder(cache_dir=cache_dir, **kwargs)

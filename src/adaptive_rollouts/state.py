@@ -63,7 +63,7 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-def _safetensors_numpy():
+def _safetensors_numpy() -> Any:
     try:
         import safetensors.numpy as st_numpy
     except ImportError:  # optional dependency: npz fallback

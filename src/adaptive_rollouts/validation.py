@@ -90,7 +90,10 @@ def check_prompts(
 
 
 def check_rewards(
-    prompts: Sequence[Hashable], rewards: Any, expected: Sequence[int] | None = None, source: str = "rewards"
+    prompts: Sequence[Hashable],
+    rewards: Any,
+    expected: Sequence[int] | np.ndarray | None = None,
+    source: str = "rewards",
 ) -> list[np.ndarray]:
     """One finite 1-D float array per prompt with values in [0, 1] (binary or graded), of length
     ``expected[i]`` when given. ``source`` names where the rewards came from in the errors."""

@@ -100,7 +100,7 @@ def _grpo_expected_table(
 
 def solve_increments(
     table: np.ndarray, current: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool
-) -> np.ndarray:
+) -> np.ndarray | None:
     """Exact increments d_q >= 0, sum d = budget, minimising sum_q table[q, current_q + d_q],
     subject to current_q + d_q in [lower, upper] (or 0 when allow_skip and current_q == 0).
     Returns None when no such increments exist (e.g. a budget of 1 with only skipped prompts)."""

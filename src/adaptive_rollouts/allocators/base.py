@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,13 +76,13 @@ class RolloutCollector:
         return np.array([np.var(r) if r.size >= 2 else 0.0 for r in self.rewards()])
 
 
-def _restores_rng_on_error(method):
+def _restores_rng_on_error(method: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap run / plan / observe: if the call raises, the generator is put back where it was, so a
     failed step (bad budget, a `sample` that returns bad rewards) leaves `state_dict()` unchanged.
     Predictors validate before they mutate, so the generator is the only state a failure can touch."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: BaseAllocator, *args: Any, **kwargs: Any) -> Any:
         saved = self.rng.bit_generator.state
         try:
             return method(self, *args, **kwargs)
@@ -90,7 +90,7 @@ def _restores_rng_on_error(method):
             self.rng.bit_generator.state = saved
             raise
 
-    wrapper._restores_rng = True
+    wrapper._restores_rng = True  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -216,6 +216,12 @@ class BaseAllocator:
             self.last_metrics.update(extra)
         return rewards
 
+    def _add_metrics(self, extra: dict[str, Any]) -> None:
+        """Extend this step's `last_metrics` (set by the step that just ran)."""
+        if self.last_metrics is None:
+            raise RuntimeError(f"internal error in {type(self).__name__}: no metrics to extend")
+        self.last_metrics.update(extra)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lower={self.lower}, upper={self.upper}, seed={self.seed})"
 
@@ -288,12 +294,12 @@ class PredictorSlot:
         self._predictor = None if isinstance(predictor, str) else predictor
 
     @property
-    def predictor(self):
+    def predictor(self) -> Any:
         if self._predictor is None:
             self._predictor = self._build(self.spec)
         return self._predictor
 
-    def _build(self, name: str):
+    def _build(self, name: str) -> Any:
         from .. import predictors
 
         if name in ("beta", "windowed", "cumulative"):
@@ -322,7 +328,7 @@ class PredictiveAllocator(SingleShotAllocator):
         self.slot = PredictorSlot(predictor, features)
 
     @property
-    def predictor(self):
+    def predictor(self) -> Any:
         return self.slot.predictor
 
     def _predict(self, prompts: list) -> Prediction:

@@ -36,6 +36,7 @@ class Knapsack(PredictiveAllocator):
     """
 
     name = "knapsack"
+    upper: int
     allow_skip = True
 
     def __init__(

@@ -131,7 +131,7 @@ class PosteriorProgressive(BaseAllocator):
             )
 
     @property
-    def predictor(self):
+    def predictor(self) -> Any:
         return self.slot.predictor
 
     @property

@@ -56,5 +56,5 @@ class SpeedRL(BaseAllocator):
         if not self.drop_zero_variance:
             return rewards
         kept, info = drop_flat_groups(rewards)
-        self.last_metrics.update(info)
+        self._add_metrics(info)
         return kept

@@ -22,7 +22,7 @@ def aggregation_weight(
     n: Any,
     *,
     num_prompts: int,
-    budget: int,
+    budget: float,
     constant: float | None = None,
     mean_length: float = 1.0,
 ) -> np.ndarray:

@@ -24,7 +24,9 @@ def _falling(n: np.ndarray, j: int) -> np.ndarray:
     return out
 
 
-def _centred_moments(estimator: str, n: np.ndarray, mean: np.ndarray, var: np.ndarray):
+def _centred_moments(
+    estimator: str, n: np.ndarray, mean: np.ndarray, var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`group_moments` of Dr. GRPO / RLOO in closed form (binomial factorial moments)."""
     m11, m22 = beta_moment(mean, var, 1, 1), beta_moment(mean, var, 2, 2)
     n2, n3, n4 = _falling(n, 2), _falling(n, 3), _falling(n, 4)
@@ -35,7 +37,7 @@ def _centred_moments(estimator: str, n: np.ndarray, mean: np.ndarray, var: np.nd
     sig = scale * (safe - 1.0) * m22
     sec = scale**2 * (n4 * m22 + (n3 + n2) * m11) / safe**2
     noi = scale**2 * (safe - 1.0) * m11
-    return tuple(np.where(live, x, 0.0) for x in (sig, sec, noi))
+    return np.where(live, sig, 0.0), np.where(live, sec, 0.0), np.where(live, noi, 0.0)
 
 
 def group_moments(
@@ -59,7 +61,7 @@ def group_moments(
     n, mean, var = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n, mean, var)))
     if estimator != "grpo":
         return _centred_moments(estimator, n, mean, var)
-    out = tuple(np.zeros(n.shape) for _ in range(3))
+    out = (np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape))
     live = n >= 2
     if not live.any():
         return out

@@ -100,7 +100,9 @@ def rloo_variance(n: Any, reward_var: Any, score_var: float = 1.0) -> np.ndarray
     return score_var * _as_float(reward_var) * unit_variance("rloo", n)
 
 
-def _grpo_variance_eps(p: np.ndarray, n: np.ndarray, score_var: float, eps: float, low: float, high: float):
+def _grpo_variance_eps(
+    p: np.ndarray, n: np.ndarray, score_var: float, eps: float, low: float, high: float
+) -> np.ndarray:
     """The exact binomial sum of `grpo_variance` for eps > 0."""
     from scipy.stats import binom
 

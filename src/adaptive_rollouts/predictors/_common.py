@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -55,7 +56,7 @@ def check_batch(prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> t
     return prompts, successes, counts
 
 
-def check_features(features) -> int:
+def check_features(features: Any) -> int:
     if not (hasattr(features, "encode") and hasattr(features, "dim")):
         raise ValueError(
             f"features must be an Encoder or FeatureTable (with .dim and .encode), got {type(features).__name__}"
@@ -74,9 +75,9 @@ def encode(features: Encoder, prompts: list, dim: int) -> np.ndarray:
             f"features.encode returned shape {x.shape} for {len(prompts)} prompts; "
             f"expected ({len(prompts)}, {dim}) (wrong feature dimension?)"
         )
-    bad = ~np.isfinite(x).all(axis=1)
-    if bad.any():
-        raise ValueError(f"features of prompts {names([p for p, b in zip(prompts, bad) if b])} contain NaN/inf")
+    bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
+    if bad.size:
+        raise ValueError(f"features of prompts {names([prompts[i] for i in bad])} contain NaN/inf")
     return x
 
 
@@ -104,7 +105,7 @@ class RowIndex:
         return rows
 
 
-def grow(array: np.ndarray, size: int, fill) -> np.ndarray:
+def grow(array: np.ndarray, size: int, fill: Any) -> np.ndarray:
     """Return `array` with at least `size` rows (capacity doubles), new rows set to `fill`."""
     if array.shape[0] >= size:
         return array

@@ -17,7 +17,9 @@ from .paper_gp import median_heuristic
 _NEWTON_STEPS = 25
 
 
-def laplace_site(successes: np.ndarray, counts: np.ndarray, mean: np.ndarray, var: np.ndarray):
+def laplace_site(
+    successes: np.ndarray, counts: np.ndarray, mean: np.ndarray, var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Laplace approximation of Binomial(k | n, sigmoid(g)) N(g | mean, var), as a Gaussian site.
 
     Returns (y, r): the likelihood is replaced by N(y | g, r), so that the posterior of g is
@@ -151,19 +153,19 @@ class GaussianProcess:
         self.shared_half_life, self.residual_half_life = float(shared_half_life), float(residual_half_life)
         self.seed = int(seed)
         rng = np.random.default_rng(seed)
-        self._omega = rng.standard_normal((self.dim, self.n_features))  # scaled by 1/h when used
-        self._phase = rng.uniform(0.0, 2.0 * np.pi, self.n_features)
+        self._omega: np.ndarray = rng.standard_normal((self.dim, self.n_features))  # scaled by 1/h when used
+        self._phase: np.ndarray = rng.uniform(0.0, 2.0 * np.pi, self.n_features)
         if bandwidth is None and isinstance(features, FeatureTable) and len(features) > 1:
             bandwidth = median_heuristic(features.vectors, seed=seed)
         self.bandwidth = None if bandwidth is None else float(bandwidth)
         self._prior_cov = np.append(np.full(self.n_features, self.signal_var), self.bias_var)
-        self._w_mean = np.zeros(self.n_features + 1)
-        self._w_cov = np.diag(self._prior_cov)
+        self._w_mean: np.ndarray = np.zeros(self.n_features + 1)
+        self._w_cov: np.ndarray = np.diag(self._prior_cov)
         self.step = 0
         self._index = RowIndex()
-        self._u_mean = np.zeros(0)
-        self._u_var = np.zeros(0)
-        self._u_step = np.zeros(0, dtype=np.int64)
+        self._u_mean: np.ndarray = np.zeros(0)
+        self._u_var: np.ndarray = np.zeros(0)
+        self._u_step: np.ndarray = np.zeros(0, dtype=np.int64)
 
     # -- pieces ----------------------------------------------------------------------------------
     @property
@@ -235,7 +237,7 @@ class GaussianProcess:
         if prompts:
             rows = self._index.lookup(prompts)
             u_mean, u_var = self._residual_prior(rows, step)
-            phi = self._phi(x, bandwidth)
+            phi = self._phi(x, 1.0 if bandwidth is None else bandwidth)  # set above when prompts
             f_mean = phi @ w_mean
             f_var = np.einsum("ij,ij->i", phi @ w_cov, phi)
             y, r = laplace_site(successes, counts, self.prior_mean + f_mean + u_mean, f_var + u_var)

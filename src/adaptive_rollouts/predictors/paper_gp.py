@@ -111,7 +111,7 @@ class PaperGP:
         self.step = 0
         self._mean = np.full(len(keys), self.prior_mean)
         self._last_rows = np.zeros(0, dtype=np.int64)
-        self._last_chol = None
+        self._last_chol: tuple[np.ndarray, bool] | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     def _rows(self, prompts: list) -> np.ndarray:
@@ -127,7 +127,7 @@ class PaperGP:
         xb = np.asarray(self._x[rows_b], dtype=np.float64)
         return rbf(xa, xb, self.bandwidth, self._sq[rows_a], self._sq[rows_b])
 
-    def _factor(self, rows: np.ndarray):
+    def _factor(self, rows: np.ndarray) -> tuple[np.ndarray, bool]:
         k_bb = self._kernel(rows, rows)
         k_bb[np.diag_indices_from(k_bb)] += self.jitter
         return cho_factor(k_bb, lower=True)

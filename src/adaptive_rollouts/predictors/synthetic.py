@@ -18,6 +18,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..embeddings import FeatureTable
+from ..types import Predictor
 
 
 @dataclass
@@ -88,7 +89,7 @@ def synthetic_trace(
     return SyntheticTrace([f"q{i}" for i in range(n_prompts)], x, steps)
 
 
-def evaluate(predictor, trace: SyntheticTrace, clip: float = 1e-3, warmup: int = 0) -> dict:
+def evaluate(predictor: Predictor, trace: SyntheticTrace, clip: float = 1e-3, warmup: int = 0) -> dict:
     """Next-step quality: predict each batch before seeing its rewards, then update.
 
     log_loss: mean over rollouts of -log P(reward) with E[p] clipped to [clip, 1 - clip];

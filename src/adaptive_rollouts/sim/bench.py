@@ -213,7 +213,7 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
     else:
         n_runs = len(cfg.scenarios) * per_cell * (len(cfg.lr_multipliers) + len(cfg.seeds) - 1)
     bar = _progress(n_runs, progress)
-    runs = []
+    runs: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
     t_start = time.perf_counter()
     if problem_factory is None and cfg.features == "minilm":
@@ -334,11 +334,13 @@ def summarize(runs: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
         same_lr = []
         if ref is not None:
             for u in ref[1]:
-                r = next((x for x in by.get((sc, agg, m, u["lr"]), []) if x["seed"] == u["seed"]), None)
-                if r is None:
+                twin: dict[str, Any] | None = next(
+                    (x for x in by.get((sc, agg, m, u["lr"]), []) if x["seed"] == u["seed"]), None
+                )
+                if twin is None:
                     continue
                 target = u["accuracy0"] + cfg.target_frac * (u["final"] - u["accuracy0"])
-                rm = rollouts_to_target(r["rollouts"], r["accuracy"], target)
+                rm = rollouts_to_target(twin["rollouts"], twin["accuracy"], target)
                 ru = rollouts_to_target(u["rollouts"], u["accuracy"], target)
                 same_lr.append(ru / rm if np.isfinite(rm) else 0.0)
         grid = sorted({lr for (s2, a2, m2, lr) in by if (s2, a2, m2) == (sc, agg, m)})

@@ -58,16 +58,16 @@ class Problem:
     test_offsets: np.ndarray
     test_rewards: np.ndarray
     graded: bool
-    W: np.ndarray = field(default=None)  # type: ignore[assignment]
+    W: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     shared_scale: float = 1.0
     own_scale: float = 0.0
-    E: np.ndarray = field(default=None)  # type: ignore[assignment]
+    E: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __post_init__(self) -> None:
-        if self.W is None:
+        if self.W.size == 0:
             self.W = np.zeros((self.features.shape[1], self.rewards.shape[1]))
-        if self.E is None:
-            self.E = np.zeros((self.features.shape[0], self.rewards.shape[1]) if self.own_scale else (0, 0))
+        if self.E.size == 0 and self.own_scale:
+            self.E = np.zeros((self.features.shape[0], self.rewards.shape[1]))
 
     @property
     def n_params(self) -> int:

@@ -20,7 +20,7 @@ ORACLES = ("oracle-vip", "oracle-fill")
 
 
 def theory_checks(draws: int = 200_000) -> dict[str, Any]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for est in ("drgrpo", "rloo", "grpo"):
         for p in (0.1, 0.3, 0.5):
             for n in (2, 4, 8, 16):

@@ -75,7 +75,7 @@ def take_smallest(marg: np.ndarray, take: int) -> tuple[np.ndarray, float]:
     return counts, thr
 
 
-def _solve_convex_table(c: np.ndarray, start: np.ndarray, stop: np.ndarray, budget: int):
+def _solve_convex_table(c: np.ndarray, start: np.ndarray, stop: np.ndarray, budget: int) -> tuple[np.ndarray, float]:
     width = c.shape[1]
     marg = np.full((c.shape[0], max(width - 1, 1)), np.inf)
     if width > 1:

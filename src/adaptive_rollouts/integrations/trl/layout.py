@@ -54,7 +54,8 @@ def estimator_for_scale_rewards(scale_rewards: str | bool) -> str:
     >>> estimator_for_scale_rewards("group")
     'grpo'
     """
-    key = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)  # older TRL used bools
+    # older TRL used bools
+    key = ("group" if scale_rewards else "none") if isinstance(scale_rewards, bool) else scale_rewards
     try:
         return SCALE_REWARDS_ESTIMATOR[key]
     except (KeyError, TypeError):
@@ -135,7 +136,7 @@ def _pack_whole_groups(sizes: np.ndarray, num_processes: int, capacity: int, max
     return owner if place(0) else None
 
 
-def assign_groups_to_ranks(group_sizes: Sequence[int], num_processes: int) -> list[list[tuple[int, int]]]:
+def assign_groups_to_ranks(group_sizes: Sequence[int] | np.ndarray, num_processes: int) -> list[list[tuple[int, int]]]:
     """Lay out variable-size groups on ranks holding equal numbers of rows, whole groups when possible.
 
     First an exact search for a layout with every group on one rank (`_pack_whole_groups`, bounded);

@@ -75,6 +75,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     the allocator's ``last_metrics`` are logged as ``adaptive/<name>``.
     """
 
+    num_generations: int  # set by GRPOTrainer; switched to 1 while generating one rollout per row
+
     def __init__(
         self,
         *args,
@@ -116,12 +118,12 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         finally:
             self.num_generations = saved
 
-    def _generation_round(self, rows: list[dict], store: list) -> list[np.ndarray] | None:
+    def _generation_round(self, rows: list[dict], store: list) -> np.ndarray:
         """Generate and score one rollout per row on all ranks; append records to ``store``.
         Collective: every rank calls it with the same ``rows``. Returns one reward per row."""
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         if not rows:
-            return []
+            return np.zeros(0)
         local_slice, pad = split_round(len(rows), world, rank)
         local = (rows + [rows[-1]] * pad)[local_slice]  # padding rows are generated and dropped
         prompts = [row["prompt"] for row in local]
@@ -205,7 +207,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                     broadcast_object_list([(_DONE, None, None)])
         else:
             while True:
-                message = [None]
+                message: list[Any] = [None]
                 broadcast_object_list(message)
                 kind, indices, counts = message[0]
                 if kind == _DONE:
@@ -249,7 +251,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         rewards_per_func = torch.stack([item[1] for _, item in final]).to(device)
         group_ids = torch.tensor([g for g, _ in final], device=device)
 
-        cached = (
+        cached: tuple[Any, ...] = (
             [r[0] for r in records],
             [r[1] for r in records],
             None,

@@ -131,14 +131,14 @@ def check_counts(counts: Any, n_prompts: int, budget: int) -> np.ndarray:
     return arr
 
 
-def assign_rollout_counts(batch: Any, counts: Sequence[int]) -> Any:
+def assign_rollout_counts(batch: Any, counts: Sequence[int] | np.ndarray) -> Any:
     """Write ``__rollout_n__`` (int64 tensor, one entry per prompt) into a verl TensorDict batch."""
     import torch
 
-    counts = np.asarray(counts, dtype=np.int64)
-    if counts.shape != (len(batch),):
-        raise ValueError(f"counts has shape {counts.shape} for a batch of {len(batch)} prompts")
-    batch["__rollout_n__"] = torch.as_tensor(counts)
+    arr = np.asarray(counts, dtype=np.int64)
+    if arr.shape != (len(batch),):
+        raise ValueError(f"counts has shape {arr.shape} for a batch of {len(batch)} prompts")
+    batch["__rollout_n__"] = torch.as_tensor(arr)
     return batch
 
 
@@ -146,7 +146,7 @@ def group_scores(
     uids: Sequence[str],
     scores: Sequence[float],
     order: Sequence[str],
-    reward_range: tuple[float, float] = (0.0, 1.0),
+    reward_range: Sequence[float] = (0.0, 1.0),
 ) -> list[np.ndarray]:
     """Scores grouped by uid, one 1-D array per uid of ``order`` (empty where a uid has none),
     rescaled from ``reward_range`` to [0, 1]: allocators reason about success probabilities.
