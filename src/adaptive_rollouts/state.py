@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .validation import check_choice
+
 __all__ = ["save_state", "load_state", "STATE_FORMATS"]
 
 STATE_FORMATS = ("safetensors", "npz")
@@ -146,8 +148,8 @@ def save_state(path: str | os.PathLike, state: dict, format: str | None = None) 
     """
     if not isinstance(state, dict):
         raise ValueError(f"state must be a dict, got {type(state).__name__}")
-    if format is not None and format not in STATE_FORMATS:
-        raise ValueError(f"format must be one of {STATE_FORMATS} or None, got {format!r}")
+    if format is not None:
+        check_choice("format", format, STATE_FORMATS)
     arrays: dict[str, np.ndarray] = {}
     tree = _encode(state, arrays, "")
     text = json.dumps(tree, allow_nan=True, separators=(",", ":"))

@@ -27,6 +27,7 @@ from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.validation import check_choice
 
 __all__ = [
     "BASE_LR",
@@ -204,8 +205,7 @@ def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
 
 def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Callable | None = None) -> dict[str, Any]:
     """Run the grid; return {"config", "runs": [...], "summary": {...}}."""
-    if cfg.lr_select not in ("all", "first-seed"):
-        raise ValueError(f"lr_select must be 'all' or 'first-seed', got {cfg.lr_select!r}")
+    check_choice("lr_select", cfg.lr_select, ("all", "first-seed"))
     jobs = [(sc, seed) for sc in cfg.scenarios for seed in cfg.seeds]
     per_cell = len(cfg.aggregations) * len(cfg.methods)
     if cfg.lr_select == "all":

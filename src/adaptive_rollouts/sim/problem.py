@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import softmax
 
+from adaptive_rollouts.validation import check_choice
+
 SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
 
 __all__ = ["SCENARIOS", "Problem", "make_problem"]
@@ -219,8 +221,7 @@ def make_problem(
     >>> 0.0 < pb.test_accuracy() < 1.0
     True
     """
-    if scenario not in SCENARIOS:
-        raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
+    check_choice("scenario", scenario, SCENARIOS)
     if n_answers < 3:
         raise ValueError(f"n_answers must be >= 3 (correct, distractor, others), got {n_answers}")
     if n_prompts < 1 or n_test < 1:
