@@ -14,12 +14,13 @@ import inspect
 from typing import Any
 
 from .ar3po import AR3PO
-from .base import BaseAllocator, PredictiveAllocator, SingleShotAllocator
+from .base import BaseAllocator, SingleShotAllocator
 from .dynamic_sampling import DynamicSampling
 from .greso import GRESO
 from .guarded import GuardedProgressive
 from .knapsack import Knapsack
 from .posterior_progressive import PosteriorProgressive
+from .predictive import PredictiveAllocator
 from .proportional import DynaMO, InverseAccuracy, InverseVariance
 from .speedrl import SpeedRL
 from .uniform import Uniform

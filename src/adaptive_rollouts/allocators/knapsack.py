@@ -8,7 +8,7 @@ import numpy as np
 
 from ..objectives import mixed_probability
 from ..types import Prediction
-from .base import PredictiveAllocator
+from .predictive import PredictiveAllocator
 
 __all__ = ["Knapsack", "knapsack_value"]
 

@@ -14,7 +14,8 @@ from ..objectives import beta_from_moments
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_prompts
 from ._objective import OBJECTIVES, cost_table, solve_increments
-from .base import BaseAllocator, PredictorSlot, RolloutCollector
+from .base import BaseAllocator, RolloutCollector
+from .predictive import PredictorSlot
 
 __all__ = ["PosteriorProgressive", "beta_prior", "beta_posterior"]
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..types import Prediction
-from .base import PredictiveAllocator
+from .predictive import PredictiveAllocator
 from .vigor import spread
 
 __all__ = ["proportional_counts", "DynaMO", "InverseAccuracy", "InverseVariance"]

@@ -9,7 +9,7 @@ import numpy as np
 from ..types import Prediction
 from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
 from ._objective import VARIANCES, bernoulli_weights, cost_table
-from .base import PredictiveAllocator
+from .predictive import PredictiveAllocator
 
 __all__ = ["VIP"]
 

@@ -1,0 +1,93 @@
+"""Allocators driven by a success-probability predictor: the predictor given as an object or by
+name (built on first use), updated from each step's rewards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..types import Prediction, StateDict
+from ..validation import check_choice
+from .base import SingleShotAllocator
+
+__all__ = ["PredictiveAllocator", "PredictorSlot"]
+
+
+_PREDICTOR_NAMES = ("gp", "paper-gp", "beta", "windowed", "ridge", "cumulative")
+
+
+class PredictorSlot:
+    """A predictor given as an object, or by name and built lazily on first use.
+
+    Names: "gp" (our `GaussianProcess`), "paper-gp" (`PaperGP`), "ridge" (`Ridge`) - these need
+    features: `features` (an `Encoder` or `FeatureTable`), or the default offline MiniLM encoder when
+    None, so that prompt texts work with no set-up; "beta" (`DiscountedBeta`), "windowed"
+    (`WindowedMean`), "cumulative" (`CumulativeMean`) need none.
+    """
+
+    def __init__(self, predictor: Any = "gp", features: Any = None):
+        if isinstance(predictor, str):
+            check_choice("predictor", predictor, _PREDICTOR_NAMES)
+        elif not all(hasattr(predictor, m) for m in ("predict", "update", "state_dict", "load_state_dict")):
+            raise ValueError(
+                f"predictor must be a name or have predict/update/state_dict/load_state_dict, "
+                f"got {type(predictor).__name__}"
+            )
+        self.spec = predictor
+        self.features = features
+        self._predictor = None if isinstance(predictor, str) else predictor
+
+    @property
+    def predictor(self) -> Any:
+        if self._predictor is None:
+            self._predictor = self._build(self.spec)
+        return self._predictor
+
+    def _build(self, name: str) -> Any:
+        from .. import predictors
+
+        if name in ("beta", "windowed", "cumulative"):
+            cls = {"beta": "DiscountedBeta", "windowed": "WindowedMean", "cumulative": "CumulativeMean"}[name]
+            return getattr(predictors, cls)()
+        features = self.features
+        if features is None:
+            from ..embeddings import default_encoder
+
+            features = default_encoder()
+        cls = {"gp": "GaussianProcess", "paper-gp": "PaperGP", "ridge": "Ridge"}[name]
+        return getattr(predictors, cls)(features)
+
+    def state_dict(self) -> StateDict:
+        return self.predictor.state_dict()
+
+    def load_state_dict(self, state: StateDict) -> None:
+        self.predictor.load_state_dict(state)
+
+
+class PredictiveAllocator(SingleShotAllocator):
+    """A single-shot allocator driven by a success-probability predictor, updated in `observe`."""
+
+    def __init__(self, predictor: Any = "gp", features: Any = None, seed: int | None = 0):
+        super().__init__(seed)
+        self.slot = PredictorSlot(predictor, features)
+
+    @property
+    def predictor(self) -> Any:
+        return self.slot.predictor
+
+    def _predict(self, prompts: list) -> Prediction:
+        prediction = self.predictor.predict(prompts)
+        self._last_prediction = prediction
+        return prediction
+
+    def _observe(self, prompts: list, rewards: list[np.ndarray]) -> None:
+        seen = [i for i, r in enumerate(rewards) if r.size]
+        if seen:
+            self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
+
+    def _extra_state(self) -> StateDict:
+        return {"predictor": self.slot.state_dict()}
+
+    def _load_extra_state(self, state: StateDict) -> None:
+        self.slot.load_state_dict(state["predictor"])
