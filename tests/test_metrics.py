@@ -72,7 +72,7 @@ def test_metrics_are_json_able():
 @pytest.mark.parametrize(
     "counts, rewards, match",
     [
-        ([2, 1], [np.zeros(2), np.zeros(2)], "expected \\(1,\\)"),
+        ([2, 1], [np.zeros(2), np.zeros(2)], "has 2 rewards, expected 1"),
         ([2], [np.zeros(2), np.zeros(2)], "counts must be 1-D"),
         ([2, 2], [np.zeros(2)], "2 prompts"),
         ([2, 2], [np.zeros(2), np.array([np.nan, 0.0])], "NaN"),

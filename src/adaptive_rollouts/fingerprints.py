@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .types import StateDict
+from .validation import check_rewards
 
 __all__ = ["noise_to_signal", "zero_variance_fraction", "p_persistence", "RegimeTracker"]
 
@@ -127,10 +128,7 @@ class RegimeTracker:
     def update(self, keys: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         if len(keys) != len(rewards):
             raise ValueError(f"keys has {len(keys)} entries but rewards has {len(rewards)}")
-        arrays = [np.asarray(r, dtype=float) for r in rewards]
-        for key, r in zip(keys, arrays):
-            if not np.all(np.isfinite(r)):
-                raise ValueError(f"rewards for prompt {key!r} contain NaN/inf: {r.tolist()}")
+        arrays = check_rewards(keys, rewards, unit_range=False)  # raw rewards: any finite range
         seen = [r for r in arrays if r.size]
         if seen:
             self._low = min(self._low, min(float(r.min()) for r in seen))
@@ -188,7 +186,7 @@ class RegimeTracker:
         self.window = int(state["window"])
         self.tol = float(state["tol"])
         self._last = {k: (float(m), float(v)) for k, (m, v) in zip(keys, last.tolist())}
-        self._pairs = [tuple(p) for p in pairs.tolist()]  # type: ignore[misc]
+        self._pairs = [(float(a), float(b), float(c), float(d)) for a, b, c, d in pairs.tolist()]
         self._zv_sum = float(state["zv_sum"])
         self._zv_steps = int(state["zv_steps"])
         self._low = float(state["low"])

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from .types import Prediction, Prompt
+from .validation import check_rewards
 
 __all__ = ["step_metrics", "group_has_signal"]
 
@@ -59,17 +60,7 @@ def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.n
         raise ValueError(f"counts must be 1-D with one entry per prompt ({len(prompts)}), got shape {counts.shape}")
     if np.any(counts < 0):
         raise ValueError(f"counts must be >= 0, got {counts[counts < 0].tolist()}")
-    if len(rewards) != len(prompts):
-        raise ValueError(f"rewards has {len(rewards)} groups for {len(prompts)} prompts")
-    groups = []
-    for i, r in enumerate(rewards):
-        r = np.asarray(r, dtype=float)
-        if r.ndim != 1 or r.size != counts[i]:
-            raise ValueError(f"rewards for prompt {prompts[i]!r} have shape {r.shape}, expected ({counts[i]},)")
-        if not np.all(np.isfinite(r)):
-            raise ValueError(f"rewards for prompt {prompts[i]!r} contain NaN/inf: {r.tolist()}")
-        groups.append(r)
-    return groups
+    return check_rewards(prompts, rewards, counts, unit_range=False)
 
 
 def step_metrics(

@@ -94,9 +94,11 @@ def check_rewards(
     rewards: Any,
     expected: Sequence[int] | np.ndarray | None = None,
     source: str = "rewards",
+    unit_range: bool = True,
 ) -> list[np.ndarray]:
-    """One finite 1-D float array per prompt with values in [0, 1] (binary or graded), of length
-    ``expected[i]`` when given. ``source`` names where the rewards came from in the errors."""
+    """One finite 1-D float array per prompt with values in [0, 1] (binary or graded; any finite
+    value when not ``unit_range``: a trainer's raw rewards), of length ``expected[i]`` when given.
+    ``source`` names where the rewards came from in the errors."""
     if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
         rewards = list(rewards)
     try:
@@ -105,8 +107,8 @@ def check_rewards(
         raise ValueError(f"{source} must be a sequence of 1-D arrays, got {type(rewards).__name__}") from None
     if count != len(prompts):
         raise ValueError(
-            f"{source} has {count} entries but prompts has {len(prompts)}: need one reward array per prompt, "
-            f"got {count} reward arrays"
+            f"{source} has {count} entries but prompts has {len(prompts)}: need one reward array for each "
+            f"of the {len(prompts)} prompts, got {count} reward arrays"
         )
     out = []
     for i, r in enumerate(rewards):
@@ -123,7 +125,7 @@ def check_rewards(
             raise ValueError(f"{source} {where} has {arr.size} rewards, expected {expected[i]}")
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{source} contain NaN/inf {where}: {arr.tolist()}")
-        if np.any((arr < 0.0) | (arr > 1.0)):
+        if unit_range and np.any((arr < 0.0) | (arr > 1.0)):
             raise ValueError(
                 f"{source} lie outside [0, 1] (rewards are binary or graded in [0, 1]) {where}: {arr.tolist()}"
             )
