@@ -163,7 +163,9 @@ def build_allocator(
     return alloc, predictor
 
 
-def rollouts_to_target(rollouts: Sequence[float], accuracy: Sequence[float], target: float) -> float:
+def rollouts_to_target(
+    rollouts: Sequence[float] | np.ndarray, accuracy: Sequence[float] | np.ndarray, target: float
+) -> float:
     """Rollouts at which ``accuracy`` first reaches ``target`` (linear interpolation); inf if never."""
     r = np.concatenate([[0.0], np.asarray(rollouts, float)])
     a = np.asarray(accuracy, float)

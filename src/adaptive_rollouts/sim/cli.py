@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import Any
 
 from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
 from adaptive_rollouts.sim.problem import SCENARIOS
@@ -90,7 +91,7 @@ def run_map_command(args: argparse.Namespace) -> int:
     from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
 
     cfg = FULL_MAP if getattr(args, "full", False) or not getattr(args, "quick", False) else QUICK_MAP
-    changes = {}
+    changes: dict[str, Any] = {}
     if getattr(args, "methods", None):
         changes["methods"] = tuple(args.methods)
     if getattr(args, "steps", None):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptive_rollouts.validation import check_choice
+
 __all__ = ["AdamW", "SGD", "OPTIMIZERS", "make_optimizer", "clip_by_norm"]
 
 OPTIMIZERS = ("adamw", "sgd")
@@ -89,8 +91,7 @@ class AdamW:
 
 def make_optimizer(name: str, lr: float, **options) -> AdamW | SGD:
     """ "adamw" (default everywhere in the bench) or "sgd"."""
+    check_choice("optimizer", name, OPTIMIZERS)
     if name == "adamw":
         return AdamW(lr, **options)
-    if name == "sgd":
-        return SGD(lr, max_grad_norm=options.get("max_grad_norm"))
-    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+    return SGD(lr, max_grad_norm=options.get("max_grad_norm"))
