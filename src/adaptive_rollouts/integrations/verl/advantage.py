@@ -20,13 +20,19 @@ adaptive allocator that leaves prompts at one rollout would push every such sequ
 raw score), and a group whose std is below ``1e-6`` gets exactly 0. Computation is vectorised
 (:func:`adaptive_rollouts.advantages.group_advantages`), not verl's per-rollout Python loop.
 
-In verl's v1 trainer, estimators other than ``grpo`` receive every output row of a multi-output
-agent loop as its own group member (``compute_advantage_for_multi_trajectories`` only collapses
-sessions for ``grpo``); for the usual single-turn agent loop one session is one row.
+Multi-output agent loops (one row per turn, keys ``{uid}_{session}_{index}``): verl's v1 trainer
+collapses sessions only for its own ``grpo`` (``compute_advantage_for_multi_trajectories``). Inside
+``AdaptiveRolloutTrainer`` the row keys are known (`session_keys`), and these estimators do the
+same: a group's members are its sessions, each scored by its final output, and every row of a
+session gets the session's advantage. Called with no session keys (another trainer), every row
+is a member.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,7 +46,35 @@ ESTIMATOR_NAMES = {
     "adaptive_rloo": "rloo",
 }
 
-__all__ = ["ESTIMATOR_NAMES", "group_ids_from_index", "outcome_advantage", "register"]
+__all__ = ["ESTIMATOR_NAMES", "group_ids_from_index", "outcome_advantage", "register", "session_keys"]
+
+_SESSION_KEYS: contextvars.ContextVar[Sequence[str] | None] = contextvars.ContextVar("_SESSION_KEYS", default=None)
+
+
+@contextlib.contextmanager
+def session_keys(keys: Sequence[str]) -> Iterator[None]:
+    """Within the block, estimators treat rows as the trajectories ``keys`` (in row order)."""
+    token = _SESSION_KEYS.set(list(keys))
+    try:
+        yield
+    finally:
+        _SESSION_KEYS.reset(token)
+
+
+def _final_rows(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each session's final output, session number of every row) for keys {uid}_{s}_{i}."""
+    final: dict[str, tuple[int, int]] = {}
+    session_of = []
+    for row, key in enumerate(keys):
+        parts = key.rsplit("_", 2)
+        if len(parts) != 3:
+            raise ValueError(f"trajectory key {key!r} is not '{{uid}}_{{session}}_{{index}}'")
+        session, index = f"{parts[0]}_{parts[1]}", int(parts[2])
+        session_of.append(session)
+        if session not in final or final[session][0] < index:
+            final[session] = (index, row)
+    order = {s: j for j, s in enumerate(final)}
+    return np.array([r for _, r in final.values()], dtype=np.int64), np.array([order[s] for s in session_of])
 
 
 def group_ids_from_index(index: Any) -> torch.Tensor:
@@ -113,7 +147,20 @@ def _make(estimator: str):
         est = estimator
         if est == "grpo" and not _config_get(config, "norm_adv_by_std_in_grpo", True):
             est = "drgrpo"
-        return outcome_advantage(token_level_rewards, response_mask, index, est, epsilon)
+        keys = _SESSION_KEYS.get()
+        if keys is None or len(keys) != token_level_rewards.shape[0]:
+            return outcome_advantage(token_level_rewards, response_mask, index, est, epsilon)
+        final, session_of = _final_rows(keys)
+        if final.size == len(keys):  # one row per session
+            return outcome_advantage(token_level_rewards, response_mask, index, est, epsilon)
+        outcome_advantage(token_level_rewards, response_mask, index, est, epsilon)  # input checks
+        rows = torch.as_tensor(final)
+        with torch.no_grad():
+            scores = token_level_rewards[rows].sum(dim=-1)
+            ids = group_ids_from_index(np.asarray(index, dtype=object).reshape(-1)[final]).to(scores.device)
+            per_session = group_advantages(scores, ids, estimator=est, eps=epsilon)
+            out = per_session[torch.as_tensor(session_of)].unsqueeze(-1) * response_mask.to(per_session.dtype)
+        return out, out
 
     compute.__name__ = f"compute_adaptive_{estimator}_outcome_advantage"
     compute.__doc__ = f"verl advantage estimator 'adaptive_{estimator}' (see module docstring)."

@@ -29,20 +29,44 @@ class AdaptiveTaskRunner:
         return TaskRunnerV1.__ray_actor_class__().run(config)
 
 
-def run(config) -> None:
-    """Validate the config as verl's ``main`` does, then ``run_ppo`` with our task runner."""
-    from verl.trainer.main_ppo import run_ppo
+def check(config) -> None:
+    """Everything that can fail before Ray starts: verl's ``validate_config`` (as verl's ``main``
+    runs it), the features the adaptive trainer rejects, the ``adaptive:`` section, the allocator
+    name and its keyword arguments."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
+    from adaptive_rollouts.allocators import takes_keyword
     from adaptive_rollouts.integrations.verl import register
+    from adaptive_rollouts.integrations.verl.config import (
+        aggregation_for,
+        allocator_factory,
+        check_verl_config,
+        settings_from_config,
+    )
 
-    register()  # fail fast here (bad allocator name, missing verl) rather than inside Ray
+    register()
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    if not config.trainer.use_v1:
-        raise ValueError("adaptive_rollouts needs verl's v1 trainer: set trainer.use_v1=true")
+    check_verl_config(config)
+    settings = settings_from_config(config.get("adaptive"))
+    aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"), settings.aggregation)
+    factory = allocator_factory(settings.allocator)
+    bad = [k for k in settings.allocator_kwargs if not takes_keyword(factory, k)]
+    if bad:
+        raise ValueError(f"adaptive.allocator {settings.allocator or 'default'!r} does not accept {bad}")
+
+
+def run(config) -> None:
+    """`check` the config, then verl's ``run_ppo`` with our task runner (unless
+    ``adaptive.validate_only``: then print 'config OK' and stop)."""
+    from verl.trainer.main_ppo import run_ppo
+
+    check(config)
+    if config.get("adaptive", {}).get("validate_only", False):
+        print("adaptive_rollouts: config OK (adaptive.validate_only=true, nothing started)")
+        return
     run_ppo(config, task_runner_class=AdaptiveTaskRunner)
 
 

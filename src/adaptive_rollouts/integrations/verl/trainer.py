@@ -2,248 +2,70 @@
 
 Registered in verl's trainer registry as ``trainer.v1.trainer_mode=adaptive``. Per step:
 
-1. fetch ``train_batch_size`` prompts from verl's dataloader (unchanged);
+1. fetch ``train_batch_size`` prompts from verl's dataloader; each prompt's key is its training-set
+   row (`rows`), its text is registered as a feature for allocators that predict from text;
 2. single-shot allocators (``plan`` / ``observe``, e.g. ``Uniform``, ``VIP``): ``counts =
-   allocator.plan(prompts, budget)``, written to the batch as ``__rollout_n__`` (the per-prompt
-   hook of verl's agent loop), then dispatched once;
-   progressive allocators (``run`` only, e.g. ``VIGOR``): ``allocator.run(prompts, budget,
-   sample)``, where each ``sample`` call dispatches one round (fresh uids, so session ids never
-   collide), waits for those groups in TransferQueue and returns their scores; afterwards the
-   round trajectories are relabelled with the prompt's uid so each prompt is one group;
-3. verl samples, scores, computes advantages and updates as usual; before the advantages, the
-   sequence scores (``rm_scores`` summed over tokens, i.e. before any KL penalty) go back to
-   ``allocator.observe`` (single-shot only: progressive allocators saw them in ``run``);
-4. the allocator state is saved next to verl's checkpoint (``global_step_N/adaptive_allocator``,
-   :func:`adaptive_rollouts.state.save_state`) and restored on resume.
+   allocator.plan(keys, budget)``, written to the batch as ``__rollout_n__`` (the per-prompt hook of
+   verl's agent loop), dispatched once; progressive allocators (``run`` only, e.g. the default,
+   ``VIGOR``): ``allocator.run(keys, budget, sample)``, where each ``sample`` call dispatches one
+   round (fresh uids), waits for it in TransferQueue and returns the rewards; afterwards the round
+   trajectories are relabelled with the prompt's uid so each prompt is one advantage group;
+3. verl samples, balances, pads, computes log-probs, advantages and updates as usual; single-shot
+   allocators get this step's rewards in ``observe`` just before the advantages;
+4. the allocator's state (with the reward mapping's and the regime tracker's) is written to
+   ``global_step_N/adaptive_allocator.safetensors`` before verl saves anything of that step, so a
+   checkpoint that verl marks complete (``latest_checkpointed_iteration.txt``, ``on_save``) has it.
 
-``budget`` defaults to ``data.train_batch_size * actor_rollout_ref.rollout.n``, so the number of
-sequences per step, verl's padding and its PPO mini-batches (counted as ``ppo_mini_batch_size *
-rollout.n`` sequences) are unchanged. A prompt given 0 rollouts finishes with no trajectory.
-Progressive allocators need rewards while the step is running: rule-based rewards or a reward
-model with its own resource pool (verl's streaming reward path).
+Rewards reach the allocator through `adaptive_rollouts.success.SuccessSignal` (any range; unscored
+rollouts are not successes). A failed agent-loop session leaves no trajectory: as in verl, the
+prompt's other rollouts are trained on; single-shot allocators observe the scored rollouts only,
+progressive rounds re-dispatch what is missing (``adaptive.session_retries`` times), and the
+metrics ``adaptive/missing_rollouts`` etc. report it. The reward-only regime fingerprints
+(`adaptive_rollouts.fingerprints.RegimeTracker`) are logged with the allocation metrics.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-import time
-import uuid
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from adaptive_rollouts.embeddings import KeyedTexts
+from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.success import SuccessSignal
+
+from . import rollouts as R
+from .config import (
+    aggregation_for,
+    allocator_factory,
+    build_allocator,
+    check_verl_config,
+    estimator_for,
+    load_object,
+    needs_pool,
+    settings_from_config,
+)
+from .rounds import run_rounds
+from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, prompt_text, rekey_dataloader
+from .steps import StepFeedback, allocator_metrics, assign_rollout_counts, check_counts, is_single_shot
 
 logger = logging.getLogger(__name__)
 
 ALLOCATOR_STATE_FILE = "adaptive_allocator.safetensors"
 
-# verl actor.loss_agg_mode -> the aggregation names of adaptive_rollouts.objectives.
-AGGREGATION_FROM_LOSS_AGG_MODE = {
-    "token-mean": "token-mean",
-    "seq-mean-token-mean": "seq-mean",
-    "seq-mean-token-sum": "seq-mean",
-    "seq-mean-token-sum-norm": "constant",
-}
-
-
-# ----------------------------------------------------------------------------- pure helpers
-
-
-def load_allocator_class(spec: str) -> type:
-    """A registry name (``"vigor"``, ``"vip-paper"``, see ``allocators.ALLOCATORS``), a class name of
-    ``adaptive_rollouts.allocators`` (``"VIGOR"``) or ``"pkg.mod:Class"``."""
-    if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-        module = importlib.import_module(module_name)
-    else:
-        from adaptive_rollouts.allocators import ALLOCATORS
-
-        key = spec.lower().replace("_", "-")
-        if key in ALLOCATORS:
-            return ALLOCATORS[key]
-        module = importlib.import_module("adaptive_rollouts.allocators")
-        attr = spec
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"adaptive.allocator: {spec!r} not found in {module.__name__}") from None
-
-
-def build_allocator(spec: str, kwargs: dict | None = None, aggregation: str | None = None) -> Any:
-    """Instantiate the allocator; passes ``aggregation=`` only if its constructor accepts it."""
-    cls = load_allocator_class(spec)
-    kwargs = dict(kwargs or {})
-    if aggregation is not None and "aggregation" not in kwargs:
-        from adaptive_rollouts.allocators import takes_keyword
-
-        if takes_keyword(cls, "aggregation"):
-            kwargs["aggregation"] = aggregation
-    return cls(**kwargs)
-
-
-def aggregation_for(loss_agg_mode: str | None, override: str | None = "auto") -> str | None:
-    """The allocator's ``aggregation`` for verl's ``loss_agg_mode`` (``override`` wins unless 'auto')."""
-    if override not in (None, "auto"):
-        return override
-    if loss_agg_mode is None:
-        return None
-    if loss_agg_mode not in AGGREGATION_FROM_LOSS_AGG_MODE:
-        raise ValueError(
-            f"actor.loss_agg_mode {loss_agg_mode!r} has no known aggregation; set adaptive.aggregation "
-            f"explicitly (known modes: {sorted(AGGREGATION_FROM_LOSS_AGG_MODE)})"
-        )
-    return AGGREGATION_FROM_LOSS_AGG_MODE[loss_agg_mode]
-
-
-def is_single_shot(allocator: Any) -> bool:
-    return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
-
-
-def prompt_keys(batch: Any, key: str) -> list:
-    """Hashable per-prompt keys from a batch field (``index``: the dataset row)."""
-    if key not in batch.keys():
-        raise KeyError(f"adaptive.prompt_key {key!r} is not a field of the batch; fields: {sorted(batch.keys())}")
-    values = batch[key]
-    values = values.tolist() if hasattr(values, "tolist") else list(values)
-    out = []
-    for v in values:
-        v = getattr(v, "data", v)
-        v = v.item() if hasattr(v, "item") else v
-        out.append(v if isinstance(v, (int, str, float, bool)) else str(v))
-    return out
-
-
-def check_counts(counts: Any, n_prompts: int, budget: int) -> np.ndarray:
-    """Integer counts >= 0, one per prompt, summing exactly to ``budget``."""
-    arr = np.asarray(counts)
-    if arr.shape != (n_prompts,):
-        raise ValueError(f"allocator returned counts of shape {arr.shape}, expected ({n_prompts},)")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError(f"allocator returned non-integer counts {arr[:10].tolist()}")
-    arr = arr.astype(np.int64)
-    if np.any(arr < 0):
-        raise ValueError(f"allocator returned negative counts {arr[arr < 0][:10].tolist()}")
-    if int(arr.sum()) != budget:
-        raise ValueError(f"allocator counts sum to {int(arr.sum())}, budget is {budget}")
-    return arr
-
-
-def assign_rollout_counts(batch: Any, counts: Sequence[int] | np.ndarray) -> Any:
-    """Write ``__rollout_n__`` (int64 tensor, one entry per prompt) into a verl TensorDict batch."""
-    import torch
-
-    arr = np.asarray(counts, dtype=np.int64)
-    if arr.shape != (len(batch),):
-        raise ValueError(f"counts has shape {arr.shape} for a batch of {len(batch)} prompts")
-    batch["__rollout_n__"] = torch.as_tensor(arr)
-    return batch
-
-
-def group_scores(
-    uids: Sequence[str],
-    scores: Sequence[float],
-    order: Sequence[str],
-    reward_range: Sequence[float] = (0.0, 1.0),
-) -> list[np.ndarray]:
-    """Scores grouped by uid, one 1-D array per uid of ``order`` (empty where a uid has none),
-    rescaled from ``reward_range`` to [0, 1]: allocators reason about success probabilities.
-    A score outside the range raises (set ``adaptive.reward_range`` to your reward's range)."""
-    if len(uids) != len(scores):
-        raise ValueError(f"{len(uids)} uids for {len(scores)} scores")
-    low, high = (float(v) for v in reward_range)
-    if not high > low:
-        raise ValueError(f"adaptive.reward_range must be [low, high] with high > low, got {list(reward_range)}")
-    known = set(order)
-    by_uid: dict[str, list[float]] = {u: [] for u in order}
-    for u, s in zip(uids, scores):
-        if u not in known:
-            raise KeyError(f"trajectory uid {u!r} was not dispatched in this step")
-        if not (low - 1e-9 <= float(s) <= high + 1e-9):
-            raise ValueError(f"trajectory {u!r}: score {float(s)} outside adaptive.reward_range={[low, high]}")
-        by_uid[u].append(min(max((float(s) - low) / (high - low), 0.0), 1.0))
-    return [np.asarray(by_uid[u], dtype=float) for u in order]
-
-
-def allocator_metrics(allocator: Any, prefix: str = "adaptive/") -> dict[str, float]:
-    """Scalar entries of ``allocator.last_metrics`` for verl's tracker."""
-    out = {}
-    for k, v in (getattr(allocator, "last_metrics", None) or {}).items():
-        if isinstance(v, (bool, np.bool_)):
-            v = int(v)
-        if isinstance(v, (int, float, np.integer, np.floating)):
-            out[prefix + str(k)] = float(v)
-    return out
-
-
-# ----------------------------------------------------------------------------- TransferQueue I/O
-
-
-def wait_for_groups(
-    uids: Sequence[str], partition_id: str = "train", poll_s: float = 0.5, timeout_s: float | None = None
-) -> None:
-    """Block until every prompt uid has status ``finished`` or ``failure`` in TransferQueue."""
-    import transfer_queue as tq
-
-    pending = set(uids)
-    start = time.monotonic()
-    while pending:
-        tags = (tq.kv_list(partition_id) or {}).get(partition_id, {})
-        pending = {u for u in pending if tags.get(u, {}).get("status") not in ("finished", "failure")}
-        if not pending:
-            return
-        if timeout_s is not None and time.monotonic() - start > timeout_s:
-            raise TimeoutError(f"{len(pending)} rollout groups not finished after {timeout_s} s")
-        time.sleep(poll_s)
-
-
-def trajectory_keys(uids: Sequence[str], partition_id: str = "train") -> list[str]:
-    """Keys ``{uid}_{session}_{index}`` of the trajectories stored for these prompt uids."""
-    import transfer_queue as tq
-
-    wanted = set(uids)
-    tags = (tq.kv_list(partition_id) or {}).get(partition_id, {})
-    return [k for k, t in tags.items() if not t.get("is_prompt", False) and k.split("_", 1)[0] in wanted]
-
-
-def read_scores(keys: Sequence[str], partition_id: str = "train") -> tuple[list[str], list[float]]:
-    """(uid, sequence score) of each trajectory; the score is ``rm_scores`` summed over tokens."""
-    import transfer_queue as tq
-
-    if not keys:
-        return [], []
-    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id, select_fields=["uid", "rm_scores"])
-    uids = [str(getattr(u, "data", u)) for u in data["uid"]]
-    scores = [float(s.sum().item()) for s in data["rm_scores"]]
-    return uids, scores
-
-
-def relabel_uids(keys: Sequence[str], new_uids: Sequence[str], partition_id: str = "train") -> None:
-    """Overwrite the ``uid`` field of stored trajectories (groups advantages by prompt)."""
-    import transfer_queue as tq
-    from verl.utils import tensordict_utils as tu
-
-    if keys:
-        tq.kv_batch_put(
-            keys=list(keys),
-            partition_id=partition_id,
-            fields=tu.get_tensordict({"uid": np.array(list(new_uids), dtype=object)}),
-        )
-
-
-# ----------------------------------------------------------------------------- the trainer
-
 
 def _make_trainer_class():
-    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-    from verl.utils import tensordict_utils as tu
-
+    from adaptive_rollouts.allocators import takes_keyword
     from adaptive_rollouts.state import load_state, save_state
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    from .advantage import session_keys
 
     class _RoundsReplayBuffer:
-        """Delegates to verl's ReplayBuffer; after progressive rounds it samples every round group."""
+        """verl's ReplayBuffer; after progressive rounds it samples every round group at once."""
 
         def __init__(self, inner: Any, trainer: Any):
             self._inner, self._trainer = inner, trainer
@@ -261,102 +83,127 @@ def _make_trainer_class():
     class AdaptiveRolloutTrainer(PPOTrainerSync):
         """verl's sync v1 trainer; rollout counts per prompt come from an adaptive_rollouts allocator.
 
-        Config (``adaptive:`` section, see ``adaptive_ppo.yaml``): ``allocator``,
-        ``allocator_kwargs``, ``prompt_key``, ``budget``, ``aggregation``, ``round_timeout_s``.
+        Config: the ``adaptive:`` section of ``adaptive_ppo.yaml``.
         """
 
         def __init__(self, config):
+            check_verl_config(config)
+            self.settings = settings_from_config(config.get("adaptive"))
             self._round_group_count = 0
             super().__init__(config)
             self.trainer_mode = "sync"  # registered as "adaptive", behaves as verl's sync mode
-            if self.parameter_sync_step != 1:
-                raise ValueError("AdaptiveRolloutTrainer needs parameter_sync_step == 1 (one update per step)")
-            acfg = config.get("adaptive", {}) or {}
-            self.prompt_key = acfg.get("prompt_key", "index")
-            self.budget = int(acfg.get("budget") or config.data.train_batch_size * config.actor_rollout_ref.rollout.n)
-            self.round_timeout_s = acfg.get("round_timeout_s", None)
-            self.reward_range = tuple(float(v) for v in acfg.get("reward_range", (0.0, 1.0)))
-            aggregation = aggregation_for(
-                config.actor_rollout_ref.actor.get("loss_agg_mode"), acfg.get("aggregation", "auto")
+            s = self.settings
+            self.budget = int(s.budget or config.data.train_batch_size * config.actor_rollout_ref.rollout.n)
+            self.aggregation = aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"), s.aggregation)
+            self.estimator = estimator_for(
+                config.algorithm.get("adv_estimator"), config.algorithm.get("norm_adv_by_std_in_grpo", True), s.estimator
             )
-            kwargs = acfg.get("allocator_kwargs", {}) or {}
-            if hasattr(kwargs, "items"):
-                kwargs = {k: v for k, v in kwargs.items()}
-            self.allocator = build_allocator(str(acfg.get("allocator", "Uniform")), kwargs, aggregation)
-            self.single_shot = is_single_shot(self.allocator) and not acfg.get("force_progressive", False)
-            self._step_uids: list[str] = []
-            self._step_prompts: list = []
+            self.signal = SuccessSignal(reward_range=s.reward_range, threshold=s.threshold)
+            self.regime = RegimeTracker()
+            factory = allocator_factory(s.allocator)
+            self.texts = None
+            if takes_keyword(factory, "features") and "features" not in s.allocator_kwargs:
+                encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
+                self.texts = KeyedTexts(encoder)
+            self.allocator = None if needs_pool(s.allocator, s.allocator_kwargs) else self._build_allocator()
+            self._pending: tuple[list, list[str], np.ndarray] | None = None
+
+        def _build_allocator(self, predictor: Any = None) -> Any:
+            s = self.settings
+            alloc = build_allocator(
+                s.allocator,
+                s.allocator_kwargs,
+                aggregation=self.aggregation,
+                estimator=self.estimator,
+                features=self.texts,
+                predictor=predictor,
+            )
+            self.single_shot = is_single_shot(alloc) and not s.force_progressive
+            return alloc
 
         def _build_replay_buffer(self):
             self.trainer_mode = "sync"
             return _RoundsReplayBuffer(super()._build_replay_buffer(), self)
 
+        def _init_dataloader(self):
+            super()._init_dataloader()
+            if self.settings.prompt_key is None:
+                source = dataset_source(self.config.data.train_files)
+                self.train_dataset, self.train_dataloader = rekey_dataloader(self.train_dataloader, source)
+            if self.allocator is None:
+                self.allocator = self._build_allocator(self._pool_predictor())
+
+        def _pool_predictor(self) -> Any:
+            """VIP's published GP on the whole training set (its prompt pool), text features."""
+            from adaptive_rollouts.predictors import PaperGP
+
+            if self.texts is None or self.settings.prompt_key is not None:
+                raise ValueError("adaptive: VIP's paper GP needs the default prompt keys and text features")
+            keys, texts = [], []
+            for i in range(len(self.train_dataset)):
+                row = self.train_dataset[i]
+                keys.append(row[KEY_FIELD])
+                texts.append(prompt_text(row["raw_prompt"]))
+            self.texts.register(keys, texts)
+            return PaperGP(self.texts, pool=keys)
+
         # -- dispatch ------------------------------------------------------------------
 
         def prepare_step(self) -> dict:
             batch = self._next_train_batch()
-            prompts = prompt_keys(batch, self.prompt_key)
-            uids = [str(u) for u in prompt_keys(batch, "uid")]
+            keys = batch_keys(batch, self.settings.prompt_key)
+            if self.texts is not None:
+                self.texts.register(keys, batch_texts(batch))
+            uids = [str(u) for u in batch_keys(batch, "uid")]
             if self.single_shot:
-                counts = check_counts(self.allocator.plan(prompts, self.budget), len(prompts), self.budget)
+                counts = check_counts(self.allocator.plan(keys, self.budget), len(keys), self.budget)
                 assign_rollout_counts(batch, counts)
-                self._step_uids, self._step_prompts = uids, prompts
+                self._pending = (keys, uids, counts)
                 self._submit_batch_to_rollout(batch)
-            else:
-                self._run_rounds(batch, prompts, uids)
-                self._step_uids, self._step_prompts = [], []
-            return allocator_metrics(self.allocator)
+                return {}  # this step's metrics come with its rewards, in _compute_advantage
+            feedback, self._round_group_count = run_rounds(self, batch, keys, uids)
+            return self._step_metrics(keys, feedback)
 
-        def _run_rounds(self, batch, prompts: list, base_uids: list[str]) -> None:
-            import torch
-
-            round_uids: dict[str, str] = {}  # round uid -> base uid
-
-            def sample(indices: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
-                indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
-                live = counts > 0
-                out = [np.zeros(0) for _ in indices]
-                if not live.any():
-                    return out
-                sub = tu.index_select_tensor_dict(batch, torch.as_tensor(indices[live]))
-                new = [uuid.uuid4().hex for _ in range(int(live.sum()))]  # no "_": keys split on it
-                tu.assign_non_tensor_stack(sub, "uid", new)
-                assign_rollout_counts(sub, counts[live])
-                tu.assign_non_tensor_data(sub, "global_steps", self.global_steps)
-                for u, i in zip(new, indices[live]):
-                    round_uids[u] = base_uids[int(i)]
-                self._submit_batch_to_rollout(sub)
-                wait_for_groups(new, "train", timeout_s=self.round_timeout_s)
-                uids, scores = read_scores(trajectory_keys(new, "train"), "train")
-                grouped = group_scores(uids, scores, new, self.reward_range)
-                for slot, g in zip(np.flatnonzero(live), grouped):
-                    out[slot] = g
-                return out
-
-            self.allocator.run(prompts, self.budget, sample)
-            keys = trajectory_keys(list(round_uids), "train")
-            relabel_uids(keys, [round_uids[k.split("_", 1)[0]] for k in keys], "train")
-            self._round_group_count = len(round_uids)
+        def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
+            self.regime.update(keys, feedback.successes())
+            # an incomplete step's allocator did not finish: its last_metrics are the previous step's
+            metrics = {} if feedback.incomplete else allocator_metrics(self.allocator)
+            metrics.update(feedback.metrics())
+            metrics.update(self.regime.metrics())
+            return metrics
 
         # -- feedback ------------------------------------------------------------------
 
         def _compute_advantage(self, batch, metrics: dict):
-            if self.single_shot and self._step_uids:
-                keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
-                uids, scores = read_scores(keys, batch.partition_id)
-                rewards = group_scores(uids, scores, self._step_uids, self.reward_range)
-                self.allocator.observe(self._step_prompts, rewards)
-                self._step_uids, self._step_prompts = [], []
-            metrics.update(allocator_metrics(self.allocator))
-            return super()._compute_advantage(batch, metrics)
+            if self._pending is not None:
+                keys, uids, counts = self._pending
+                self._pending = None
+                real = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
+                sessions = R.read_session_scores(real, batch.partition_id)
+                feedback = StepFeedback(keys, counts, self.signal)
+                for i, uid in enumerate(uids):
+                    feedback.add(i, sessions.of(uid), int(counts[i]))
+                self.allocator.observe(keys, feedback.successes())
+                metrics.update(self._step_metrics(keys, feedback))
+            with session_keys(batch.keys):
+                return super()._compute_advantage(batch, metrics)
 
         # -- checkpoints ---------------------------------------------------------------
 
+        def _adaptive_state(self) -> dict:
+            return {
+                "allocator": self.allocator.state_dict(),
+                "success": self.signal.state_dict(),
+                "regime": self.regime.state_dict(),
+            }
+
         def _save_checkpoint(self):
-            super()._save_checkpoint()
+            # Written first: verl marks the step complete (latest_checkpointed_iteration.txt, then
+            # on_save) only at the end of its own save, so a complete checkpoint always has it.
             folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
             os.makedirs(folder, exist_ok=True)
-            save_state(os.path.join(folder, ALLOCATOR_STATE_FILE), self.allocator.state_dict())
+            save_state(os.path.join(folder, ALLOCATOR_STATE_FILE), self._adaptive_state())
+            super()._save_checkpoint()
 
         def _load_checkpoint(self):
             super()._load_checkpoint()
@@ -365,13 +212,16 @@ def _make_trainer_class():
             if self.config.trainer.resume_mode == "resume_path":
                 folder = self.config.trainer.resume_from_path
             else:
-                folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+                folder = find_latest_ckpt_path(os.path.abspath(self.config.trainer.default_local_dir))
             path = os.path.join(os.path.abspath(folder), ALLOCATOR_STATE_FILE)
-            if os.path.exists(path):
-                self.allocator.load_state_dict(load_state(path))
-                logger.info("restored allocator state from %s", path)
-            else:
+            if not os.path.exists(path):
                 logger.warning("no allocator state at %s: the allocator starts fresh", path)
+                return
+            state = load_state(path)
+            self.allocator.load_state_dict(state["allocator"])
+            self.signal.load_state_dict(state["success"])
+            self.regime.load_state_dict(state["regime"])
+            logger.info("restored allocator state from %s", path)
 
     AdaptiveRolloutTrainer.__qualname__ = "AdaptiveRolloutTrainer"
     return AdaptiveRolloutTrainer

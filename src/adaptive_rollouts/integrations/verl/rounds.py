@@ -1,0 +1,102 @@
+"""Progressive allocation inside one verl step: each ``sample`` call of the allocator is a round.
+
+A round dispatches the asked prompts as a sub-batch with fresh uids and ``__rollout_n__`` = the
+round's counts, waits for TransferQueue to mark them terminal, and returns each prompt's rewards.
+A session that failed (no trajectory) or has no score is re-dispatched, up to
+``adaptive.session_retries`` times, so the allocator gets the rewards it asked for and the step's
+budget stays exact; an unscored trajectory is removed from TransferQueue (its reward is unknown, so
+training on it would train on a made-up reward). If rollouts are still missing after the retries, the
+allocator's run stops there (its state is left as before the step, it learns nothing from the step),
+the rollouts produced so far are trained on, and ``adaptive/incomplete_step`` is 1.
+After the rounds every trajectory gets its prompt's original uid: one advantage group per prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import numpy as np
+
+from . import rollouts as R
+from .steps import StepFeedback, assign_rollout_counts
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RoundIncomplete", "run_rounds"]
+
+
+class RoundIncomplete(RuntimeError):
+    """Rollouts still missing after ``adaptive.session_retries`` re-dispatches."""
+
+
+def _dispatch(trainer: Any, batch: Any, rows: np.ndarray, counts: np.ndarray) -> list[str]:
+    """Submit ``counts[j]`` rollouts of batch row ``rows[j]`` under fresh uids; returns the uids."""
+    import torch
+    from verl.utils import tensordict_utils as tu
+
+    sub = tu.index_select_tensor_dict(batch, torch.as_tensor(rows))
+    new = [uuid.uuid4().hex for _ in range(len(rows))]  # no "_": trajectory keys split on it
+    tu.assign_non_tensor_stack(sub, "uid", new)
+    assign_rollout_counts(sub, counts)
+    tu.assign_non_tensor_data(sub, "global_steps", trainer.global_steps)
+    trainer._submit_batch_to_rollout(sub)
+    return new
+
+
+def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tuple[StepFeedback, int]:
+    """Run ``trainer.allocator.run`` with rounds dispatched through verl; returns the step's feedback
+    and the number of round groups (prompt uids) the replay buffer must sample."""
+    import transfer_queue as tq
+
+    s = trainer.settings
+    round_uids: dict[str, str] = {}  # round uid -> the prompt's original uid
+    feedback = StepFeedback(keys, np.zeros(len(keys), dtype=np.int64), trainer.signal)
+
+    def sample(indices: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+        indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+        feedback.requested[indices] += counts
+        need = counts.copy()
+        got: list[list[float]] = [[] for _ in indices]
+        for attempt in range(s.session_retries + 1):
+            live = np.flatnonzero(need > 0)
+            if live.size == 0:
+                break
+            if attempt:
+                feedback.redispatched += int(need[live].sum())
+            new = _dispatch(trainer, batch, indices[live], need[live])
+            for u, j in zip(new, live):
+                round_uids[u] = base_uids[int(indices[j])]
+            R.wait_for_groups(new, "train", timeout_s=s.round_timeout_s, max_poll_s=s.round_poll_max_s)
+            stored = R.trajectory_keys(new, "train")
+            sessions = R.read_session_scores(stored, "train")
+            unscored = set()
+            for u, j in zip(new, live):
+                raw = sessions.of(u)
+                scored = feedback.add(int(indices[j]), raw, int(need[j]))
+                got[j].extend(scored.tolist())
+                need[j] -= scored.size
+                if scored.size < raw.size:
+                    unscored.add(u)
+            drop = [k for k in stored if k.split("_", 1)[0] in unscored and _session_unscored(k, sessions)]
+            if drop:
+                tq.kv_clear(keys=drop, partition_id="train")
+        if np.any(need > 0):
+            missing = {keys[int(indices[j])]: int(need[j]) for j in np.flatnonzero(need > 0)}
+            raise RoundIncomplete(f"rollouts still missing after {s.session_retries} re-dispatches: {missing}")
+        return [np.asarray(g, dtype=float) for g in got]
+
+    try:
+        trainer.allocator.run(keys, trainer.budget, sample)
+    except RoundIncomplete as err:
+        logger.warning("adaptive: %s; training on the rollouts produced so far", err)
+        feedback.incomplete = True
+    stored = R.trajectory_keys(list(round_uids), "train")
+    R.relabel_uids(stored, [round_uids[k.split("_", 1)[0]] for k in stored], "train")
+    return feedback, len(round_uids)
+
+
+def _session_unscored(key: str, sessions: R.SessionScores) -> bool:
+    uid, session, _ = R.parse_key(key)
+    return bool(np.isnan(sessions.scores.get(uid, {}).get(session, np.nan)))

@@ -1,0 +1,112 @@
+"""Per-step helpers of the trainer: counts in and out of verl batches, rewards to success signals,
+and the metrics logged to verl's tracker. Pure except `assign_rollout_counts` (writes the batch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.success import SuccessSignal
+
+__all__ = [
+    "ROLLOUT_N_FIELD",
+    "StepFeedback",
+    "allocator_metrics",
+    "assign_rollout_counts",
+    "check_counts",
+    "is_single_shot",
+]
+
+# The per-prompt rollout count verl's agent loop pops (AgentLoopWorkerTQ._run_prompt).
+ROLLOUT_N_FIELD = "__rollout_n__"
+
+
+def is_single_shot(allocator: Any) -> bool:
+    return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
+
+
+def check_counts(counts: Any, n_prompts: int, budget: int) -> np.ndarray:
+    """Integer counts >= 0, one per prompt, summing exactly to ``budget``."""
+    arr = np.asarray(counts)
+    if arr.shape != (n_prompts,):
+        raise ValueError(f"allocator returned counts of shape {arr.shape}, expected ({n_prompts},)")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise ValueError(f"allocator returned non-integer counts {arr[:10].tolist()}")
+    arr = arr.astype(np.int64)
+    if np.any(arr < 0):
+        raise ValueError(f"allocator returned negative counts {arr[arr < 0][:10].tolist()}")
+    if int(arr.sum()) != budget:
+        raise ValueError(f"allocator counts sum to {int(arr.sum())}, budget is {budget}")
+    return arr
+
+
+def assign_rollout_counts(batch: Any, counts: Sequence[int]) -> Any:
+    """Write ``__rollout_n__`` (int64 tensor, one entry per prompt) into a verl TensorDict batch."""
+    import torch
+
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.shape != (len(batch),):
+        raise ValueError(f"counts has shape {counts.shape} for a batch of {len(batch)} prompts")
+    batch[ROLLOUT_N_FIELD] = torch.as_tensor(counts)
+    return batch
+
+
+def allocator_metrics(allocator: Any, prefix: str = "adaptive/") -> dict[str, float]:
+    """Scalar entries of ``allocator.last_metrics`` for verl's tracker (lists are left out)."""
+    out = {}
+    for k, v in (getattr(allocator, "last_metrics", None) or {}).items():
+        if isinstance(v, (bool, np.bool_)):
+            v = int(v)
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            out[prefix + str(k)] = float(v)
+    return out
+
+
+class StepFeedback:
+    """Rewards of one step, per prompt, as the allocator must see them.
+
+    ``add(i, raw)`` records prompt i's session scores (NaN = unscored); `successes` gives the scored
+    ones mapped to [0, 1] by ``signal``; ``requested[i] - delivered[i]`` rollouts are missing (a
+    failed session left no trajectory, or its reward is NaN), reported by `metrics`.
+    """
+
+    def __init__(self, prompts: Sequence[Any], requested: Sequence[int], signal: SuccessSignal):
+        self.prompts = list(prompts)
+        self.requested = np.asarray(requested, dtype=np.int64)
+        self.signal = signal
+        self._success: list[list[float]] = [[] for _ in self.prompts]
+        self.failed_sessions = 0
+        self.unscored = 0
+        self.redispatched = 0
+        self.incomplete = False
+
+    def add(self, i: int, raw: np.ndarray, asked: int) -> np.ndarray:
+        """Record prompt i's sessions for ``asked`` requested ones; returns their scored successes."""
+        values = self.signal.to_success(np.asarray(raw, dtype=float), prompt=self.prompts[i])
+        self.failed_sessions += max(0, asked - values.size)
+        self.unscored += SuccessSignal.unscored(values)
+        scored = values[~np.isnan(values)]
+        self._success[i].extend(scored.tolist())
+        return scored
+
+    def successes(self) -> list[np.ndarray]:
+        return [np.asarray(s, dtype=float) for s in self._success]
+
+    @property
+    def delivered(self) -> np.ndarray:
+        return np.array([len(s) for s in self._success], dtype=np.int64)
+
+    def metrics(self, prefix: str = "adaptive/") -> dict[str, float]:
+        missing = np.maximum(self.requested - self.delivered, 0)
+        return {
+            prefix + "requested_rollouts": float(self.requested.sum()),
+            prefix + "missing_rollouts": float(missing.sum()),
+            prefix + "prompts_with_missing_rollouts": float(np.count_nonzero(missing)),
+            prefix + "failed_sessions": float(self.failed_sessions),
+            prefix + "unscored_rollouts": float(self.unscored),
+            prefix + "redispatched_rollouts": float(self.redispatched),
+            prefix + "incomplete_step": float(self.incomplete),
+        }
