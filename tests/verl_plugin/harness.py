@@ -176,7 +176,9 @@ class FakeWorkerGroup:
             "log_probs": torch.nested.as_nested_tensor(zeros, layout=torch.jagged),
             "entropy": torch.nested.as_nested_tensor([z.clone() for z in zeros], layout=torch.jagged),
         }
-        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(fields, batch_size=len(batch)))
+        tq.kv_batch_put(
+            keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(fields, batch_size=len(batch))
+        )
         return batch
 
     compute_ref_log_prob = compute_log_prob

@@ -173,13 +173,22 @@ def test_prompt_key_index_collides_across_datasets(run, tmp_path):
     a = H.write_dataset(str(tmp_path / "a.parquet"), [0, 1, 2, 3])
     b = H.write_dataset(str(tmp_path / "b.parquet"), [4, 5, 6, 7])
     with pytest.raises(ValueError, match="duplicates in one batch"):
-        run(1, files=[a, b], **{"adaptive.allocator": "uniform", "adaptive.prompt_key": "index", "data.train_batch_size": 8})
+        run(
+            1,
+            files=[a, b],
+            **{"adaptive.allocator": "uniform", "adaptive.prompt_key": "index", "data.train_batch_size": 8},
+        )
 
 
 @pytest.mark.parametrize("mode", ["token-sum", "seq-mean-token-sum"])
 def test_token_sum_losses_map_to_constant(run, mode):
     trainer, manager, logged = run(
-        1, **{"adaptive.allocator": "vip", "adaptive.encoder": "harness:HashEncoder", "actor_rollout_ref.actor.loss_agg_mode": mode}
+        1,
+        **{
+            "adaptive.allocator": "vip",
+            "adaptive.encoder": "harness:HashEncoder",
+            "actor_rollout_ref.actor.loss_agg_mode": mode,
+        },
     )
     assert trainer.allocator.aggregation == "constant"
     assert len(trainer.actor_rollout_wg.updates) == 1
@@ -187,7 +196,9 @@ def test_token_sum_losses_map_to_constant(run, mode):
 
 def test_plus_minus_one_rewards(run, tmp_path):
     f = H.write_dataset(str(tmp_path / "pm.parquet"), list(range(8)), data_source="pm1")
-    trainer, manager, logged = run(2, files=[f], **{"adaptive.allocator": "vip", "adaptive.encoder": "harness:HashEncoder"})
+    trainer, manager, logged = run(
+        2, files=[f], **{"adaptive.allocator": "vip", "adaptive.encoder": "harness:HashEncoder"}
+    )
     scores = {r["score"] for r in trainer.actor_rollout_wg.updates[0]["rows"] if not r["padding"]}
     assert scores <= {-1.0, 1.0} and -1.0 in scores
     m = step_metrics(logged, 1)

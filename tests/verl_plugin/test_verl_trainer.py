@@ -1,9 +1,9 @@
-"""Batch preparation on real verl TensorDict batches, config, registry, checkpoint state, and a
-Ray local-cluster test of the TransferQueue part of the loop (no rollout server)."""
+"""The plug-in's pieces on their own: settings, allocator construction, row keys, session grouping,
+feedback, TransferQueue waiting, registration. The trainer as a whole: test_verl_harness.py."""
 
 from __future__ import annotations
 
-import os
+import time
 import uuid
 
 import numpy as np
@@ -13,255 +13,190 @@ pytest.importorskip("verl")
 torch = pytest.importorskip("torch")
 tu = pytest.importorskip("verl.utils.tensordict_utils")
 
-from adaptive_rollouts.integrations.verl import trainer as T  # noqa: E402
+from adaptive_rollouts.integrations.verl import config as C  # noqa: E402
+from adaptive_rollouts.integrations.verl import rollouts as R  # noqa: E402
+from adaptive_rollouts.integrations.verl import rows as W  # noqa: E402
+from adaptive_rollouts.integrations.verl import steps as S  # noqa: E402
+from adaptive_rollouts.success import SuccessSignal  # noqa: E402
 
 
-def verl_batch(n: int):
-    """A batch shaped like PPOTrainer._fetch_one_gen_batch's output."""
-    batch_dict = {
-        "raw_prompt": np.array([[{"role": "user", "content": f"q{i}"}] for i in range(n)], dtype=object),
-        "index": np.array(list(range(100, 100 + n)), dtype=object),  # as collate_fn builds it
-        "data_source": np.array(["toy"] * n, dtype=object),
-        "uid": np.array([str(uuid.uuid4()) for _ in range(n)], dtype=object),
-    }
-    return tu.get_tensordict(batch_dict)
-
-
-class FakeSingleShot:
-    """Gives prompt i exactly i rollouts (mod) - distinct counts make mix-ups visible."""
-
-    def __init__(self, aggregation=None):
-        self.aggregation = aggregation
-        self.seen = []
-
-    def plan(self, prompts, budget):
-        counts = np.zeros(len(prompts), dtype=int)
-        counts[: budget % len(prompts)] += 1
-        counts += budget // len(prompts)
-        counts[0], counts[-1] = counts[0] + counts[-1], 0  # skip the last prompt
-        return counts
-
-    def observe(self, prompts, rewards):
-        self.seen.append((list(prompts), [r.tolist() for r in rewards]))
-
-    def run(self, prompts, budget, sample):  # pragma: no cover - protocol completeness
-        raise NotImplementedError
-
-    def state_dict(self):
-        return {"seen": len(self.seen)}
-
-    def load_state_dict(self, state):
-        pass
-
-
-def test_rollout_counts_written_where_the_agent_loop_reads_them():
-    batch = verl_batch(4)
-    prompts = T.prompt_keys(batch, "index")
-    assert prompts == [100, 101, 102, 103]
-    counts = T.check_counts(FakeSingleShot().plan(prompts, 16), 4, 16)
-    T.assign_rollout_counts(batch, counts)
-    # what AgentLoopWorkerTQ.generate_sequences does per prompt, then _run_prompt's pop
-    per_prompt = []
-    for i in range(len(batch)):
-        prompt = {k: v[i] for k, v in batch.items() if isinstance(v, torch.Tensor)}
-        per_prompt.append(len(range(prompt.pop("__rollout_n__"))))
-    assert per_prompt == [8, 4, 4, 0] and sum(per_prompt) == 16
-
-
-def test_round_sub_batch_keeps_prompt_fields_and_gets_fresh_uids():
-    batch = verl_batch(5)
-    sub = tu.index_select_tensor_dict(batch, torch.tensor([3, 1]))
-    new = [uuid.uuid4().hex, uuid.uuid4().hex]
-    tu.assign_non_tensor_stack(sub, "uid", new)
-    T.assign_rollout_counts(sub, [2, 6])
-    assert T.prompt_keys(sub, "index") == [103, 101]
-    assert T.prompt_keys(sub, "uid") == new and all("_" not in u for u in new)
-    assert sub["__rollout_n__"].tolist() == [2, 6]
-    assert T.prompt_keys(batch, "uid")[3] != new[0]  # the original batch is untouched
-
-
-def test_check_counts_and_prompt_key_errors():
+def test_check_counts_and_assign_errors():
+    assert S.check_counts([3, 5], 2, 8).tolist() == [3, 5]
     with pytest.raises(ValueError, match="sum to 7, budget is 8"):
-        T.check_counts([3, 4], 2, 8)
+        S.check_counts([3, 4], 2, 8)
     with pytest.raises(ValueError, match="negative"):
-        T.check_counts([9, -1], 2, 8)
+        S.check_counts([9, -1], 2, 8)
     with pytest.raises(ValueError, match="shape"):
-        T.check_counts([8], 2, 8)
+        S.check_counts([8], 2, 8)
     with pytest.raises(ValueError, match="non-integer"):
-        T.check_counts([4.5, 3.5], 2, 8)
-    with pytest.raises(KeyError, match="prompt_key 'nope'"):
-        T.prompt_keys(verl_batch(2), "nope")
+        S.check_counts([4.5, 3.5], 2, 8)
+    batch = tu.get_tensordict({"uid": np.array(["a", "b"], dtype=object), "x": torch.zeros(2, 1)})
     with pytest.raises(ValueError, match="counts has shape"):
-        T.assign_rollout_counts(verl_batch(2), [1, 2, 3])
+        S.assign_rollout_counts(batch, [1, 2, 3])
+    assert S.assign_rollout_counts(batch, [0, 5])["__rollout_n__"].tolist() == [0, 5]
 
 
-def test_group_scores_rescale_reward_range_and_reject_outside():
-    got = T.group_scores(["a", "a", "b"], [-1.0, 1.0, 0.0], ["a", "b"], reward_range=(-1, 1))
-    assert [g.tolist() for g in got] == [[0.0, 1.0], [0.5]]
-    with pytest.raises(ValueError, match="outside adaptive.reward_range"):
-        T.group_scores(["a"], [2.0], ["a"])
+def test_every_verl_loss_agg_mode_has_an_aggregation():
+    from verl.trainer.ppo.core_algos import agg_loss
 
-
-def test_group_scores_in_dispatch_order_with_skipped_prompts():
-    got = T.group_scores(["b", "a", "b", "a", "a"], [1, 0, 0, 1, 1], ["a", "b", "c"])
-    assert [g.tolist() for g in got] == [[0.0, 1.0, 1.0], [1.0, 0.0], []]
-    with pytest.raises(KeyError, match="'z' was not dispatched"):
-        T.group_scores(["z"], [1.0], ["a"])
-
-
-def test_aggregation_from_loss_agg_mode_reaches_allocators_that_accept_it():
-    assert T.aggregation_for("token-mean") == "token-mean"
-    assert T.aggregation_for("seq-mean-token-sum-norm") == "constant"
-    assert T.aggregation_for("token-mean", "seq-mean") == "seq-mean"
+    mat, mask = torch.ones(2, 3), torch.ones(2, 3)
+    for mode, agg in C.AGGREGATION_FROM_LOSS_AGG_MODE.items():
+        agg_loss(loss_mat=mat, loss_mask=mask, loss_agg_mode=mode)  # a mode verl knows
+        assert C.aggregation_for(mode) == agg
+    assert C.aggregation_for("token-sum") == C.aggregation_for("seq-mean-token-sum") == "constant"
+    assert C.aggregation_for("token-mean", None) is None and C.aggregation_for("x", "seq-mean") == "seq-mean"
     with pytest.raises(ValueError, match="loss_agg_mode 'weird'"):
-        T.aggregation_for("weird")
-    alloc = T.build_allocator(f"{__name__}:FakeSingleShot", {}, "token-mean")
-    assert alloc.aggregation == "token-mean"
-    uniform = T.build_allocator("uniform", {}, "token-mean")  # Uniform takes no aggregation
+        C.aggregation_for("weird")
+
+
+def test_estimator_follows_the_advantage_estimator():
+    assert C.estimator_for("adaptive_rloo") == C.estimator_for("rloo_vectorized") == "rloo"
+    assert C.estimator_for("adaptive_grpo") == "grpo" and C.estimator_for("grpo", norm_by_std=False) == "drgrpo"
+    assert C.estimator_for("adaptive_drgrpo") == "drgrpo" and C.estimator_for("gae") is None
+    assert C.estimator_for("adaptive_grpo", override="rloo") == "rloo"
+
+
+def test_build_allocator_passes_estimator_and_aggregation_where_accepted():
+    vip = C.build_allocator("vip", {"lower": 3}, aggregation="constant", estimator="drgrpo")
+    assert (vip.aggregation, vip.estimator, vip.lower) == ("constant", "drgrpo", 3)
+    explicit = C.build_allocator("vip", {"estimator": "grpo"}, estimator="rloo")
+    assert explicit.estimator == "grpo"  # the user's allocator_kwargs win
+    uniform = C.build_allocator("Uniform", {}, aggregation="token-mean", estimator="rloo")
     assert type(uniform).__name__ == "Uniform"
-    assert T.check_counts(uniform.plan([1, 2, 3], 9), 3, 9).tolist() == [3, 3, 3]
-    with pytest.raises(ValueError, match="not found"):
-        T.load_allocator_class("NoSuchAllocator")
+    assert type(C.build_allocator("VIGOR")).__name__ == "VIGOR"
+    assert C.build_allocator("harness:SkipLast").plan(["a", "b"], 4).tolist() == [4, 0]
+    with pytest.raises(ValueError, match="unknown allocator"):
+        C.allocator_factory("NoSuchAllocator")
+    with pytest.raises(ValueError, match="rejects adaptive.allocator_kwargs"):
+        C.build_allocator("vigor", {"lower": 2})
 
 
-def test_trainer_and_estimators_register_and_config_composes():
-    from hydra import compose, initialize_config_dir
+def test_settings_parse_and_reject_bad_values():
+    s = C.settings_from_config({"allocator": "default", "allocator_kwargs": None, "reward_range": [-1, 1]})
+    assert s.allocator is None and s.allocator_kwargs == {} and s.reward_range == (-1.0, 1.0)
+    for bad, match in [
+        ({"budget": 0}, "budget"),
+        ({"reward_range": [1]}, "reward_range"),
+        ({"session_retries": -1}, "session_retries"),
+        ({"round_poll_max_s": 0}, "round_poll_max_s"),
+        ({"allocator_kwargs": [1]}, "allocator_kwargs"),
+        ({"nonsense": 1}, "unknown option"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            C.settings_from_config(bad)
+    assert C.needs_pool("vip-paper", {}) and C.needs_pool("vip", {"predictor": "paper-gp"})
+    assert not C.needs_pool("vip-paper", {"predictor": "gp"})
+
+
+def test_row_keys_are_unique_per_training_row_and_leave_the_batch():
+    rows = [{"raw_prompt": [{"role": "user", "content": "same text"}], "index": 0} for _ in range(3)]
+    ds = W.RowKeyedDataset(rows, W.dataset_source(["/d/a/train.parquet", "/d/b/train.parquet"]))
+    keys = [ds[i][W.KEY_FIELD] for i in range(3)]
+    assert keys == [f"a/train.parquet+b/train.parquet#{i}" for i in range(3)]  # same text, index 0: 3 prompts
+    prompts = np.empty(3, dtype=object)
+    prompts[:] = [r["raw_prompt"] for r in rows]
+    batch = tu.get_tensordict(
+        {W.KEY_FIELD: np.array(keys, dtype=object), "index": np.array([0, 0, 0], dtype=object), "raw_prompt": prompts}
+    )
+    assert W.batch_texts(batch) == ["same text"] * 3
+    assert W.batch_keys(batch, None) == keys and W.KEY_FIELD not in batch.keys()
+    assert W.batch_keys(batch, "index") == [0, 0, 0]
+    with pytest.raises(KeyError, match="prompt_key 'nope'"):
+        W.batch_keys(batch, "nope")
+    assert (
+        W.prompt_text(
+            [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "t"}]}]
+        )
+        == "s\nt"
+    )
+    assert W.dataset_source([f"/x/f{i}.parquet" for i in range(6)]).startswith("x/f0.parquet+5-more-")
+
+
+def test_sessions_take_the_final_output_of_multi_output_agent_loops():
+    keys = ["u1_0_0", "u1_0_1", "u1_1_0", "u2_0_0", "u2_2_0"]
+    scores = [0.0, 1.0, 0.0, 0.5, float("nan")]
+    got = R.group_sessions(keys, scores)
+    assert got.of("u1").tolist() == [1.0, 0.0]  # session 0's final (index 1) output, then session 1
+    np.testing.assert_array_equal(got.of("u2"), [0.5, np.nan])
+    assert got.of("missing").size == 0
+    with pytest.raises(ValueError, match="uid"):
+        R.parse_key("nokey")
+    with pytest.raises(ValueError, match="uid"):
+        R.parse_key("a_b_c")
+
+
+def test_feedback_passes_scored_rewards_and_counts_what_is_missing():
+    fb = S.StepFeedback(["a", "b"], [4, 2], SuccessSignal())
+    fb.add(0, np.array([-1.0, 1.0, np.nan]), 4)  # one failed session, one unscored
+    fb.add(1, np.array([0.0, 1.0]), 2)
+    # auto mapping: the range seen so far, [-1, 1] after prompt a, so b's 0 is a half success
+    assert [s.tolist() for s in fb.successes()] == [[0.0, 1.0], [0.5, 1.0]]
+    m = fb.metrics()
+    assert m["adaptive/missing_rollouts"] == 2 and m["adaptive/failed_sessions"] == 1
+    assert m["adaptive/unscored_rollouts"] == 1 and m["adaptive/prompts_with_missing_rollouts"] == 1
+
+
+def test_waiting_backs_off_and_returns_promptly():
+    done_at = time.monotonic() + 0.3
+    calls = []
+
+    def list_fn(partition):
+        calls.append(time.monotonic())
+        status = "finished" if time.monotonic() >= done_at else "running"
+        return {partition: {"u1": {"status": status}, "u2": {"status": "failure"}}}
+
+    start = time.monotonic()
+    assert R.wait_for_groups(["u1", "u2"], max_poll_s=0.05, list_fn=list_fn) == {"u1": "finished", "u2": "failure"}
+    late = time.monotonic() - done_at
+    assert late < 0.05 + 0.05  # seen within one poll interval (plus scheduling slack)
+    assert len(calls) < 20  # ~log2(50 ms / 1 ms) + 300 ms / 50 ms listings, not a busy loop
+    assert time.monotonic() - start >= 0.3
+    with pytest.raises(TimeoutError, match="round_timeout_s"):
+        R.wait_for_groups(["u1"], timeout_s=0.01, list_fn=lambda p: {p: {}})
+
+
+def test_listing_transfer_queue_is_cheap(clean_queue):
+    """What one poll costs: kv_list over a step's worth of trajectory tags (2048)."""
+    tq = clean_queue
+    keys = [f"{uuid.uuid4().hex}_{s}_0" for s in range(2048)]
+    tq.kv_batch_put(keys=keys, partition_id="train", tags=[{"status": "success", "global_steps": 1}] * len(keys))
+    start = time.perf_counter()
+    for _ in range(10):
+        tq.kv_list("train")
+    per_call = (time.perf_counter() - start) / 10
+    print(f"kv_list with 2048 tags: {per_call * 1e3:.1f} ms")
+    assert per_call < 0.5
+
+
+def test_session_keys_make_estimators_group_sessions_not_rows():
+    from verl.trainer.ppo import core_algos
+
+    from adaptive_rollouts.integrations.verl import advantage
+
+    advantage.register()
+    keys = ["a_0_0", "a_0_1", "a_1_0", "b_0_0", "b_1_0", "b_1_1", "b_1_2"]
+    index = np.array(["A", "A", "A", "B", "B", "B", "B"], dtype=object)
+    scores = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    rewards, mask = torch.zeros(7, 3), torch.ones(7, 3)
+    rewards[:, -1] = scores
+    fn = core_algos.get_adv_estimator_fn("adaptive_grpo")
+    with advantage.session_keys(keys):
+        adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index)
+    ref, _ = core_algos.compute_grpo_outcome_advantage(rewards[[1, 2, 3, 6]], mask[[1, 2, 3, 6]], index[[1, 2, 3, 6]])
+    session_of = [0, 0, 1, 2, 3, 3, 3]
+    torch.testing.assert_close(adv[:, 0], ref[session_of, 0], atol=1e-5, rtol=1e-5)
+    plain, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index)  # no keys: rows are members
+    assert not torch.allclose(plain, adv)
+
+
+def test_trainer_and_estimators_register():
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
-    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls
 
-    from adaptive_rollouts.integrations.verl import main, register
+    from adaptive_rollouts.integrations.verl import register
 
     register()
     register()  # idempotent
     cls = get_trainer_cls("adaptive")
-    assert cls.__name__ == "AdaptiveRolloutTrainer"
-    from verl.trainer.ppo.v1 import PPOTrainerSync
-
-    assert issubclass(cls, PPOTrainerSync)
+    assert cls.__name__ == "AdaptiveRolloutTrainer" and issubclass(cls, PPOTrainerSync)
     assert get_adv_estimator_fn("adaptive_rloo").__name__ == "compute_adaptive_rloo_outcome_advantage"
-    with initialize_config_dir(config_dir=main.CONFIG_DIR, version_base=None):
-        cfg = compose("adaptive_ppo", overrides=["adaptive.allocator=vigor"])
-    assert cfg.trainer.v1.trainer_mode == "adaptive"
-    assert cfg.algorithm.adv_estimator == "adaptive_grpo"
-    assert cfg.adaptive.allocator == "vigor" and cfg.adaptive.prompt_key == "index"
-    assert cfg.actor_rollout_ref.actor.loss_agg_mode == "token-mean"  # verl's default, still there
-
-
-def test_allocator_state_round_trips_through_state_files(tmp_path):
-    from adaptive_rollouts.state import load_state, save_state
-
-    alloc = T.build_allocator("VIGOR", {})
-    rng = np.random.default_rng(0)
-    alloc.run(list(range(8)), 64, lambda idx, cnt: [rng.integers(0, 2, c).astype(float) for c in cnt])
-    path = os.path.join(tmp_path, T.ALLOCATOR_STATE_FILE)
-    save_state(path, alloc.state_dict())
-    fresh = T.build_allocator("VIGOR", {})
-    fresh.load_state_dict(load_state(path))
-    a = alloc.run(list(range(8)), 64, lambda idx, cnt: [np.arange(c) % 2.0 for c in cnt])
-    b = fresh.run(list(range(8)), 64, lambda idx, cnt: [np.arange(c) % 2.0 for c in cnt])
-    assert [x.size for x in a] == [x.size for x in b]
-
-
-@pytest.fixture(scope="module")
-def transfer_queue():
-    ray = pytest.importorskip("ray")
-    tq = pytest.importorskip("transfer_queue")
-    from omegaconf import OmegaConf
-
-    # TransferQueue's controller and storage unit ask for one logical CPU each.
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    tq.init(
-        OmegaConf.create(
-            {
-                "enable": True,
-                "metrics": {"enabled": False, "port": 0},
-                "backend": {
-                    "storage_backend": "SimpleStorage",
-                    "SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1},
-                },
-            }
-        )
-    )
-    yield tq
-    tq.close()
-    ray.shutdown()
-
-
-def fake_agent_loop(tq, batch, success):
-    """What AgentLoopWorkerTQ does for each prompt, minus the LLM: n trajectories with scores."""
-    keys, fields, tags = [], [], []
-    for i in range(len(batch)):
-        uid = T.prompt_keys(batch, "uid")[i]
-        n = int(batch["__rollout_n__"][i])
-        for s in range(n):
-            keys.append(f"{uid}_{s}_0")
-            score = torch.zeros(3)
-            score[-1] = float(success(T.prompt_keys(batch, "index")[i], s))
-            fields.append({"uid": uid, "rm_scores": score})
-            tags.append({"status": "success", "seq_len": 3, "global_steps": 1})
-        tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 1})
-    if keys:
-        td = tu.get_tensordict(
-            {
-                "uid": np.array([f["uid"] for f in fields], dtype=object),
-                "rm_scores": torch.nested.as_nested_tensor([f["rm_scores"] for f in fields], layout=torch.jagged),
-            }
-        )
-        tq.kv_batch_put(keys=keys, partition_id="train", fields=td, tags=tags)
-
-
-def test_progressive_rounds_through_transfer_queue(transfer_queue):
-    """VIGOR's rounds on a local Ray cluster: dispatch, wait, read scores, relabel, sample."""
-    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
-
-    tq = transfer_queue
-    batch = verl_batch(6)
-    prompts = T.prompt_keys(batch, "index")
-    base_uids = T.prompt_keys(batch, "uid")
-    round_uids = {}
-
-    def success(prompt, session):  # prompts 100, 101 always fail; the rest alternate
-        return 0.0 if prompt < 102 else float(session % 2)
-
-    def sample(indices, counts):
-        live = counts > 0
-        sub = tu.index_select_tensor_dict(batch, torch.as_tensor(indices[live]))
-        new = [uuid.uuid4().hex for _ in range(int(live.sum()))]
-        tu.assign_non_tensor_stack(sub, "uid", new)
-        T.assign_rollout_counts(sub, counts[live])
-        for u, i in zip(new, indices[live]):
-            round_uids[u] = base_uids[int(i)]
-        fake_agent_loop(tq, sub, success)
-        T.wait_for_groups(new, "train", poll_s=0.05, timeout_s=30)
-        uids, scores = T.read_scores(T.trajectory_keys(new, "train"), "train")
-        out = [np.zeros(0) for _ in indices]
-        for slot, g in zip(np.flatnonzero(live), T.group_scores(uids, scores, new)):
-            out[slot] = g
-        return out
-
-    alloc = T.build_allocator("VIGOR", {})
-    budget = 6 * 8
-    rewards = alloc.run(prompts, budget, sample)
-    assert sum(r.size for r in rewards) == budget
-    assert len(round_uids) > len(prompts)  # several rounds were dispatched
-    keys = T.trajectory_keys(list(round_uids), "train")
-    assert len(keys) == budget
-    T.relabel_uids(keys, [round_uids[k.split("_", 1)[0]] for k in keys], "train")
-
-    rb = ReplayBuffer(
-        trainer_mode="sync",
-        trainer_config={},
-        max_off_policy_threshold=None,
-        max_off_policy_strategy="drop",
-        sampler_kwargs={},
-        poll_interval=0.05,
-        train_batch_size=6,
-        gen_batch_size=6,
-    )
-    meta, _ = rb.sample(global_steps=1, partition_id="train", batch_size=len(round_uids))
-    assert len(meta.keys) == budget
-    uids, scores = T.read_scores(meta.keys, "train")
-    grouped = T.group_scores(uids, scores, base_uids)  # one group per prompt after relabelling
-    assert [g.size for g in grouped] == [r.size for r in rewards]
-    assert [sorted(g.tolist()) for g in grouped] == [sorted(r.tolist()) for r in rewards]
-    tq.kv_clear(keys=meta.keys, partition_id="train")

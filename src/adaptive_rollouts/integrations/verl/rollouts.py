@@ -31,8 +31,10 @@ __all__ = [
 
 def parse_key(key: str) -> tuple[str, int, int]:
     """``"{uid}_{session}_{index}"`` -> (uid, session, index)."""
-    uid, session, index = key.rsplit("_", 2)
-    return uid, int(session), int(index)
+    parts = key.rsplit("_", 2)
+    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+        raise ValueError(f"trajectory key {key!r} is not '{{uid}}_{{session}}_{{index}}'")
+    return parts[0], int(parts[1]), int(parts[2])
 
 
 class SessionScores:

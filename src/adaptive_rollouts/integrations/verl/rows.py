@@ -22,7 +22,15 @@ from typing import Any
 
 from adaptive_rollouts.keys import row_key
 
-__all__ = ["KEY_FIELD", "RowKeyedDataset", "batch_keys", "batch_texts", "dataset_source", "prompt_text", "rekey_dataloader"]
+__all__ = [
+    "KEY_FIELD",
+    "RowKeyedDataset",
+    "batch_keys",
+    "batch_texts",
+    "dataset_source",
+    "prompt_text",
+    "rekey_dataloader",
+]
 
 KEY_FIELD = "adaptive_prompt_key"
 

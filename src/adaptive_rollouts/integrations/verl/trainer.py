@@ -57,10 +57,11 @@ ALLOCATOR_STATE_FILE = "adaptive_allocator.safetensors"
 
 
 def _make_trainer_class():
-    from adaptive_rollouts.allocators import takes_keyword
-    from adaptive_rollouts.state import load_state, save_state
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    from adaptive_rollouts.allocators import takes_keyword
+    from adaptive_rollouts.state import load_state, save_state
 
     from .advantage import session_keys
 
@@ -96,7 +97,9 @@ def _make_trainer_class():
             self.budget = int(s.budget or config.data.train_batch_size * config.actor_rollout_ref.rollout.n)
             self.aggregation = aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"), s.aggregation)
             self.estimator = estimator_for(
-                config.algorithm.get("adv_estimator"), config.algorithm.get("norm_adv_by_std_in_grpo", True), s.estimator
+                config.algorithm.get("adv_estimator"),
+                config.algorithm.get("norm_adv_by_std_in_grpo", True),
+                s.estimator,
             )
             self.signal = SuccessSignal(reward_range=s.reward_range, threshold=s.threshold)
             self.regime = RegimeTracker()

@@ -1,0 +1,111 @@
+"""Every shipped config and command line composes and passes verl's validate_config and our checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("hydra")
+
+from adaptive_rollouts.integrations.verl import main  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = ["scripts/gpu_smoke_verl.sh", "examples/verl/run_multi_gpu.sh"]
+MINIMAL = [
+    "data.train_files=/data/train.parquet",
+    "data.val_files=/data/test.parquet",
+    "actor_rollout_ref.model.path=/models/m",
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+    "adaptive.allocator=vigor",
+]
+
+
+def compose(overrides):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=main.CONFIG_DIR, version_base=None):
+        return hydra_compose("adaptive_ppo", overrides=list(overrides))
+
+
+def shipped_yamls():
+    return sorted(f for f in os.listdir(main.CONFIG_DIR) if f.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("name", shipped_yamls())
+def test_every_shipped_yaml_composes_and_validates(name):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=main.CONFIG_DIR, version_base=None):
+        cfg = hydra_compose(name[: -len(".yaml")], overrides=MINIMAL)
+    main.check(cfg)
+    assert cfg.trainer.v1.trainer_mode == "adaptive" and cfg.adaptive.prompt_key is None
+
+
+def script_command_lines(script: str, tmp_path) -> list[list[str]]:
+    """Run the script with VALIDATE_ONLY=1 and a `python` that records its arguments instead of
+    starting Python: the exact command lines the script builds, in order."""
+    record, stub = tmp_path / "argv.txt", tmp_path / "python-stub"
+    stub.write_text('#!/usr/bin/env bash\n{ printf "%s\\n" "$@"; echo "--END--"; } >> "$RECORD"\n')
+    stub.chmod(0o755)
+    env = dict(os.environ, VALIDATE_ONLY="1", PYTHON=str(stub), RECORD=str(record), OUT=str(tmp_path / "out"))
+    proc = subprocess.run(["bash", os.path.join(REPO, script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = record.read_text().split("\n")
+    commands, current = [], []
+    for arg in lines:
+        if arg == "--END--":
+            commands.append(current)
+            current = []
+        elif arg or current:
+            current.append(arg)
+    return commands
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_shipped_command_lines_pass_verl_validate_config(script, tmp_path):
+    """Each command line of the script goes through Hydra, verl's validate_config and our checks."""
+    commands = script_command_lines(script, tmp_path)
+    assert len(commands) == (2 if "smoke" in script else 1)
+    for argv in commands:
+        assert argv[:2] == ["-m", "adaptive_rollouts.integrations.verl.main"]
+        assert "adaptive.validate_only=true" in argv
+        main.check(compose(argv[2:]))
+
+
+def test_validate_only_stops_before_ray(capsys):
+    main.run(compose([*MINIMAL, "adaptive.validate_only=true"]))
+    assert "config OK" in capsys.readouterr().out
+
+
+def test_allocator_kwargs_override_is_accepted():
+    cfg = compose([*MINIMAL, "adaptive.allocator_kwargs={m0: 2, upper: 32}"])
+    main.check(cfg)
+    assert dict(cfg.adaptive.allocator_kwargs) == {"m0": 2, "upper": 32}
+    cfg = compose([*MINIMAL, "+adaptive.allocator_kwargs.rounds=3"])
+    assert dict(cfg.adaptive.allocator_kwargs) == {"rounds": 3}
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["algorithm.filter_groups.enable=true"], "dynamic-sampling"),
+        (["trainer.v1.sampler.sync_refill_failed_groups=true"], "sync_refill_failed_groups"),
+        (["adaptive.allocator=no-such-allocator"], "unknown allocator"),
+        (["adaptive.allocator_kwargs={lower: 2}"], "does not accept"),
+        (["+adaptive.nonsense=1"], "unknown option"),
+        (["adaptive.session_retries=-1"], "session_retries"),
+        (["actor_rollout_ref.actor.loss_agg_mode=weird"], "loss_agg_mode"),
+        (["trainer.use_v1=false"], "use_v1"),
+    ],
+)
+def test_check_rejects_what_the_trainer_cannot_serve(overrides, message):
+    cfg = compose([*MINIMAL, *overrides])
+    with pytest.raises(Exception, match=message):
+        main.check(cfg)
