@@ -247,3 +247,11 @@ def test_async_save_still_has_allocator_state_at_on_save(run, tmp_path):
         },
     )
     assert H.StateCheck.seen == [{"step": 1, "async_save": True, "allocator_state": True, "latest_marker": False}]
+
+
+def test_vip_paper_gp_lives_on_the_training_set_pool(run):
+    trainer, manager, logged = run(2, **{"adaptive.allocator": "vip-paper", "adaptive.encoder": "harness:HashEncoder"})
+    predictor = trainer.allocator.predictor
+    assert type(predictor).__name__ == "PaperGP" and len(predictor._keys) == 8  # every training row
+    assert trainer.allocator.estimator == "grpo"  # the trainer's advantage estimator (adaptive_grpo) reaches it
+    assert [sum(len(g) for g in rows_by_uid(u).values()) for u in trainer.actor_rollout_wg.updates] == [16, 16]
