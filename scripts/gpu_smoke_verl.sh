@@ -22,7 +22,7 @@ common=(
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4
   actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4
   actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.tensor_model_parallel_size=1
-  algorithm.adv_estimator=adaptive_grpo adaptive.allocator="${ALLOCATOR:-VIGOR}"
+  algorithm.adv_estimator=adaptive_grpo adaptive.allocator="${ALLOCATOR:-default}"
   trainer.nnodes=1 trainer.n_gpus_per_node=1 trainer.val_before_train=false trainer.test_freq=-1
   trainer.save_freq=1 trainer.logger='["console"]' trainer.default_local_dir="$OUT/ckpt"
 )

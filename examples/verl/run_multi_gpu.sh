@@ -7,7 +7,7 @@
 set -euo pipefail
 DATA=${DATA:-$HOME/data/gsm8k}
 MODEL=${MODEL:-Qwen/Qwen2.5-3B-Instruct}
-ALLOCATOR=${ALLOCATOR:-VIGOR}          # default | uniform | vip | vigor | package.module:Class
+ALLOCATOR=${ALLOCATOR:-default}        # default | uniform | vip | vigor | package.module:Class
 PYTHON=${PYTHON:-python}
 extra=()
 if [ "${VALIDATE_ONLY:-0}" = 1 ]; then extra=(adaptive.validate_only=true); fi

@@ -172,7 +172,7 @@ def test_two_datasets_with_colliding_indices_are_distinct_prompts(run, tmp_path)
 def test_prompt_key_index_collides_across_datasets(run, tmp_path):
     a = H.write_dataset(str(tmp_path / "a.parquet"), [0, 1, 2, 3])
     b = H.write_dataset(str(tmp_path / "b.parquet"), [4, 5, 6, 7])
-    with pytest.raises(ValueError, match="duplicates in one batch"):
+    with pytest.raises(ValueError, match="duplicates"):
         run(
             1,
             files=[a, b],
@@ -255,3 +255,15 @@ def test_vip_paper_gp_lives_on_the_training_set_pool(run):
     assert type(predictor).__name__ == "PaperGP" and len(predictor._keys) == 8  # every training row
     assert trainer.allocator.estimator == "grpo"  # the trainer's advantage estimator (adaptive_grpo) reaches it
     assert [sum(len(g) for g in rows_by_uid(u).values()) for u in trainer.actor_rollout_wg.updates] == [16, 16]
+
+
+def test_the_yaml_default_is_the_recommended_allocator(run):
+    from adaptive_rollouts.allocators import make_allocator
+
+    trainer, manager, logged = run(2)  # adaptive.allocator: null in adaptive_ppo.yaml
+    assert type(trainer.allocator) is type(make_allocator())
+    assert (trainer.allocator.estimator, trainer.allocator.aggregation) == ("grpo", "token-mean")
+    assert not trainer.single_shot
+    for step, update in enumerate(trainer.actor_rollout_wg.updates, start=1):
+        assert len(rows_by_uid(update)) == 4 and sum(len(g) for g in rows_by_uid(update).values()) == 16
+        assert step_metrics(logged, step)["adaptive/rollouts"] == 16

@@ -47,6 +47,12 @@ def test_every_verl_loss_agg_mode_has_an_aggregation():
     assert C.aggregation_for("token-mean", None) is None and C.aggregation_for("x", "seq-mean") == "seq-mean"
     with pytest.raises(ValueError, match="loss_agg_mode 'weird'"):
         C.aggregation_for("weird")
+    with pytest.raises(ValueError, match="adaptive.aggregation must be one of"):
+        C.aggregation_for("token-mean", "per-token")
+    from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS
+
+    assert set(C.AGGREGATION_FROM_LOSS_AGG_MODE.values()) <= set(AGGREGATIONS)
+    assert set(C.ESTIMATOR_FROM_ADV_ESTIMATOR.values()) <= set(ESTIMATORS)
 
 
 def test_estimator_follows_the_advantage_estimator():
@@ -54,6 +60,8 @@ def test_estimator_follows_the_advantage_estimator():
     assert C.estimator_for("adaptive_grpo") == "grpo" and C.estimator_for("grpo", norm_by_std=False) == "drgrpo"
     assert C.estimator_for("adaptive_drgrpo") == "drgrpo" and C.estimator_for("gae") is None
     assert C.estimator_for("adaptive_grpo", override="rloo") == "rloo"
+    with pytest.raises(ValueError, match="adaptive.estimator must be one of"):
+        C.estimator_for("adaptive_grpo", override="ppo")
 
 
 def test_build_allocator_passes_estimator_and_aggregation_where_accepted():

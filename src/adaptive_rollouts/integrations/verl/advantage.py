@@ -39,14 +39,9 @@ import numpy as np
 import torch
 
 from adaptive_rollouts.advantages import group_advantages
+from adaptive_rollouts.validation import ESTIMATORS
 
-ESTIMATOR_NAMES = {
-    "adaptive_grpo": "grpo",
-    "adaptive_drgrpo": "drgrpo",
-    "adaptive_rloo": "rloo",
-}
-
-__all__ = ["ESTIMATOR_NAMES", "group_ids_from_index", "outcome_advantage", "register", "session_keys"]
+__all__ = ["group_ids_from_index", "outcome_advantage", "register", "session_keys"]
 
 _SESSION_KEYS: contextvars.ContextVar[Sequence[str] | None] = contextvars.ContextVar("_SESSION_KEYS", default=None)
 
@@ -167,15 +162,11 @@ def _make(estimator: str):
     return compute
 
 
-compute_adaptive_grpo_outcome_advantage = _make("grpo")
-compute_adaptive_drgrpo_outcome_advantage = _make("drgrpo")
-compute_adaptive_rloo_outcome_advantage = _make("rloo")
-
-_FUNCTIONS = {
-    "adaptive_grpo": compute_adaptive_grpo_outcome_advantage,
-    "adaptive_drgrpo": compute_adaptive_drgrpo_outcome_advantage,
-    "adaptive_rloo": compute_adaptive_rloo_outcome_advantage,
-}
+# One verl estimator "adaptive_<name>" per estimator of adaptive_rollouts.validation.ESTIMATORS.
+_FUNCTIONS = {f"adaptive_{name}": _make(name) for name in ESTIMATORS}
+compute_adaptive_grpo_outcome_advantage = _FUNCTIONS["adaptive_grpo"]
+compute_adaptive_drgrpo_outcome_advantage = _FUNCTIONS["adaptive_drgrpo"]
+compute_adaptive_rloo_outcome_advantage = _FUNCTIONS["adaptive_rloo"]
 
 
 def register() -> list[str]:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
+
 __all__ = [
     "AGGREGATION_FROM_LOSS_AGG_MODE",
     "ESTIMATOR_FROM_ADV_ESTIMATOR",
@@ -42,10 +44,9 @@ AGGREGATION_FROM_LOSS_AGG_MODE = {
 }
 
 # verl algorithm.adv_estimator -> estimator of adaptive_rollouts.advantages.group_advantages.
+# adaptive_<name> are this plug-in's estimators (integrations.verl.advantage), one per ESTIMATORS.
 ESTIMATOR_FROM_ADV_ESTIMATOR = {
-    "adaptive_grpo": "grpo",
-    "adaptive_drgrpo": "drgrpo",
-    "adaptive_rloo": "rloo",
+    **{f"adaptive_{name}": name for name in ESTIMATORS},
     "grpo": "grpo",
     "rloo": "rloo",
     "rloo_vectorized": "rloo",
@@ -164,7 +165,7 @@ def aggregation_for(loss_agg_mode: str | None, override: str | None = "auto") ->
     ('constant', 'seq-mean', 'seq-mean')
     """
     if override not in (None, "auto"):
-        return override
+        return check_choice("adaptive.aggregation", override, AGGREGATIONS)
     if override is None or loss_agg_mode is None:
         return None
     if loss_agg_mode not in AGGREGATION_FROM_LOSS_AGG_MODE:
@@ -182,7 +183,7 @@ def estimator_for(adv_estimator: str | None, norm_by_std: bool = True, override:
     ('grpo', 'drgrpo', None)
     """
     if override not in (None, "auto"):
-        return override
+        return check_choice("adaptive.estimator", override, ESTIMATORS)
     if override is None or adv_estimator is None:
         return None
     est = ESTIMATOR_FROM_ADV_ESTIMATOR.get(str(adv_estimator))
