@@ -103,6 +103,7 @@ def test_allocator_kwargs_override_is_accepted():
         (["adaptive.session_retries=-1"], "session_retries"),
         (["actor_rollout_ref.actor.loss_agg_mode=weird"], "loss_agg_mode"),
         (["trainer.use_v1=false"], "use_v1"),
+        (["+trainer.v1.adaptive.parameter_sync_step=2"], "parameter_sync_step=1"),
     ],
 )
 def test_check_rejects_what_the_trainer_cannot_serve(overrides, message):

@@ -14,6 +14,7 @@ pytest.importorskip("transfer_queue")
 torch = pytest.importorskip("torch")
 
 import harness as H  # noqa: E402
+import harness_plugins as plugins  # noqa: E402
 
 P = {k: [0.0, 0.25, 0.5, 0.9][k % 4] for k in range(64)}
 
@@ -48,7 +49,9 @@ def step_metrics(logged, step):
 
 
 def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
-    trainer, manager, logged = run(3, **{"adaptive.allocator": "vip", "adaptive.encoder": "harness:HashEncoder"})
+    trainer, manager, logged = run(
+        3, **{"adaptive.allocator": "vip", "adaptive.encoder": "harness_plugins:HashEncoder"}
+    )
     assert type(trainer.allocator).__name__ == "VIP" and trainer.single_shot
     # keys are training-set rows, texts only features
     assert trainer.texts is not None and len(trainer.texts._texts) == 8
@@ -86,7 +89,7 @@ def test_progressive_vigor_rounds_become_one_group_per_prompt(run):
 
 
 def test_zero_rollout_prompt_is_reported_and_untrained(run):
-    trainer, manager, logged = run(1, **{"adaptive.allocator": "harness:SkipLast"})
+    trainer, manager, logged = run(1, **{"adaptive.allocator": "harness_plugins:SkipLast"})
     alloc = trainer.allocator
     prompts, rewards = alloc.observed[0]
     assert [len(r) for r in rewards] == [8, 4, 4, 0]
@@ -97,7 +100,7 @@ def test_zero_rollout_prompt_is_reported_and_untrained(run):
 def test_failed_session_single_shot_trains_the_rest_and_pads(run):
     llm = H.FakeLLM(P)
     llm.fail = {(1, 2, 0)}  # step 1, question q2, its first call crashes
-    trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "harness:SkipLast"})
+    trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "harness_plugins:SkipLast"})
     prompts, rewards = trainer.allocator.observed[0]
     assert [len(r) for r in rewards] == [8, 4, 3, 0]  # the scored rollouts only, nothing made up
     m = step_metrics(logged, 1)
@@ -186,7 +189,7 @@ def test_token_sum_losses_map_to_constant(run, mode):
         1,
         **{
             "adaptive.allocator": "vip",
-            "adaptive.encoder": "harness:HashEncoder",
+            "adaptive.encoder": "harness_plugins:HashEncoder",
             "actor_rollout_ref.actor.loss_agg_mode": mode,
         },
     )
@@ -197,7 +200,7 @@ def test_token_sum_losses_map_to_constant(run, mode):
 def test_plus_minus_one_rewards(run, tmp_path):
     f = H.write_dataset(str(tmp_path / "pm.parquet"), list(range(8)), data_source="pm1")
     trainer, manager, logged = run(
-        2, files=[f], **{"adaptive.allocator": "vip", "adaptive.encoder": "harness:HashEncoder"}
+        2, files=[f], **{"adaptive.allocator": "vip", "adaptive.encoder": "harness_plugins:HashEncoder"}
     )
     scores = {r["score"] for r in trainer.actor_rollout_wg.updates[0]["rows"] if not r["padding"]}
     assert scores <= {-1.0, 1.0} and -1.0 in scores
@@ -213,16 +216,21 @@ def test_plus_minus_one_rewards_outside_a_declared_range_raise(run, tmp_path):
 
 
 def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tmp_path):
-    H.StateCheck.seen.clear()
+    plugins.StateCheck.seen.clear()
     common = {
         "adaptive.allocator": "vip",
-        "adaptive.encoder": "harness:HashEncoder",
+        "adaptive.encoder": "harness_plugins:HashEncoder",
         "trainer.save_freq": 2,
-        "trainer.checkpoint_callback_class": "harness.StateCheck",
+        "trainer.checkpoint_callback_class": "harness_plugins.StateCheck",
     }
     full, _, _ = run(4, root=str(tmp_path / "full"), **common)
     run(2, root=str(tmp_path / "resumed"), **common)
-    assert H.StateCheck.seen[-1] == {"step": 2, "async_save": False, "allocator_state": True, "latest_marker": True}
+    assert plugins.StateCheck.seen[-1] == {
+        "step": 2,
+        "async_save": False,
+        "allocator_state": True,
+        "latest_marker": True,
+    }
     shutil.copytree(tmp_path / "resumed", tmp_path / "stateless")
     os.remove(tmp_path / "stateless" / "ckpt" / "global_step_2" / "adaptive_allocator.safetensors")
     resume = {**common, "trainer.resume_mode": "auto"}
@@ -236,21 +244,23 @@ def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tm
 
 
 def test_async_save_still_has_allocator_state_at_on_save(run, tmp_path):
-    H.StateCheck.seen.clear()
+    plugins.StateCheck.seen.clear()
     run(
         1,
         **{
             "adaptive.allocator": "uniform",
             "trainer.save_freq": 1,
-            "trainer.checkpoint_callback_class": "harness.StateCheck",
+            "trainer.checkpoint_callback_class": "harness_plugins.StateCheck",
             "actor_rollout_ref.actor.checkpoint.async_save": "true",
         },
     )
-    assert H.StateCheck.seen == [{"step": 1, "async_save": True, "allocator_state": True, "latest_marker": False}]
+    assert plugins.StateCheck.seen == [{"step": 1, "async_save": True, "allocator_state": True, "latest_marker": False}]
 
 
 def test_vip_paper_gp_lives_on_the_training_set_pool(run):
-    trainer, manager, logged = run(2, **{"adaptive.allocator": "vip-paper", "adaptive.encoder": "harness:HashEncoder"})
+    trainer, manager, logged = run(
+        2, **{"adaptive.allocator": "vip-paper", "adaptive.encoder": "harness_plugins:HashEncoder"}
+    )
     predictor = trainer.allocator.predictor
     assert type(predictor).__name__ == "PaperGP" and len(predictor._keys) == 8  # every training row
     assert trainer.allocator.estimator == "grpo"  # the trainer's advantage estimator (adaptive_grpo) reaches it

@@ -72,7 +72,7 @@ def test_build_allocator_passes_estimator_and_aggregation_where_accepted():
     uniform = C.build_allocator("Uniform", {}, aggregation="token-mean", estimator="rloo")
     assert type(uniform).__name__ == "Uniform"
     assert type(C.build_allocator("VIGOR")).__name__ == "VIGOR"
-    assert C.build_allocator("harness:SkipLast").plan(["a", "b"], 4).tolist() == [4, 0]
+    assert C.build_allocator("harness_plugins:SkipLast").plan(["a", "b"], 4).tolist() == [4, 0]
     with pytest.raises(ValueError, match="unknown allocator"):
         C.allocator_factory("NoSuchAllocator")
     with pytest.raises(ValueError, match="rejects adaptive.allocator_kwargs"):

@@ -138,9 +138,10 @@ def check_verl_config(config: Any) -> None:
     mode = trainer.v1.get("trainer_mode")
     if mode != "adaptive":
         raise ValueError(f"trainer.v1.trainer_mode must be 'adaptive' (AdaptiveRolloutTrainer), got {mode!r}")
-    sync_step = (trainer.v1.get("sync", {}) or {}).get("parameter_sync_step", 1)
+    # verl reads trainer.v1.<trainer_mode>.parameter_sync_step, i.e. trainer.v1.adaptive.*
+    sync_step = (trainer.v1.get("adaptive", {}) or {}).get("parameter_sync_step", 1)
     if sync_step != 1:
-        raise ValueError(f"AdaptiveRolloutTrainer needs trainer.v1.sync.parameter_sync_step=1, got {sync_step}")
+        raise ValueError(f"AdaptiveRolloutTrainer needs trainer.v1.adaptive.parameter_sync_step=1, got {sync_step}")
     filter_groups = config.algorithm.get("filter_groups", None)
     if filter_groups is not None and filter_groups.get("enable", False):
         raise ValueError(

@@ -47,10 +47,10 @@ def assign_rollout_counts(batch: Any, counts: Sequence[int]) -> Any:
     """Write ``__rollout_n__`` (int64 tensor, one entry per prompt) into a verl TensorDict batch."""
     import torch
 
-    counts = np.asarray(counts, dtype=np.int64)
-    if counts.shape != (len(batch),):
-        raise ValueError(f"counts has shape {counts.shape} for a batch of {len(batch)} prompts")
-    batch[ROLLOUT_N_FIELD] = torch.as_tensor(counts)
+    arr = np.asarray(counts, dtype=np.int64)
+    if arr.shape != (len(batch),):
+        raise ValueError(f"counts has shape {arr.shape} for a batch of {len(batch)} prompts")
+    batch[ROLLOUT_N_FIELD] = torch.as_tensor(arr)
     return batch
 
 
