@@ -110,3 +110,14 @@ def test_check_rejects_what_the_trainer_cannot_serve(overrides, message):
     cfg = compose([*MINIMAL, *overrides])
     with pytest.raises(Exception, match=message):
         main.check(cfg)
+
+
+def test_the_trainer_itself_rejects_dapo_before_any_work():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    from adaptive_rollouts.integrations.verl import register
+
+    register()
+    cfg = compose([*MINIMAL, "algorithm.filter_groups.enable=true"])
+    with pytest.raises(ValueError, match="DAPO dynamic sampling"):
+        get_trainer_cls("adaptive")(cfg)

@@ -2,7 +2,11 @@
 
 * :mod:`.advantage` - advantage estimators ``adaptive_grpo`` / ``adaptive_drgrpo`` /
   ``adaptive_rloo`` for groups of unequal size (registered with ``register_adv_est``).
-* :mod:`.trainer` - ``AdaptiveRolloutTrainer``, registered as trainer mode ``adaptive``.
+* :mod:`.trainer` - ``AdaptiveRolloutTrainer``, registered as trainer mode ``adaptive``;
+  :mod:`.rounds` runs progressive allocators' rounds through verl inside a step.
+* :mod:`.config` - the ``adaptive:`` section, start-up checks, allocator construction.
+* :mod:`.rows` - prompt keys (one per training-set row); :mod:`.rollouts` - reading rollouts back
+  from TransferQueue; :mod:`.steps` - counts, rewards and metrics of one step.
 * :mod:`.main` - ``python -m adaptive_rollouts.integrations.verl.main`` (Hydra, verl's config).
 
 Importing this package does not import verl; :func:`register` does.
