@@ -6,7 +6,8 @@ reward loop worker and reward manager scoring through a rule-based reward functi
 
 Faked, and only these: the LLM server (`FakeLLM`: answers "right" or "wrong" with a known success
 probability per prompt), and the GPU worker RPCs (`FakeWorkerGroup`: log-probs, actor update,
-checkpoint shards) plus weight sync / resource-pool bookkeeping that only moves GPU state.
+checkpoint shards) plus weight sync / resource-pool bookkeeping that only moves GPU state; verl's
+experiment tracker is replaced by `RecordingTracker`, which keeps the logged metrics.
 The agent-loop worker runs in this process on one event loop and each dispatch runs to completion
 (in verl it is a Ray actor that returns at once); the trainer waits on TransferQueue either way.
 """
