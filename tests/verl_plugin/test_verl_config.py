@@ -121,3 +121,13 @@ def test_the_trainer_itself_rejects_dapo_before_any_work():
     cfg = compose([*MINIMAL, "algorithm.filter_groups.enable=true"])
     with pytest.raises(ValueError, match="DAPO dynamic sampling"):
         get_trainer_cls("adaptive")(cfg)
+
+
+@pytest.mark.parametrize("module", ["config", "rows"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"adaptive_rollouts.integrations.verl.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
