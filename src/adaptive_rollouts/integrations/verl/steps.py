@@ -43,7 +43,7 @@ def check_counts(counts: Any, n_prompts: int, budget: int) -> np.ndarray:
     return arr
 
 
-def assign_rollout_counts(batch: Any, counts: Sequence[int]) -> Any:
+def assign_rollout_counts(batch: Any, counts: Sequence[int] | np.ndarray) -> Any:
     """Write ``__rollout_n__`` (int64 tensor, one entry per prompt) into a verl TensorDict batch."""
     import torch
 
@@ -73,7 +73,7 @@ class StepFeedback:
     failed session left no trajectory, or its reward is NaN), reported by `metrics`.
     """
 
-    def __init__(self, prompts: Sequence[Any], requested: Sequence[int], signal: SuccessSignal):
+    def __init__(self, prompts: Sequence[Any], requested: Sequence[int] | np.ndarray, signal: SuccessSignal):
         self.prompts = list(prompts)
         self.requested = np.asarray(requested, dtype=np.int64)
         self.signal = signal

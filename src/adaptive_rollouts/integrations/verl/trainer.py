@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -86,6 +86,10 @@ def _make_trainer_class():
 
         Config: the ``adaptive:`` section of ``adaptive_ppo.yaml``.
         """
+
+        allocator: Any  # built in __init__, or in _init_dataloader when it needs the training set
+        train_dataset: Any  # set by verl's _init_dataloader
+        train_dataloader: Any
 
         def __init__(self, config):
             check_verl_config(config)
@@ -148,7 +152,7 @@ def _make_trainer_class():
                 keys.append(row[KEY_FIELD])
                 texts.append(prompt_text(row["raw_prompt"]))
             self.texts.register(keys, texts)
-            return PaperGP(self.texts, pool=keys)
+            return PaperGP(cast(Any, self.texts), pool=keys)  # KeyedTexts is an Encoder (dim read-only)
 
         # -- dispatch ------------------------------------------------------------------
 
