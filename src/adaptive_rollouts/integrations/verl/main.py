@@ -42,6 +42,7 @@ def check(config) -> None:
     from adaptive_rollouts.integrations.verl.config import (
         aggregation_for,
         allocator_factory,
+        check_text_encoder,
         check_verl_config,
         settings_from_config,
     )
@@ -56,6 +57,7 @@ def check(config) -> None:
     bad = [k for k in settings.allocator_kwargs if not takes_keyword(factory, k)]
     if bad:
         raise ValueError(f"adaptive.allocator {settings.allocator or 'default'!r} does not accept {bad}")
+    check_text_encoder(settings.allocator, settings.allocator_kwargs, settings.encoder)
 
 
 def run(config) -> None:

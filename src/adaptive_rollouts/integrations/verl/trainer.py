@@ -41,6 +41,7 @@ from .config import (
     aggregation_for,
     allocator_factory,
     build_allocator,
+    check_text_encoder,
     check_verl_config,
     estimator_for,
     load_object,
@@ -108,6 +109,7 @@ def _make_trainer_class():
             self.signal = SuccessSignal(reward_range=s.reward_range, threshold=s.threshold)
             self.regime = RegimeTracker()
             factory = allocator_factory(s.allocator)
+            check_text_encoder(s.allocator, s.allocator_kwargs, s.encoder)
             self.texts = None
             if takes_keyword(factory, "features") and "features" not in s.allocator_kwargs:
                 encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
