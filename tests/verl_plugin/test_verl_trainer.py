@@ -208,3 +208,29 @@ def test_trainer_and_estimators_register():
     cls = get_trainer_cls("adaptive")
     assert cls.__name__ == "AdaptiveRolloutTrainer" and issubclass(cls, PPOTrainerSync)
     assert get_adv_estimator_fn("adaptive_rloo").__name__ == "compute_adaptive_rloo_outcome_advantage"
+
+
+def test_rekeyed_loader_keeps_verls_order_and_works_with_worker_processes():
+    import pickle
+
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from torchdata.stateful_dataloader.sampler import RandomSampler
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    rows = [{"raw_prompt": [{"role": "user", "content": f"q{i}"}], "index": 0} for i in range(8)]
+
+    def verl_loader():  # as verl's _init_dataloader builds it (shuffle, seed 1, 1 worker)
+        gen = torch.Generator()
+        gen.manual_seed(1)
+        sampler = RandomSampler(rows, generator=gen)
+        return StatefulDataLoader(
+            rows, batch_size=4, num_workers=1, drop_last=True, collate_fn=collate_fn, sampler=sampler
+        )
+
+    expected = [[m[0]["content"] for m in b["raw_prompt"]] for b in verl_loader()]
+    dataset, loader = W.rekey_dataloader(verl_loader(), "toy.parquet")
+    batches = list(loader)
+    assert [[m[0]["content"] for m in b["raw_prompt"]] for b in batches] == expected  # verl's order
+    keys = [k for b in batches for k in b[W.KEY_FIELD]]
+    assert sorted(keys) == sorted(f"toy.parquet#{i}" for i in range(8))
+    assert pickle.loads(pickle.dumps(dataset))[2][W.KEY_FIELD] == "toy.parquet#2"
