@@ -41,12 +41,21 @@ def random_order(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
 
 
 class RolloutCollector:
-    """Accumulates rewards per prompt over several calls to `sample` and checks each answer."""
+    """Accumulates rewards per prompt over several calls to `sample` and checks each answer.
+
+    A trainer whose reward functions may leave a rollout unscored (TRL: every reward function returned
+    None) marks its sample function with ``sample.may_leave_unscored = True`` and returns, per prompt,
+    only the rewards it has (possibly fewer than asked). Such rollouts are spent (`counts`, the budget)
+    but are not observations (`scored`, `unscored`): allocators learn from the rewards only, never
+    from a made-up 0. Without the mark, an answer of the wrong length is an error.
+    """
 
     def __init__(self, prompts: Sequence[Prompt], sample: SampleFn):
         self.prompts = list(prompts)
         self.sample = sample
         self.counts = np.zeros(len(self.prompts), dtype=np.int64)
+        self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
+        self._partial = bool(getattr(sample, "may_leave_unscored", False))
         self._groups: list[list[np.ndarray]] = [[] for _ in self.prompts]
         self.sample_time_s = 0.0
 
@@ -62,10 +71,20 @@ class RolloutCollector:
         answer = self.sample(indices, increments[indices])
         self.sample_time_s += time.perf_counter() - start
         sub_prompts = [self.prompts[i] for i in indices]
-        groups = check_rewards(sub_prompts, answer, increments[indices], source="sample(...)")
-        for i, g in zip(indices, groups):
+        asked = increments[indices]
+        groups = check_rewards(sub_prompts, answer, None if self._partial else asked, source="sample(...)")
+        for p, g, n in zip(sub_prompts, groups, asked):
+            if g.size > n:
+                raise ValueError(f"sample(...) for prompt {p!r} has {g.size} rewards, expected at most {n}")
+        for i, g, n in zip(indices, groups, asked):
             self._groups[i].append(g)
-            self.counts[i] += g.size
+            self.counts[i] += n
+            self.unscored[i] += n - g.size
+
+    @property
+    def scored(self) -> np.ndarray:
+        """Rollouts of each prompt that have a reward (= `counts` unless some were left unscored)."""
+        return self.counts - self.unscored
 
     def rewards(self) -> Rewards:
         return [np.concatenate(g) if g else np.zeros(0) for g in self._groups]
@@ -210,7 +229,7 @@ class BaseAllocator:
     ) -> Rewards:
         rewards = collector.rewards()
         wall = time.perf_counter() - wall_start - collector.sample_time_s
-        self.last_metrics = step_metrics(prompts, collector.counts, rewards, prediction, wall)
+        self.last_metrics = step_metrics(prompts, collector.scored, rewards, prediction, wall)
         if extra:
             self.last_metrics.update(extra)
         return rewards

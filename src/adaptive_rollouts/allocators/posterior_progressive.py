@@ -189,7 +189,7 @@ class PosteriorProgressive(BaseAllocator):
             if round_budget == 0:
                 continue
             successes = np.array([g.sum() for g in collector.rewards()])
-            belief = beta_posterior(a, b, successes, collector.counts.astype(float))
+            belief = beta_posterior(a, b, successes, collector.scored.astype(float))
             inc = self._round_increments(r, belief, collector.counts, round_budget, upper, budget, a + b)
             if inc is None:  # this round's size cannot be spent exactly (e.g. 1 rollout, all skipped)
                 if r == len(budgets) - 1:

@@ -2,21 +2,26 @@
 
 Supported TRL range: ``>=1.0,<1.17`` (tested with 1.16); the trainer overrides
 ``GRPOTrainer._generate_and_score_completions`` and calls TRL's ``_generate`` and
-``_calculate_rewards`` per generation round (see docs/trl.md).
+``_calculate_rewards`` per generation call of a round (see docs/trl.md).
 """
 
-from .layout import aggregation_for_loss_type, assign_groups_to_ranks, estimator_for_scale_rewards, prompt_key
+from .layout import ROW_COLUMN, assign_groups_to_ranks, key_of_row, plan_calls
+from .settings import aggregation_for_loss_type, build_allocator, configure_allocator, estimator_for
 
 SUPPORTED_TRL = (">=1.0", "<1.17")
 
 __all__ = [
+    "ROW_COLUMN",
     "SUPPORTED_TRL",
     "AdaptiveGRPOTrainer",
     "aggregation_for_loss_type",
     "assign_groups_to_ranks",
+    "build_allocator",
     "check_trl_version",
-    "estimator_for_scale_rewards",
-    "prompt_key",
+    "configure_allocator",
+    "estimator_for",
+    "key_of_row",
+    "plan_calls",
     "rollouts_consumed",
 ]
 

@@ -1,108 +1,115 @@
-"""Pure helpers of the TRL integration: prompt keys, loss settings, and how rows go to ranks.
+"""Pure helpers of the TRL integration: prompt keys, generation calls of a round, rows on ranks.
 
 No TRL or torch import here, so these rules are tested on their own.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-# TRL loss_type -> how the loss aggregates samples, named as in adaptive_rollouts.validation.AGGREGATIONS
-# ("prompt-mean", "seq-mean", "token-mean", "constant"; see docs/trl.md).
-#   per-sequence mean over the batch: every completion weighs alike ("grpo", "sapo", "luspo")
-#   token mean over the batch: every token weighs alike ("bnpo", "dapo", "cispo", "vespo")
-#   constant normaliser (Dr. GRPO): sum over tokens / (batch size * max_completion_length)
-LOSS_TYPE_AGGREGATION = {
-    "grpo": "seq-mean",
-    "sapo": "seq-mean",
-    "luspo": "seq-mean",
-    "bnpo": "token-mean",
-    "dapo": "token-mean",
-    "cispo": "token-mean",
-    "vespo": "token-mean",
-    "dr_grpo": "constant",
-}
+from adaptive_rollouts.keys import row_key
 
-# TRL scale_rewards -> advantage estimator of adaptive_rollouts.advantages.group_advantages.
-SCALE_REWARDS_ESTIMATOR = {"group": "grpo", "none": "drgrpo", "batch": "drgrpo"}
+ROW_COLUMN = "adaptive_rollouts_row"
+"""Column the trainer adds to a map-style ``train_dataset``: the row's position, for its key."""
+SOURCE = "train"
 
 
-def aggregation_for_loss_type(loss_type: str) -> str:
-    """The aggregation implied by TRL's ``loss_type``.
+def index_dataset(dataset: Any) -> Any:
+    """``dataset`` with `ROW_COLUMN` holding each row's position (map-style datasets with ``add_column``);
+    other datasets (iterable) are returned as they are and their rows are keyed by content."""
+    if dataset is None or not (hasattr(dataset, "add_column") and hasattr(dataset, "__len__")):
+        return dataset
+    if ROW_COLUMN in (getattr(dataset, "column_names", None) or []):
+        return dataset
+    return dataset.add_column(ROW_COLUMN, list(range(len(dataset))))
 
-    >>> aggregation_for_loss_type("dr_grpo")
-    'constant'
+
+def key_of_row(row: Mapping[str, Any]) -> str:
+    """The prompt key of a dataset row: ``"train#<position>"``, or a content hash without a position.
+
+    >>> key_of_row({"prompt": "2+2=", ROW_COLUMN: 7})
+    'train#7'
     """
-    try:
-        return LOSS_TYPE_AGGREGATION[loss_type]
-    except KeyError:
-        raise ValueError(
-            f"loss_type {loss_type!r} is not known to adaptive_rollouts; known: {sorted(LOSS_TYPE_AGGREGATION)}"
-        ) from None
+    if ROW_COLUMN in row:
+        return row_key(source=SOURCE, index=int(row[ROW_COLUMN]))
+    return row_key(row)
 
 
-def estimator_for_scale_rewards(scale_rewards: str | bool) -> str:
-    """The group advantage estimator that reproduces TRL's ``scale_rewards`` setting.
+def group_batch(keys: Sequence[str], num_generations: int) -> tuple[list[str], list[int]]:
+    """Unique keys of a generation batch (first-appearance order) and the position of each first row.
 
-    ``"batch"`` centres by the group mean like ``"none"`` and then divides by the batch std
-    (done by the trainer).
+    TRL's sampler repeats every row ``num_generations`` times; a key seen any other number of times
+    is the same dataset row twice in one batch, an error (two rows with the same text have two keys).
 
-    >>> estimator_for_scale_rewards("group")
-    'grpo'
-    """
-    # older TRL used bools
-    key = ("group" if scale_rewards else "none") if isinstance(scale_rewards, bool) else scale_rewards
-    try:
-        return SCALE_REWARDS_ESTIMATOR[key]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"scale_rewards must be one of {sorted(SCALE_REWARDS_ESTIMATOR)}, got {scale_rewards!r}"
-        ) from None
-
-
-def prompt_key(prompt: Any) -> str:
-    """Hashable key of a dataset prompt: the text itself, or the JSON of a conversation.
-
-    >>> prompt_key("1+1=")
-    '1+1='
-    >>> prompt_key([{"role": "user", "content": "hi"}])
-    '[{"role": "user", "content": "hi"}]'
-    """
-    if isinstance(prompt, str):
-        return prompt
-    try:
-        return json.dumps(prompt, sort_keys=False, ensure_ascii=False)
-    except TypeError as err:
-        raise ValueError(f"prompt must be text or a JSON-able conversation, got {type(prompt).__name__}") from err
-
-
-def dedupe(keys: Sequence[str]) -> tuple[list[str], list[int]]:
-    """Unique keys in order of first appearance and the row index of each first appearance.
-
-    >>> dedupe(["a", "a", "b", "a"])
+    >>> group_batch(["a", "a", "b", "b"], 2)
     (['a', 'b'], [0, 2])
     """
     seen: dict[str, int] = {}
-    for row, key in enumerate(keys):
-        seen.setdefault(key, row)
+    times: dict[str, int] = {}
+    for position, key in enumerate(keys):
+        seen.setdefault(key, position)
+        times[key] = times.get(key, 0) + 1
+    wrong = {k: n for k, n in times.items() if n != num_generations}
+    if wrong:
+        shown = ", ".join(f"{k!r} x{n}" for k, n in list(wrong.items())[:5])
+        raise ValueError(
+            f"prompt keys appear the wrong number of times in one generation batch ({shown}; expected "
+            f"num_generations={num_generations} each): the same dataset row twice in one batch is an error"
+        )
     return list(seen), list(seen.values())
 
 
-def split_round(n_rows: int, num_processes: int, rank: int) -> tuple[slice, int]:
-    """Rows of one generation round handled by ``rank``, after padding to a multiple of the
-    process count (every rank must generate the same number of rows for TRL's collectives).
-    Returns the slice into the padded row list and the number of padding rows.
+class Call(NamedTuple):
+    """One generation call of a round: ``n`` completions for each prompt in ``prompts`` (rows laid out
+    prompt after prompt, ``n`` rows each), then ``pad`` extra single rows (prompt indices) that make the
+    row count a multiple of the process count."""
 
-    >>> split_round(5, 2, 1)
-    (slice(3, 6, None), 1)
+    n: int
+    prompts: list[int]
+    pad: list[int]
+
+    @property
+    def rows(self) -> list[int]:
+        return [p for p in self.prompts for _ in range(self.n)] + list(self.pad)
+
+
+def plan_calls(need: Mapping[int, int], world: int, grouped: bool) -> list[Call]:
+    """Generation calls for a round that needs ``need[prompt]`` new rollouts per prompt.
+
+    ``grouped`` (vLLM server mode): prompts needing the same count ``c > 1`` share one call asking
+    ``n = c`` completions per prompt, when their rows split evenly over the processes; everything else
+    goes into one call of single rows, padded with rows of the prompts needing the most (the trainer
+    keeps padding rollouts and serves them to later requests for the same prompt).
+
+    >>> plan_calls({0: 3, 1: 3, 2: 1}, 1, grouped=True)
+    [Call(n=3, prompts=[0, 1], pad=[]), Call(n=1, prompts=[2], pad=[])]
+    >>> plan_calls({0: 2, 1: 1}, 2, grouped=False)
+    [Call(n=1, prompts=[0, 0, 1], pad=[0])]
     """
-    pad = (-n_rows) % num_processes
-    per_rank = (n_rows + pad) // num_processes
-    return slice(rank * per_rank, (rank + 1) * per_rank), pad
+    if world < 1:
+        raise ValueError(f"world must be >= 1, got {world}")
+    if any(c < 0 for c in need.values()):
+        raise ValueError(f"need must be non-negative, got {dict(need)}")
+    calls: list[Call] = []
+    by_count: dict[int, list[int]] = {}
+    for prompt, c in need.items():
+        if c > 0:
+            by_count.setdefault(int(c), []).append(int(prompt))
+    in_call: set[int] = set()
+    for c, prompts in by_count.items():
+        if grouped and c > 1 and (c * len(prompts)) % world == 0:
+            calls.append(Call(c, prompts, []))
+            in_call.update(prompts)
+    rest = [(int(p), int(c)) for p, c in need.items() if c > 0 and int(p) not in in_call]
+    if rest:
+        rows = [p for p, c in rest for _ in range(c)]
+        order = [p for p, _ in sorted(rest, key=lambda pc: -pc[1])]  # stable: ties keep the round's order
+        pad = [order[i % len(order)] for i in range((-len(rows)) % world)]
+        calls.append(Call(1, rows, pad))
+    return calls
 
 
 def _pack_whole_groups(sizes: np.ndarray, num_processes: int, capacity: int, max_nodes: int = 20_000):

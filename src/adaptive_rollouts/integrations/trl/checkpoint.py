@@ -1,0 +1,94 @@
+"""The trainer's own state in each TRL checkpoint folder, restored by ``resume_from_checkpoint``.
+
+``checkpoint-<step>/adaptive_rollouts.safetensors`` (`adaptive_rollouts.state.save_state`: arrays as
+safetensors, the rest as JSON in its header; no pickle) holds the allocator's ``state_dict()`` (its
+predictor, e.g. VIP's GP, its random generator and history), the `SuccessSignal` (the reward range
+seen in auto mode), the `RegimeTracker`, the allocation history and the allocator time.
+``adaptive_rollouts.json`` next to it is a readable summary (what is inside, for which step).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.state import load_state, save_state
+
+STATE_FILE = "adaptive_rollouts.safetensors"
+SUMMARY_FILE = "adaptive_rollouts.json"
+FORMAT_VERSION = 1
+
+logger = logging.getLogger(__name__)
+
+
+def trainer_state(trainer: Any) -> dict:
+    """Everything the adaptive trainer adds to TRL's state, as a state dict."""
+    allocator = trainer.allocator
+    has_state = callable(getattr(allocator, "state_dict", None))
+    return {
+        "format": FORMAT_VERSION,
+        "allocator_class": type(allocator).__name__,
+        "allocator": allocator.state_dict() if has_state else None,
+        "success": trainer.success.state_dict(),
+        "regime": trainer.regime.state_dict(),
+        "history": [np.asarray(c, dtype=np.int64) for c in trainer.allocation_history],
+        "allocator_seconds": float(trainer.allocator_seconds),
+    }
+
+
+def save_trainer_state(trainer: Any, folder: str) -> str:
+    """Write the state and its summary into ``folder`` (a checkpoint folder); returns the state path."""
+    state = trainer_state(trainer)
+    if state["allocator"] is None:
+        logger.warning(
+            "allocator %s has no state_dict(): its state is not saved with the checkpoint and a resumed run "
+            "starts it fresh",
+            state["allocator_class"],
+        )
+    path = os.path.join(folder, STATE_FILE)
+    save_state(path, state)
+    summary = {
+        "format": FORMAT_VERSION,
+        "state_file": STATE_FILE,
+        "global_step": int(trainer.state.global_step),
+        "allocator": state["allocator_class"],
+        "allocator_state_saved": state["allocator"] is not None,
+        "estimator": trainer.estimator,
+        "aggregation": trainer.aggregation,
+        "success_mode": trainer.success.mode,
+        "steps_allocated": len(state["history"]),
+    }
+    with open(os.path.join(folder, SUMMARY_FILE), "w") as handle:
+        json.dump(summary, handle, indent=2)
+    return path
+
+
+def load_trainer_state(trainer: Any, folder: str) -> bool:
+    """Restore the state written by `save_trainer_state`; False (with a warning) when ``folder`` has none."""
+    path = os.path.join(folder, STATE_FILE)
+    if not os.path.exists(path):
+        logger.warning(
+            "checkpoint %s has no %s (written by a stock trainer?): the allocator, success signal and regime "
+            "tracker start fresh",
+            folder,
+            STATE_FILE,
+        )
+        return False
+    state = load_state(path)
+    if state.get("format") != FORMAT_VERSION:
+        raise ValueError(f"{path}: state format {state.get('format')!r}, expected {FORMAT_VERSION}")
+    name = type(trainer.allocator).__name__
+    if state["allocator_class"] != name:
+        raise ValueError(f"{path}: state is for allocator {state['allocator_class']}, the trainer has {name}")
+    if state["allocator"] is not None:
+        trainer.allocator.load_state_dict(state["allocator"])
+    trainer.success.load_state_dict(state["success"])
+    trainer.regime.load_state_dict(state["regime"])
+    if trainer.accelerator.is_main_process:  # the allocator runs there; other processes keep no history
+        trainer.allocation_history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
+    trainer.allocator_seconds = float(state["allocator_seconds"])
+    return True

@@ -1,0 +1,128 @@
+"""What `AdaptiveGRPOTrainer` logs: TRL's own metrics over the rollouts used, and the allocation.
+
+- `LogsMixin._log_generation`: ``completions/*``, ``num_tokens`` and ``tools/*`` once per step over
+  the rollouts trained on, computed as TRL's ``_generate`` computes them for a stock batch;
+- `LogsMixin._fix_logs`: the replay ran with groups of one; the logged advantages and
+  ``frac_reward_zero_std`` are put back for the true groups;
+- `LogsMixin._log_allocation`: one name per quantity under ``adaptive/`` (the allocator's
+  ``last_metrics``, or `metrics.step_metrics` for an allocator without them, plus what only the
+  trainer knows: ``rounds``, ``unscored``, ``padding_unused``, ``allocator_seconds``) and the regime
+  fingerprints under ``regime/`` (`fingerprints.RegimeTracker`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import broadcast_object_list
+
+from adaptive_rollouts.metrics import step_metrics
+
+from .rounds import Rollout
+
+TRL_EPS = 1e-4  # TRL adds 1e-4 to the std in its advantages
+_DROPPED = ("allocator_wall_time_s",)  # the trainer's allocator_seconds measures the same for every allocator
+
+
+def _scalar(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    return float(value)
+
+
+class LogsMixin:
+    """Logging for `AdaptiveGRPOTrainer` (uses GRPOTrainer attributes)."""
+
+    def _log_generation(self, rollouts: Sequence[Rollout]) -> None:
+        """TRL's generation metrics for ``rollouts`` (all processes' rollouts of this step)."""
+        metrics = self._metrics["train"]
+        if self.tools or any(r.tool_mask is not None for r in rollouts):
+            lengths = [sum(r.tool_mask) if r.tool_mask is not None else len(r.completion_ids) for r in rollouts]
+        else:
+            lengths = [len(r.completion_ids) for r in rollouts]
+        completion_lengths = torch.tensor(lengths)
+        prompt_tokens = sum(len(r.prompt_ids) for r in rollouts)
+        self.state.num_input_tokens_seen += int(prompt_tokens + completion_lengths.sum().item())
+        metrics["num_tokens"] = [self.state.num_input_tokens_seen]
+        metrics["completions/mean_length"].append(completion_lengths.float().mean().item())
+        metrics["completions/min_length"].append(completion_lengths.float().min().item())
+        metrics["completions/max_length"].append(completion_lengths.float().max().item())
+        eos_and_pad = [*self.eos_token_ids, self._tokenizer.pad_token_id]
+        truncated = torch.tensor([r.completion_ids[-1] not in eos_and_pad for r in rollouts])
+        metrics["completions/clipped_ratio"].append(truncated.float().mean().item())
+        terminated = completion_lengths[~truncated]
+        if len(terminated) == 0:
+            terminated = torch.zeros(1)
+        metrics["completions/mean_terminated_length"].append(terminated.float().mean().item())
+        metrics["completions/min_terminated_length"].append(terminated.float().min().item())
+        metrics["completions/max_terminated_length"].append(terminated.float().max().item())
+        if self.tools:
+            stats = self._step_tools
+            calls = stats["calls"]
+            metrics["tools/call_frequency"].append(calls / stats["rows"] if stats["rows"] else 0.0)
+            metrics["tools/failure_frequency"].append(stats["failures"] / calls if calls > 0 else 0.0)
+
+    def _fix_logs(self, advantages: torch.Tensor, rewards_per_func: torch.Tensor, group_ids: torch.Tensor) -> None:
+        """The replay ran with groups of one; put back the statistics of the true groups."""
+        n = len(advantages)
+        logged = self._logs["advantages"]
+        for _ in range(min(n, len(logged))):
+            logged.pop()
+        logged.extend(advantages.tolist())
+        metrics = self._metrics["train"]
+        if not metrics["frac_reward_zero_std"]:
+            return
+        weights = self.reward_weights.to(rewards_per_func.device)
+        rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        scorable = ~torch.isnan(rewards_per_func).all(dim=1)
+        if self.scale_rewards == "batch" or self.multi_objective_aggregation == "normalize_then_sum":
+            # TRL compares one batch-wide std with 0 for every rollout
+            kept = rewards[scorable]
+            zero = bool(kept.numel() < 2 or torch.isclose(kept.std(), kept.new_zeros(())))
+            metrics["frac_reward_zero_std"][-1] = float(zero)
+            return
+        _, dense = torch.unique(group_ids, return_inverse=True)
+        size = int(dense.max()) + 1
+        low = torch.full((size,), float("inf"), dtype=rewards.dtype)
+        high = torch.full((size,), float("-inf"), dtype=rewards.dtype)
+        low = low.scatter_reduce(0, dense[scorable], rewards[scorable], "amin")
+        high = high.scatter_reduce(0, dense[scorable], rewards[scorable], "amax")
+        flat = ~(high > low)  # no spread (also a group of one, or of unscored rollouts only)
+        metrics["frac_reward_zero_std"][-1] = flat[dense].float().mean().item()
+
+    def _log_allocation(self, values: dict[str, float] | None) -> None:
+        """Log ``values`` (built on the main process by `_allocation_values`) on every process."""
+        if self.accelerator.num_processes > 1:
+            holder = [values]
+            broadcast_object_list(holder)
+            values = holder[0]
+        metrics = self._metrics["train"]
+        for name, value in (values or {}).items():
+            metrics[name].append(value)
+
+    def _allocation_values(
+        self,
+        keys: list[str],
+        counts: np.ndarray,
+        success: list[np.ndarray],
+        raw: list[np.ndarray],
+        trainer_values: dict[str, float],
+    ) -> dict[str, float]:
+        """Main process: ``adaptive/<name>`` once per quantity and ``regime/<name>``."""
+        last = getattr(self.allocator, "last_metrics", None)
+        if not isinstance(last, dict):
+            scored = np.array([s.size for s in success], dtype=np.int64)
+            last = step_metrics(keys, scored, success)
+        out: dict[str, float] = {}
+        for name, value in last.items():
+            number = _scalar(value)
+            if number is not None and name not in _DROPPED:
+                out[f"adaptive/{name}"] = number
+        for name, value in trainer_values.items():
+            out[f"adaptive/{name}"] = float(value)
+        self.regime.update(keys, raw)
+        out.update({name: float(value) for name, value in self.regime.metrics().items()})
+        return out
