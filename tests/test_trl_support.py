@@ -84,11 +84,14 @@ class Capture:
 
     def __init__(self, trainer):
         self.outputs = []
+        self.rewards = []  # per step: reward function name -> the step's rewards, as logged
         original = trainer._generate_and_score_completions
 
         def wrapped(inputs):
             out = original(inputs)
             self.outputs.append({k: v.detach().clone() for k, v in out.items() if isinstance(v, torch.Tensor)})
+            n = len(out["advantages"]) * trainer.accelerator.num_processes
+            self.rewards.append({k: list(v)[-n:] for k, v in trainer._logs["rewards"].items()})
             return out
 
         trainer._generate_and_score_completions = wrapped

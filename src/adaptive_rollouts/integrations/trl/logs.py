@@ -111,18 +111,34 @@ class LogsMixin:
         raw: list[np.ndarray],
         trainer_values: dict[str, float],
     ) -> dict[str, float]:
-        """Main process: ``adaptive/<name>`` once per quantity and ``regime/<name>``."""
+        """Main process: ``adaptive/<name>`` once per quantity and ``regime/<name>``.
+
+        The standard set is `metrics.step_metrics` of what the step spent and observed (the same
+        function allocators fill ``last_metrics`` with, so every allocator gets it); the allocator's own
+        scalars add what only it knows (predicted success, Brier score); the trainer's counts win. The
+        counts are the rollouts spent (``unscored`` of them have no reward); the reward statistics are
+        over the scored ones."""
+        scored = np.array([s.size for s in success], dtype=np.int64)
+        values = dict(step_metrics(keys, scored, success))
+        used = counts[counts > 0]
+        values.update(
+            rollouts=int(counts.sum()),
+            skipped=int((counts == 0).sum()),
+            singletons=int((counts == 1).sum()),
+            count_min=int(used.min()) if used.size else 0,
+            count_max=int(used.max()) if used.size else 0,
+            count_mean=float(used.mean()) if used.size else 0.0,
+        )
+        values.update(trainer_values)
         last = getattr(self.allocator, "last_metrics", None)
-        if not isinstance(last, dict):
-            scored = np.array([s.size for s in success], dtype=np.int64)
-            last = step_metrics(keys, scored, success)
+        for name, value in (last if isinstance(last, dict) else {}).items():
+            if values.get(name) is None:
+                values[name] = value
         out: dict[str, float] = {}
-        for name, value in last.items():
+        for name, value in values.items():
             number = _scalar(value)
             if number is not None and name not in _DROPPED:
                 out[f"adaptive/{name}"] = number
-        for name, value in trainer_values.items():
-            out[f"adaptive/{name}"] = float(value)
         self.regime.update(keys, raw)
         out.update({name: float(value) for name, value in self.regime.metrics().items()})
         return out
