@@ -20,19 +20,12 @@ def reward_length(prompts, completions, **kwargs):
     return [len(c) / 6.0 for c in completions]
 
 
-def tiny_model(tok, seed=0):
+def tiny_model(tok, seed=0, **overrides):
     from adaptive_rollouts.demo.model import build_model
 
     torch.manual_seed(seed)
-    return build_model(
-        tok,
-        seed=seed,
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        num_hidden_layers=1,
-    )
+    settings = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2)
+    return build_model(tok, seed=seed, **{**settings, "num_hidden_layers": 1, **overrides})
 
 
 def make_config(tmp_path, seed=0, **overrides):

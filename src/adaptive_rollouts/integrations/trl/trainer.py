@@ -29,6 +29,7 @@ import torch
 from accelerate.utils import broadcast_object_list, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from adaptive_rollouts.advantages import group_advantages
 from adaptive_rollouts.fingerprints import RegimeTracker
@@ -52,6 +53,18 @@ def _refuse_images(dataset: Any) -> None:
             f"AdaptiveGRPOTrainer supports text prompts only: train_dataset has image column(s) {found} "
             "(see docs/trl.md, 'Not supported')"
         )
+
+
+class _ResumableRepeatSampler(RepeatSampler):
+    """TRL's ``RepeatSampler`` with ``set_epoch``: epoch k uses the k-th permutation of the seeded
+    generator, the order of an uninterrupted run, also in a run resumed from a checkpoint (the
+    Trainer calls ``set_epoch``; without it a run resumed at an epoch boundary replays epoch 0's order)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle and self.seed is not None:
+            self.generator.manual_seed(self.seed)
+            for _ in range(epoch):
+                torch.randperm(self.num_samples, generator=self.generator)
 
 
 class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
@@ -102,6 +115,11 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
+
+    def _get_train_sampler(self, dataset=None):
+        sampler = super()._get_train_sampler(dataset)
+        sampler.__class__ = _ResumableRepeatSampler  # same order; adds set_epoch
+        return sampler
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()

@@ -1,0 +1,83 @@
+"""The allocator's state travels with TRL checkpoints: a resumed run allocates as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from test_trl_support import logged, make_trainer, reward_has_digit_one  # noqa: E402
+
+from adaptive_rollouts.allocators import PosteriorProgressive  # noqa: E402
+from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer  # noqa: E402
+from adaptive_rollouts.integrations.trl.checkpoint import STATE_FILE, SUMMARY_FILE  # noqa: E402
+from adaptive_rollouts.state import load_state  # noqa: E402
+
+CONFIG = {"max_steps": 4, "save_strategy": "steps", "save_steps": 2}
+
+
+def trainer_at(path):
+    from transformers import set_seed
+
+    set_seed(0)
+    # history-driven predictor: what it learned in steps 1-2 decides the allocations of steps 3-4
+    return make_trainer(
+        AdaptiveGRPOTrainer,
+        path,
+        reward=reward_has_digit_one,
+        allocator=PosteriorProgressive("beta", seed=0),
+        config=CONFIG,
+    )
+
+
+def test_checkpoint_holds_allocator_state_and_resume_matches(tmp_path, caplog):
+    full = trainer_at(tmp_path / "full")
+    full.train()
+    folder = tmp_path / "full" / "checkpoint-2"
+    state = load_state(folder / STATE_FILE)
+    assert state["allocator_class"] == "PosteriorProgressive" and state["allocator"]["predictor"]
+    assert len(state["history"]) == 2 and state["regime"]["keys"]
+    summary = json.loads((folder / SUMMARY_FILE).read_text())
+    assert summary["global_step"] == 2 and summary["allocator_state_saved"] and summary["estimator"] == "grpo"
+
+    resumed = trainer_at(tmp_path / "resumed")
+    resumed.train(resume_from_checkpoint=str(folder))
+    assert [c.tolist() for c in resumed.allocation_history] == [c.tolist() for c in full.allocation_history]
+    for name in ("adaptive/count_max", "regime/revisits", "regime/zero_variance_fraction_mean", "loss"):
+        assert logged(resumed, name) == pytest.approx(logged(full, name)[-len(logged(resumed, name)) :])
+    ours, theirs = resumed.allocator.state_dict()["predictor"], full.allocator.state_dict()["predictor"]
+    assert ours["keys"] == theirs["keys"] and np.allclose(ours["alpha"], theirs["alpha"])
+    assert np.allclose(ours["beta"], theirs["beta"])
+
+    # without the state the allocator starts fresh (with a warning) and allocates differently
+    (folder / STATE_FILE).unlink()
+    fresh = trainer_at(tmp_path / "fresh")
+    with caplog.at_level(logging.WARNING):
+        fresh.train(resume_from_checkpoint=str(folder))
+    assert "start fresh" in caplog.text
+    assert not all(np.array_equal(a, b) for a, b in zip(fresh.allocation_history, full.allocation_history[2:]))
+
+
+def test_resumed_sampler_replays_the_epoch_order_of_an_uninterrupted_run():
+    from datasets import Dataset
+    from trl.trainer.utils import RepeatSampler
+
+    from adaptive_rollouts.integrations.trl.trainer import _ResumableRepeatSampler
+
+    data = Dataset.from_dict({"prompt": [str(i) for i in range(8)]})
+    stock = RepeatSampler(data, mini_repeat_count=2, batch_size=4, seed=3)
+    epochs = [list(stock), list(stock), list(stock)]  # stock TRL: one generator over the run
+    ours = RepeatSampler(data, mini_repeat_count=2, batch_size=4, seed=3)
+    ours.__class__ = _ResumableRepeatSampler
+    for epoch in (0, 1, 2):
+        ours.set_epoch(epoch)
+        assert list(ours) == epochs[epoch]
+    resumed = RepeatSampler(data, mini_repeat_count=2, batch_size=4, seed=3)
+    resumed.__class__ = _ResumableRepeatSampler
+    resumed.set_epoch(2)  # a run resumed in epoch 2 sees epoch 2's order, not epoch 0's
+    assert list(resumed) == epochs[2] != epochs[0]
