@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -23,71 +24,123 @@ import json, sys
 import numpy as np, torch
 torch.set_num_threads(1)
 from datasets import Dataset
-from trl import GRPOConfig
+from transformers import set_seed
+from trl import GRPOConfig, GRPOTrainer
 from adaptive_rollouts.demo.model import build_model
 from adaptive_rollouts.demo.tokenizer import build_tokenizer
 from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
 
+out_dir, mode = sys.argv[1], sys.argv[2]
+
 class Skewed:
-    """First round 1 rollout per prompt, then the rest: 7 more to prompt 0 and 1 and 5 to prompt 2."""
+    # Rounds of 4, 7, 3 and 2 rows: on 2 processes the 7- and 3-row rounds are padded by one rollout
+    # each (of prompts 0 and 2), and the last round is served from that padding: nothing generated.
     def run(self, prompts, budget, sample):
         q = len(prompts)
-        first = sample(np.arange(q), np.ones(q, dtype=int))
-        second = sample(np.array([0, 1, 2]), np.array([6, 6, budget - q - 12]))
-        return [np.concatenate([first[i], second[i]]) if i < 3 else first[i] for i in range(q)]
+        sample(np.arange(q), np.ones(q, dtype=int))
+        sample(np.array([0, 1]), np.array([4, 3]))
+        sample(np.array([1, 2]), np.array([1, 2]))
+        return sample(np.array([0, 2]), np.array([1, budget - q - 11]))
 
 def reward(prompts, completions, **kw):
     return [len(c) / 5.0 for c in completions]
 
-tok = build_tokenizer()
-model = build_model(tok, seed=0, hidden_size=32, intermediate_size=64, num_attention_heads=2,
-                    num_key_value_heads=2, num_hidden_layers=1)
-args = GRPOConfig(output_dir=sys.argv[1], per_device_train_batch_size=8, num_generations=4, max_completion_length=5,
-                  max_steps=1, learning_rate=1e-2, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
-                  beta=0.0, disable_tqdm=True, seed=0)
-prompts = ["1+2=", "3*4=", "9-5=", "7+7=", "2*3=", "8-1=", "5+5=", "6*6="]
-t = AdaptiveGRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
-                        processing_class=tok, allocator=Skewed())
-seen = {}
-original = t._generate_and_score_completions
-def wrapped(inputs):
-    out = original(inputs)
-    seen["advantages"] = out["advantages"].tolist()
-    seen["prompt_ids"] = out["prompt_ids"].tolist()
-    return out
-t._generate_and_score_completions = wrapped
-t.train()
-rank = t.accelerator.process_index
-result = dict(rank=rank, world=t.accelerator.num_processes, advantages=seen["advantages"],
-              prompts=[tok.decode([i for i in row if i != tok.pad_token_id]) for row in seen["prompt_ids"]],
-              counts=[c.tolist() for c in t.allocation_history])
-open(f"{sys.argv[1]}/rank{rank}.json", "w").write(json.dumps(result))
+def reward_one(prompts, completions, **kw):
+    return [float("1" in c) for c in completions]
+
+def trainer_of(cls, **kw):
+    set_seed(0)
+    tok = build_tokenizer()
+    model = build_model(tok, seed=0, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                        num_key_value_heads=2, num_hidden_layers=1)
+    args = GRPOConfig(output_dir=out_dir + "/" + cls.__name__, per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=5, max_steps=kw.pop("max_steps", 1), learning_rate=1e-2, logging_steps=1,
+                      report_to=[], save_strategy="no", use_cpu=True, beta=0.0, disable_tqdm=True, seed=0,
+                      reward_weights=kw.pop("reward_weights", None), num_iterations=kw.pop("num_iterations", 1),
+                      gradient_accumulation_steps=kw.pop("gradient_accumulation_steps", 1),
+                      optim=kw.pop("optim", "adamw_torch"))
+    prompts = ["1+2=", "3*4=", "9-5=", "7+7=", "2*3=", "8-1=", "5+5=", "6*6="]
+    t = cls(model=model, reward_funcs=kw.pop("reward_funcs", reward), args=args,
+            train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok, **kw)
+    seen = {"advantages": [], "prompt_ids": []}
+    original = t._generate_and_score_completions
+    def wrapped(inputs):
+        out = original(inputs)
+        seen["advantages"].append(out["advantages"].tolist())
+        seen["prompt_ids"].append(out["prompt_ids"].tolist())
+        return out
+    t._generate_and_score_completions = wrapped
+    set_seed(0)
+    t.train()
+    return t, tok, seen
+
+if mode == "skewed":
+    t, tok, seen = trainer_of(AdaptiveGRPOTrainer, allocator=Skewed())
+    rank = t.accelerator.process_index
+    logs = [h for h in t.state.log_history if "adaptive/rounds" in h]
+    result = dict(rank=rank, world=t.accelerator.num_processes, advantages=seen["advantages"][0],
+                  prompts=[tok.decode([i for i in row if i != tok.pad_token_id]) for row in seen["prompt_ids"][0]],
+                  counts=[c.tolist() for c in t.allocation_history], logs=logs)
+else:  # parity: Uniform vs stock GRPOTrainer, two weighted rewards, num_iterations=2, gradient accumulation 2
+    kw = dict(reward_funcs=[reward_one, reward], reward_weights=[0.7, 0.3], num_iterations=2,
+              gradient_accumulation_steps=2, max_steps=4, optim="sgd")
+    stock, _, seen_stock = trainer_of(GRPOTrainer, **dict(kw))
+    ours, _, seen_ours = trainer_of(AdaptiveGRPOTrainer, allocator="uniform", **dict(kw))
+    rank = ours.accelerator.process_index
+    params = [float((p - q).abs().max()) for p, q in zip(stock.model.parameters(), ours.model.parameters())]
+    result = dict(rank=rank, world=ours.accelerator.num_processes, stock=seen_stock["advantages"],
+                  ours=seen_ours["advantages"], param_diff=max(params),
+                  counts=[c.tolist() for c in ours.allocation_history],
+                  losses=[[h.get("loss") for h in t.state.log_history if "loss" in h] for t in (stock, ours)])
+open(f"{out_dir}/{mode}-rank{rank}.json", "w").write(json.dumps(result))
 '''
 
 
-@pytest.mark.slow
-def test_two_processes_allocate_once_and_keep_groups_whole(tmp_path, request):
+def run_two_processes(tmp_path, request, mode, port):
     if os.environ.get("SLOW") != "1" and "slow" not in (request.config.getoption("-m") or ""):
-        pytest.skip("slow (two processes, ~40 s): SLOW=1 or -m slow")
+        pytest.skip("slow (two processes): SLOW=1 or -m slow")
     torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [torchrun, "--nproc_per_node", "2", "--master_port", "29533", str(script), str(tmp_path)],
+        [torchrun, "--nproc_per_node", "2", "--master_port", str(port), str(script), str(tmp_path), mode],
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return [json.loads((tmp_path / f"{mode}-rank{r}.json").read_text()) for r in (0, 1)]
+
+
+@pytest.mark.slow
+def test_two_processes_allocate_once_keep_groups_whole_and_use_padding(tmp_path, request):
+    ranks = run_two_processes(tmp_path, request, "skewed", 29533)
     assert [r["world"] for r in ranks] == [2, 2]
-    # 16 rows = 4 prompts x 4; the allocator ran once on rank 0: counts 7, 7, 1, 1
-    assert [sorted(c) for c in ranks[0]["counts"]] == [[1, 1, 7, 7]] and ranks[1]["counts"] == []
+    # 16 rows = 4 prompts x 4; the allocator ran once on rank 0: 1+4+1, 1+3+1, 1+2+1, 1
+    assert ranks[0]["counts"] == [[6, 5, 4, 1]] and ranks[1]["counts"] == []
     rows = [p for r in ranks for p in r["prompts"]]
-    assert len(rows) == 16 and sorted(rows.count(p) for p in set(rows)) == [1, 1, 7, 7]
-    for r in ranks:  # each rank: one group of 7 and a singleton, nothing split
-        assert sorted(r["prompts"].count(p) for p in set(r["prompts"])) == [1, 7]
-        singleton = next(i for i, p in enumerate(r["prompts"]) if r["prompts"].count(p) == 1)
-        assert r["advantages"][singleton] == 0.0
+    assert len(rows) == 16 and sorted(rows.count(p) for p in set(rows)) == [1, 4, 5, 6]
+    for r in ranks:  # each rank holds 8 rows; the singleton gets advantage 0
+        assert len(r["prompts"]) == 8
+        for i, p in enumerate(r["prompts"]):
+            if rows.count(p) == 1:
+                assert r["advantages"][i] == 0.0
+    logs = ranks[0]["logs"][0]
+    assert logs["adaptive/rounds"] == 4.0 and logs["adaptive/rollouts"] == 16.0
+    # both padding rollouts were served to the last round: 16 generated for a budget of 16
+    assert logs["adaptive/padding_unused"] == 0.0
+    assert ranks[1]["logs"][0]["adaptive/rounds"] == 4.0  # every rank logs the same
+
+
+@pytest.mark.slow
+def test_two_processes_uniform_matches_stock(tmp_path, request):
+    ranks = run_two_processes(tmp_path, request, "parity", 29534)
+    for r in ranks:
+        assert r["world"] == 2 and len(r["stock"]) == len(r["ours"]) == 2
+        for a, b in zip(r["stock"], r["ours"]):
+            assert np.allclose(a, b, atol=1e-5) and np.abs(a).sum() > 0
+        assert r["param_diff"] < 1e-5
+        assert np.allclose(r["losses"][0], r["losses"][1], atol=1e-6)
+    assert ranks[0]["counts"] == [[4] * 8] * 2  # 2 ranks x 8 rows x 2 steps = 32 rows = 8 prompts
