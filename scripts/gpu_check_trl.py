@@ -113,11 +113,15 @@ def run_method(method: str, args: argparse.Namespace, problems, out: Path) -> di
     counts = [c.tolist() for c in trainer.allocation_history]
     check(len(counts) == args.steps, f"{method}: {len(counts)} allocations for {args.steps} steps")
     check(all(sum(c) == budget for c in counts), f"{method}: a step did not spend {budget}: {counts}")
-    spent = [h["adaptive/rollouts"] + h["adaptive/unscored"] for h in trainer.state.log_history if "adaptive/rollouts" in h]
+    spent = [
+        h["adaptive/rollouts"] + h["adaptive/unscored"] for h in trainer.state.log_history if "adaptive/rollouts" in h
+    ]
     check(spent == [float(budget)] * args.steps, f"{method}: logged rollouts {spent}, budget {budget}")
 
     folder = out / method / f"checkpoint-{args.steps}"
-    check((folder / STATE_FILE).exists() and (folder / SUMMARY_FILE).exists(), f"{method}: no allocator state in {folder}")
+    check(
+        (folder / STATE_FILE).exists() and (folder / SUMMARY_FILE).exists(), f"{method}: no allocator state in {folder}"
+    )
     state = load_state(folder / STATE_FILE)
     fresh = build_allocator(None if method == "default" else method, trainer.estimator, trainer.aggregation)
     check(state["allocator_class"] == type(fresh).__name__, f"{method}: state of {state['allocator_class']}")

@@ -198,5 +198,3 @@ def test_allocator_seconds_exclude_generation(tmp_path):
     trainer.train()
     assert generation[0] >= 0.6
     assert 0.4 <= trainer.allocator_seconds < 0.4 + 0.25
-
-

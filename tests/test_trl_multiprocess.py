@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 import numpy as np, torch
 torch.set_num_threads(1)
@@ -93,7 +93,7 @@ else:  # parity: Uniform vs stock GRPOTrainer, two weighted rewards, num_iterati
                   counts=[c.tolist() for c in ours.allocation_history],
                   losses=[[h.get("loss") for h in t.state.log_history if "loss" in h] for t in (stock, ours)])
 open(f"{out_dir}/{mode}-rank{rank}.json", "w").write(json.dumps(result))
-'''
+"""
 
 
 def run_two_processes(tmp_path, request, mode, port):

@@ -145,7 +145,9 @@ def test_threshold_and_success_fn_define_success(tmp_path):
     raw = np.array(list(trainer._logs["rewards"]["reward_negative_length"]))[-12:]
     assert sorted(np.concatenate(alloc.seen[-1]).tolist()) == pytest.approx(sorted(np.minimum(1, -raw / 15)))
     with pytest.raises(ValueError, match="at most one"):
-        make_trainer(AdaptiveGRPOTrainer, tmp_path / "x", reward_range=(0, 1), reward_threshold=0.5, allocator="uniform")
+        make_trainer(
+            AdaptiveGRPOTrainer, tmp_path / "x", reward_range=(0, 1), reward_threshold=0.5, allocator="uniform"
+        )
 
 
 def test_reward_range_still_checks_its_bounds(tmp_path):
@@ -167,7 +169,12 @@ def test_rows_with_the_same_text_stay_two_prompts_with_their_own_columns(tmp_pat
 
     alloc = Recorder(Uniform())
     trainer = make_trainer(
-        AdaptiveGRPOTrainer, tmp_path, reward=reward_answer_is_x, dataset=dataset, allocator=alloc, config={"max_steps": 1}
+        AdaptiveGRPOTrainer,
+        tmp_path,
+        reward=reward_answer_is_x,
+        dataset=dataset,
+        allocator=alloc,
+        config={"max_steps": 1},
     )
     trainer.train()
     assert trainer.allocation_history[0].tolist() == [4, 4, 4]
@@ -229,7 +236,11 @@ def test_rloo_with_group_scaling_is_refused_and_batch_scaling_applied(tmp_path):
     with pytest.raises(ValueError, match="scale_rewards='group'"):
         make_trainer(AdaptiveGRPOTrainer, tmp_path, advantage_estimator="rloo", allocator="uniform")
     trainer = make_trainer(
-        AdaptiveGRPOTrainer, tmp_path, advantage_estimator="rloo", config={"scale_rewards": "batch"}, allocator="uniform"
+        AdaptiveGRPOTrainer,
+        tmp_path,
+        advantage_estimator="rloo",
+        config={"scale_rewards": "batch"},
+        allocator="uniform",
     )
     rewards = torch.tensor([[1.0], [0.0], [1.0], [0.0], [0.0], [1.0]])
     ids = torch.tensor([0, 0, 0, 1, 1, 1])

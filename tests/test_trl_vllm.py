@@ -54,7 +54,11 @@ class FakeLLM:
         for p in prompts:
             ids = _completion(self.rng, self.eos, self.vocab)
             logprobs = [{t: SimpleNamespace(logprob=-1.0, rank=1)} for t in ids]
-            out.append(SimpleNamespace(prompt_token_ids=p["prompt_token_ids"], outputs=[SimpleNamespace(token_ids=ids, logprobs=logprobs)]))
+            out.append(
+                SimpleNamespace(
+                    prompt_token_ids=p["prompt_token_ids"], outputs=[SimpleNamespace(token_ids=ids, logprobs=logprobs)]
+                )
+            )
         return out
 
 

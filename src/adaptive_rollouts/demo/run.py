@@ -79,8 +79,7 @@ def run_one(method: str, seed: int, cfg: DemoConfig, features, problems, held_ou
     from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig
 
-    from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
-    from adaptive_rollouts.integrations.trl import aggregation_for_loss_type
+    from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer, aggregation_for_loss_type
 
     from .evaluate import greedy_accuracy
     from .model import load_warm_start

@@ -76,9 +76,13 @@ def estimator_for(
     """
     scale = normalize_scale_rewards(scale_rewards)
     if multi_objective_aggregation not in MULTI_OBJECTIVE:
-        raise ValueError(f"multi_objective_aggregation must be one of {MULTI_OBJECTIVE}, got {multi_objective_aggregation!r}")
+        raise ValueError(
+            f"multi_objective_aggregation must be one of {MULTI_OBJECTIVE}, got {multi_objective_aggregation!r}"
+        )
     if advantage_estimator not in (None, "rloo"):
-        raise ValueError(f"advantage_estimator must be None (follow scale_rewards) or 'rloo', got {advantage_estimator!r}")
+        raise ValueError(
+            f"advantage_estimator must be None (follow scale_rewards) or 'rloo', got {advantage_estimator!r}"
+        )
     if advantage_estimator == "rloo":
         if multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
@@ -147,7 +151,9 @@ def configure_allocator(allocator: Any, estimator: str, aggregation: str) -> dic
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     if aggregation not in LOSS_TYPE_AGGREGATION.values():
-        raise ValueError(f"aggregation must be one of {sorted(set(LOSS_TYPE_AGGREGATION.values()))}, got {aggregation!r}")
+        raise ValueError(
+            f"aggregation must be one of {sorted(set(LOSS_TYPE_AGGREGATION.values()))}, got {aggregation!r}"
+        )
     changes: dict[str, tuple] = {}
     own = getattr(allocator, "estimator", None)
     if own is not None and own != estimator:
