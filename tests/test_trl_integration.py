@@ -198,3 +198,13 @@ def test_allocator_seconds_exclude_generation(tmp_path):
     trainer.train()
     assert generation[0] >= 0.6
     assert 0.4 <= trainer.allocator_seconds < 0.4 + 0.25
+
+
+@pytest.mark.parametrize("name", ["layout", "settings", "scoring"])
+def test_trl_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    module = importlib.import_module(f"adaptive_rollouts.integrations.trl.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

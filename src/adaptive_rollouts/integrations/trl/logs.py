@@ -23,7 +23,6 @@ from adaptive_rollouts.metrics import step_metrics
 
 from .rounds import Rollout
 
-TRL_EPS = 1e-4  # TRL adds 1e-4 to the std in its advantages
 _DROPPED = ("allocator_wall_time_s",)  # the trainer's allocator_seconds measures the same for every allocator
 
 

@@ -22,6 +22,7 @@ import torch
 from accelerate.utils import gather_object
 
 from .layout import plan_calls
+from .scoring import weighted_reward
 
 _GENERATION_METRICS = ("completions/", "tools/", "num_tokens")
 
@@ -38,14 +39,6 @@ class Rollout:
     rewards: torch.Tensor  # [num reward functions], NaN where a function returned None
     reward: float = math.nan  # weighted sum (NaN: unscored, every function returned None)
     extra: dict[str, Any] = field(default_factory=dict)  # log_extra values of this rollout
-
-
-def weighted_reward(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """TRL's ``sum_then_normalize`` reward: weighted nansum, NaN where every function returned None."""
-    weights = weights.to(rewards_per_func.device, rewards_per_func.dtype)
-    total = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
-    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    return total
 
 
 class RoundsMixin:

@@ -31,14 +31,14 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from adaptive_rollouts.advantages import group_advantages
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
 
 from .checkpoint import load_trainer_state, save_trainer_state
 from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
-from .logs import TRL_EPS, LogsMixin
-from .rounds import Rollout, RoundsMixin, weighted_reward
+from .logs import LogsMixin
+from .rounds import Rollout, RoundsMixin
+from .scoring import trl_advantages
 from .settings import aggregation_for_loss_type, build_allocator, estimator_for, prompt_text, text_features
 
 _DONE = "done"
@@ -280,31 +280,14 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             del self._generate, self._calculate_rewards
 
     def _advantages(self, rewards_per_func: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
-        """Advantages on the true groups, as TRL computes them on equal groups. A rollout no reward
-        function scored gets its own group (advantage 0), outside its prompt's baseline."""
-        device = rewards_per_func.device
-        weights = self.reward_weights.to(device)
-        unscored = torch.isnan(rewards_per_func).all(dim=1)
-        ids = torch.where(unscored, -1 - torch.arange(len(group_ids), device=device), group_ids)
-        if self.multi_objective_aggregation == "normalize_then_sum":
-            normalized = torch.zeros_like(rewards_per_func)
-            for k in range(rewards_per_func.shape[1]):
-                have = ~torch.isnan(rewards_per_func[:, k])
-                if have.any():
-                    normalized[have, k] = group_advantages(rewards_per_func[have, k], ids[have], "grpo", eps=TRL_EPS)
-            rewards = (normalized * weights.unsqueeze(0)).sum(dim=1)
-            kept = rewards[~unscored]
-            if kept.numel() == 0:
-                return torch.zeros_like(rewards)
-            std = kept.std() if kept.numel() > 1 else kept.new_zeros(())
-            return torch.where(unscored, torch.zeros_like(rewards), (rewards - kept.mean()) / (std + TRL_EPS))
-        rewards = weighted_reward(rewards_per_func, weights)
-        advantages = group_advantages(torch.nan_to_num(rewards, nan=0.0), ids, self.estimator, eps=TRL_EPS)
-        if self.scale_rewards == "batch":
-            kept = rewards[~unscored]
-            std = kept.std() if kept.numel() > 1 else rewards.new_zeros(())
-            advantages = advantages / (std + TRL_EPS)
-        return advantages
+        return trl_advantages(
+            rewards_per_func,
+            group_ids,
+            self.reward_weights,
+            self.estimator,
+            self.scale_rewards,
+            self.multi_objective_aggregation,
+        )
 
 
 def rollouts_consumed(trainer: AdaptiveGRPOTrainer) -> int:
