@@ -255,3 +255,14 @@ def test_skewed_allocator_gets_success_signal_per_round(tmp_path):
     trainer.train()
     first, second = alloc.answers[0]
     assert [len(r) for r in first] == [1, 1, 1] and [len(r) for r in second] == [8, 1]
+
+
+def test_default_allocator_is_the_recommended_one_built_with_the_trainer_settings(tmp_path):
+    from adaptive_rollouts.allocators import make_allocator
+
+    config = {"scale_rewards": "none", "loss_type": "dapo"}
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, config=config)  # allocator=None
+    assert type(trainer.allocator) is type(make_allocator())
+    assert (trainer.allocator.estimator, trainer.allocator.aggregation) == ("drgrpo", "token-mean")
+    trainer.train()
+    assert [int(c.sum()) for c in trainer.allocation_history] == [12, 12]

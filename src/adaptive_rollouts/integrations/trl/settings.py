@@ -17,7 +17,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# TRL loss_type -> how the loss weighs the rollouts of a batch (adaptive_rollouts aggregation names):
+# TRL loss_type -> how the loss weighs the rollouts of a batch (names of adaptive_rollouts.validation.AGGREGATIONS):
 #   seq-mean: each completion's token mean, averaged over completions ("grpo", "sapo")
 #   token-mean: every token alike over the batch ("bnpo", "dapo", "cispo", "vespo")
 #   constant: sum over tokens / a constant ("dr_grpo": batch x max_completion_length, "luspo": batch)
@@ -52,10 +52,10 @@ def aggregation_for_loss_type(loss_type: str) -> str:
 
 def normalize_scale_rewards(scale_rewards: str | bool) -> str:
     """TRL's ``scale_rewards`` as one of ``SCALE_REWARDS`` (older TRL used booleans)."""
+    from adaptive_rollouts.validation import check_choice
+
     key = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)  # type: ignore[call-overload]
-    if key not in SCALE_REWARDS:
-        raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {scale_rewards!r}")
-    return key
+    return check_choice("scale_rewards", key, SCALE_REWARDS)
 
 
 def estimator_for(
@@ -74,15 +74,11 @@ def estimator_for(
     >>> estimator_for("group"), estimator_for("none"), estimator_for("batch", "rloo")
     ('grpo', 'drgrpo', 'rloo')
     """
+    from adaptive_rollouts.validation import check_choice
+
     scale = normalize_scale_rewards(scale_rewards)
-    if multi_objective_aggregation not in MULTI_OBJECTIVE:
-        raise ValueError(
-            f"multi_objective_aggregation must be one of {MULTI_OBJECTIVE}, got {multi_objective_aggregation!r}"
-        )
-    if advantage_estimator not in (None, "rloo"):
-        raise ValueError(
-            f"advantage_estimator must be None (follow scale_rewards) or 'rloo', got {advantage_estimator!r}"
-        )
+    check_choice("multi_objective_aggregation", multi_objective_aggregation, MULTI_OBJECTIVE)
+    check_choice("advantage_estimator (None: follow scale_rewards)", advantage_estimator, (None, "rloo"))
     if advantage_estimator == "rloo":
         if multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
@@ -146,14 +142,10 @@ def configure_allocator(allocator: Any, estimator: str, aggregation: str) -> dic
     >>> configure_allocator(A(), "grpo", "token-mean")
     {'estimator': ('rloo', 'grpo'), 'aggregation': ('seq-mean', 'token-mean')}
     """
-    from adaptive_rollouts.advantages import ESTIMATORS
+    from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    if aggregation not in LOSS_TYPE_AGGREGATION.values():
-        raise ValueError(
-            f"aggregation must be one of {sorted(set(LOSS_TYPE_AGGREGATION.values()))}, got {aggregation!r}"
-        )
+    check_choice("estimator", estimator, ESTIMATORS)
+    check_choice("aggregation", aggregation, AGGREGATIONS)
     changes: dict[str, tuple] = {}
     own = getattr(allocator, "estimator", None)
     if own is not None and own != estimator:
