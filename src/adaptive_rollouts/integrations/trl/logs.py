@@ -35,6 +35,21 @@ def _scalar(value: Any) -> float | None:
 class LogsMixin:
     """Logging for `AdaptiveGRPOTrainer` (uses GRPOTrainer attributes)."""
 
+    # set by GRPOTrainer / AdaptiveGRPOTrainer
+    accelerator: Any
+    state: Any
+    tools: Any
+    reward_weights: Any
+    eos_token_ids: list[int]
+    scale_rewards: str
+    multi_objective_aggregation: str
+    allocator: Any
+    regime: Any
+    _tokenizer: Any
+    _metrics: Any
+    _logs: Any
+    _step_tools: dict[str, float]
+
     def _log_generation(self, rollouts: Sequence[Rollout]) -> None:
         """TRL's generation metrics for ``rollouts`` (all processes' rollouts of this step)."""
         metrics = self._metrics["train"]

@@ -44,6 +44,24 @@ class Rollout:
 class RoundsMixin:
     """Round generation for `AdaptiveGRPOTrainer` (uses GRPOTrainer attributes)."""
 
+    # set by GRPOTrainer / AdaptiveGRPOTrainer
+    accelerator: Any
+    state: Any
+    tools: Any
+    reward_weights: Any
+    use_vllm: bool
+    vllm_mode: str
+    num_generations: int
+    _last_loaded_step: int
+    _metrics: Any
+    _pending_extra_logs: Any
+    _standalone_tools: list
+    _step_tools: dict[str, float]
+    _sync_tool_dicts: list[dict]
+    _async_tool_dicts: list[dict]
+    _generate: Any
+    _calculate_rewards: Any
+
     # ------------------------------------------------------------------ vLLM
     def _server_mode(self) -> bool:
         return bool(self.use_vllm and self.vllm_mode == "server")
@@ -138,8 +156,8 @@ class RoundsMixin:
         gathered = gather_object(records) if world > 1 else records
         totals = weighted_reward(rewards_per_func, self.reward_weights.cpu())
         return [
-            Rollout(*record, rewards=rewards_per_func[i], reward=float(totals[i]), extra=extras[i])
-            for i, record in enumerate(gathered)
+            Rollout(ids, completion, text, lps, mask, rewards_per_func[i], float(totals[i]), extras[i])
+            for i, (ids, completion, text, lps, mask) in enumerate(gathered)
         ]
 
     def _set_tool_dicts(self, n: int) -> None:

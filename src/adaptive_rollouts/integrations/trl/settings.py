@@ -54,7 +54,7 @@ def normalize_scale_rewards(scale_rewards: str | bool) -> str:
     """TRL's ``scale_rewards`` as one of ``SCALE_REWARDS`` (older TRL used booleans)."""
     from adaptive_rollouts.validation import check_choice
 
-    key = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)  # type: ignore[call-overload]
+    key = ("group" if scale_rewards else "none") if isinstance(scale_rewards, bool) else scale_rewards
     return check_choice("scale_rewards", key, SCALE_REWARDS)
 
 

@@ -87,6 +87,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
     ``trainer.allocation_history`` holds the counts per prompt (main process).
     """
 
+    _signature_columns: Any  # set by transformers' Trainer
+
     def __init__(
         self,
         *args: Any,
@@ -180,7 +182,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                 finally:
                     self.allocator_seconds -= time.perf_counter()
 
-            sample.may_leave_unscored = True
+            marked: Any = sample
+            marked.may_leave_unscored = True  # the answer may omit unscored rollouts (RolloutCollector)
             self.allocator_seconds -= time.perf_counter()
             try:
                 self.allocator.run(keys, budget, sample)
@@ -190,7 +193,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     broadcast_object_list([(_DONE, None, None)])
         else:
             while True:
-                message = [None]
+                message: list[Any] = [None]
                 broadcast_object_list(message)
                 kind, indices, counts = message[0]
                 if kind == _DONE:
@@ -260,7 +263,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         if any(r.tool_mask is not None for r in everyone):
             tool_mask = [r.tool_mask if r.tool_mask is not None else [1] * len(r.completion_ids) for r in rollouts]
         logprobs = None if any(r.logprobs is None for r in everyone) else [r.logprobs for r in rollouts]
-        cached = (
+        cached: tuple[Any, ...] = (
             [r.prompt_ids for r in rollouts],
             [r.completion_ids for r in rollouts],
             tool_mask,
