@@ -67,17 +67,17 @@ def test_resumed_sampler_replays_the_epoch_order_of_an_uninterrupted_run():
     from datasets import Dataset
     from trl.trainer.utils import RepeatSampler
 
-    from adaptive_rollouts.integrations.trl.trainer import _ResumableRepeatSampler
+    from adaptive_rollouts.integrations.trl.checkpoint import ResumableRepeatSampler
 
     data = Dataset.from_dict({"prompt": [str(i) for i in range(8)]})
     stock = RepeatSampler(data, mini_repeat_count=2, batch_size=4, seed=3)
     epochs = [list(stock), list(stock), list(stock)]  # stock TRL: one generator over the run
     ours = RepeatSampler(data, mini_repeat_count=2, batch_size=4, seed=3)
-    ours.__class__ = _ResumableRepeatSampler
+    ours.__class__ = ResumableRepeatSampler
     for epoch in (0, 1, 2):
         ours.set_epoch(epoch)
         assert list(ours) == epochs[epoch]
     resumed = RepeatSampler(data, mini_repeat_count=2, batch_size=4, seed=3)
-    resumed.__class__ = _ResumableRepeatSampler
+    resumed.__class__ = ResumableRepeatSampler
     resumed.set_epoch(2)  # a run resumed in epoch 2 sees epoch 2's order, not epoch 0's
     assert list(resumed) == epochs[2] != epochs[0]

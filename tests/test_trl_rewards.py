@@ -266,3 +266,22 @@ def test_default_allocator_is_the_recommended_one_built_with_the_trainer_setting
     assert (trainer.allocator.estimator, trainer.allocator.aggregation) == ("drgrpo", "token-mean")
     trainer.train()
     assert [int(c.sum()) for c in trainer.allocation_history] == [12, 12]
+
+
+@pytest.mark.parametrize("predictor", ["gp", "paper-gp"])
+def test_text_predictors_see_prompt_texts_under_row_keys(tmp_path, predictor):
+    from test_trl_support import PROMPTS
+
+    from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts
+
+    table = FeatureTable(PROMPTS, np.random.default_rng(0).normal(size=(len(PROMPTS), 4)))  # keyed by text
+    alloc = VIP(predictor, features=table, estimator="grpo", aggregation="seq-mean")
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, allocator=alloc, config={"max_steps": 4})
+    trainer.train()
+    assert [int(c.sum()) for c in trainer.allocation_history] == [12] * 4
+    gp = alloc.predictor
+    if predictor == "gp":  # texts registered per batch under the row keys
+        assert isinstance(gp.features, KeyedTexts) and gp.features._texts["train#0"] == PROMPTS[0]
+    else:  # the pool is the dataset's rows, keyed as the trainer keys them
+        assert sorted(gp.features.keys) == sorted(f"train#{i}" for i in range(len(PROMPTS)))
+        np.testing.assert_allclose(gp.features.encode(["train#3"]), table.encode([PROMPTS[3]]))

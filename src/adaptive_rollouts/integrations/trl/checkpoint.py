@@ -5,6 +5,7 @@ safetensors, the rest as JSON in its header; no pickle) holds the allocator's ``
 predictor, e.g. VIP's GP, its random generator and history), the `SuccessSignal` (the reward range
 seen in auto mode), the `RegimeTracker`, the allocation history and the allocator time.
 ``adaptive_rollouts.json`` next to it is a readable summary (what is inside, for which step).
+`ResumableRepeatSampler` keeps the data order of a resumed run equal to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 from typing import Any
 
 import numpy as np
+import torch
+from trl.trainer.utils import RepeatSampler
 
 from adaptive_rollouts.state import load_state, save_state
 
@@ -92,3 +95,15 @@ def load_trainer_state(trainer: Any, folder: str) -> bool:
         trainer.allocation_history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
     trainer.allocator_seconds = float(state["allocator_seconds"])
     return True
+
+
+class ResumableRepeatSampler(RepeatSampler):
+    """TRL's ``RepeatSampler`` with ``set_epoch``: epoch k uses the k-th permutation of the seeded
+    generator, the order of an uninterrupted run, also in a run resumed from a checkpoint (the
+    Trainer calls ``set_epoch``; without it a run resumed at an epoch boundary replays epoch 0's order)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle and self.seed is not None:
+            self.generator.manual_seed(self.seed)
+            for _ in range(epoch):
+                torch.randperm(self.num_samples, generator=self.generator)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,8 @@ LOSS_TYPE_AGGREGATION = {
 }
 SCALE_REWARDS = ("group", "none", "batch")
 MULTI_OBJECTIVE = ("sum_then_normalize", "normalize_then_sum")
-_TEXT_PREDICTORS = ("gp", "paper-gp", "ridge")
+IMAGE_COLUMNS = ("image", "images")
+_TEXT_PREDICTORS = ("gp", "paper-gp", "ridge")  # predictors that embed prompt text
 
 
 def aggregation_for_loss_type(loss_type: str) -> str:
@@ -167,28 +169,41 @@ def configure_allocator(allocator: Any, estimator: str, aggregation: str) -> dic
     return changes
 
 
-def text_features(allocator: Any) -> Any:
+def text_features(allocator: Any, pool: Callable[[], tuple[list[str], list[str]]] | None = None) -> Any:
     """The `KeyedTexts` through which the allocator's predictor reads prompt texts, or None.
 
     The trainer's prompts are row keys, so a predictor that embeds text needs the key -> text map.
-    A predictor named ``"gp"``, ``"paper-gp"`` or ``"ridge"`` gets its features (None: the default
-    encoder; an encoder, or a `FeatureTable` keyed by prompt text) wrapped in a `KeyedTexts`; a
-    predictor object with ``features`` gets them wrapped the same way. The trainer registers each
-    batch's texts into it.
+    A predictor named ``"gp"`` or ``"ridge"`` gets its features (None: the default encoder; an
+    encoder, or a `FeatureTable` keyed by prompt text) wrapped in a `KeyedTexts`, into which the
+    trainer registers each batch's texts; so does a predictor object with ``features`` (except a
+    `PaperGP` object, which must be built on row keys). ``"paper-gp"`` lives on a known pool: it gets a
+    `FeatureTable` over ``pool()`` (the dataset's row keys and texts), embedded once with its
+    features (or the default encoder); an unknown pool (iterable dataset) raises.
     """
-    from adaptive_rollouts.embeddings import KeyedTexts
+    from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts, default_encoder
+    from adaptive_rollouts.predictors import PaperGP
 
     slot = getattr(allocator, "slot", None)
     if slot is None:
         return None
     built = getattr(slot, "_predictor", None)
     if built is not None:
-        if getattr(built, "features", None) is None:
+        if getattr(built, "features", None) is None or isinstance(built, PaperGP):
             return None
         if not isinstance(built.features, KeyedTexts):
             built.features = KeyedTexts(built.features)
         return built.features
     if not (isinstance(slot.spec, str) and slot.spec in _TEXT_PREDICTORS):
+        return None
+    if slot.spec == "paper-gp":
+        if pool is None:
+            raise ValueError(
+                "predictor 'paper-gp' lives on a known prompt pool: pass a map-style train_dataset "
+                "(its rows are the pool), or use predictor 'gp'"
+            )
+        keys, texts = pool()
+        encoder = slot.features if slot.features is not None else default_encoder()
+        slot.features = FeatureTable(keys, encoder.encode(texts))
         return None
     if not isinstance(slot.features, KeyedTexts):
         slot.features = KeyedTexts(slot.features)
@@ -212,3 +227,14 @@ def prompt_text(prompt: Any) -> str:
             parts.append(str(content))
         return "\n".join(parts)
     return json.dumps(prompt, ensure_ascii=False, default=str)
+
+
+def refuse_images(dataset: Any) -> None:
+    """Image prompts are not supported (docs/trl.md, 'Not supported'): refuse a dataset with image columns."""
+    columns = getattr(dataset, "column_names", None) or []
+    found = [c for c in IMAGE_COLUMNS if c in columns]
+    if found:
+        raise ValueError(
+            f"AdaptiveGRPOTrainer supports text prompts only: train_dataset has image column(s) {found} "
+            "(see docs/trl.md, 'Not supported')"
+        )

@@ -29,42 +29,26 @@ import torch
 from accelerate.utils import broadcast_object_list, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
-from trl.trainer.utils import RepeatSampler
 
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
 
-from .checkpoint import load_trainer_state, save_trainer_state
+from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
 from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
 from .logs import LogsMixin
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
-from .settings import aggregation_for_loss_type, build_allocator, estimator_for, prompt_text, text_features
+from .settings import (
+    IMAGE_COLUMNS,
+    aggregation_for_loss_type,
+    build_allocator,
+    estimator_for,
+    prompt_text,
+    refuse_images,
+    text_features,
+)
 
 _DONE = "done"
-_IMAGE_COLUMNS = ("image", "images")
-
-
-def _refuse_images(dataset: Any) -> None:
-    columns = getattr(dataset, "column_names", None) or []
-    found = [c for c in _IMAGE_COLUMNS if c in columns]
-    if found:
-        raise ValueError(
-            f"AdaptiveGRPOTrainer supports text prompts only: train_dataset has image column(s) {found} "
-            "(see docs/trl.md, 'Not supported')"
-        )
-
-
-class _ResumableRepeatSampler(RepeatSampler):
-    """TRL's ``RepeatSampler`` with ``set_epoch``: epoch k uses the k-th permutation of the seeded
-    generator, the order of an uninterrupted run, also in a run resumed from a checkpoint (the
-    Trainer calls ``set_epoch``; without it a run resumed at an epoch boundary replays epoch 0's order)."""
-
-    def set_epoch(self, epoch: int) -> None:
-        if self.shuffle and self.seed is not None:
-            self.generator.manual_seed(self.seed)
-            for _ in range(epoch):
-                torch.randperm(self.num_samples, generator=self.generator)
 
 
 class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
@@ -106,21 +90,34 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                 "AdaptiveGRPOTrainer does not support environment_factory (see docs/trl.md, 'Not supported'); "
                 "tools= and rollout_func= are supported"
             )
-        _refuse_images(bound.arguments.get("train_dataset"))
+        refuse_images(bound.arguments.get("train_dataset"))
         bound.arguments["train_dataset"] = index_dataset(bound.arguments.get("train_dataset"))
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.aggregation = aggregation_for_loss_type(self.loss_type)
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
         self.allocator = build_allocator(allocator, self.estimator, self.aggregation)
-        self._texts = text_features(self.allocator)
+        self._texts = text_features(self.allocator, self._prompt_pool() if ROW_COLUMN in self._columns() else None)
         self.regime = RegimeTracker()
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 
+    def _columns(self) -> list[str]:
+        return list(getattr(self.train_dataset, "column_names", None) or [])
+
+    def _prompt_pool(self):
+        """The dataset's row keys and prompt texts (lazily: only a pool-based predictor asks)."""
+
+        def pool() -> tuple[list[str], list[str]]:
+            rows = self.train_dataset
+            keys = [key_of_row({ROW_COLUMN: i}) for i in rows[ROW_COLUMN]]
+            return keys, [prompt_text(p) for p in rows["prompt"]]
+
+        return pool
+
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
-        sampler.__class__ = _ResumableRepeatSampler  # same order; adds set_epoch
+        sampler.__class__ = ResumableRepeatSampler  # same order; adds set_epoch
         return sampler
 
     def _set_signature_columns_if_needed(self):
@@ -214,7 +211,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             return super()._generate_and_score_completions(inputs)
         device = self.accelerator.device
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
-        if any(column in row for row in inputs for column in _IMAGE_COLUMNS):
+        if any(column in row for row in inputs for column in IMAGE_COLUMNS):
             raise ValueError("AdaptiveGRPOTrainer supports text prompts only (found image columns)")
         global_rows = gather_object(list(inputs)) if world > 1 else list(inputs)
         keys, first = group_batch([key_of_row(row) for row in global_rows], self.num_generations)
