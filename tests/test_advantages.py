@@ -148,3 +148,32 @@ def test_group_ids_from_counts():
 def test_bad_input_raises_naming_the_input(rewards, ids, kwargs, match):
     with pytest.raises(ValueError, match=match):
         group_advantages(rewards, ids, **kwargs)
+
+
+@pytest.mark.parametrize("big", [1e300, 8e307, 1e-300])
+def test_extreme_rewards_do_not_overflow(big):
+    """The group sums are taken after scaling by a power of two: rewards +-1e300 (whose squares
+    overflow) give the advantages of +-1, and tiny rewards keep theirs."""
+    r = torch.tensor([big, -big, big, -big, 0.3, 0.9], dtype=torch.float64)
+    g = torch.tensor([0, 0, 1, 1, 2, 2])
+    unit = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.3, 0.9], dtype=torch.float64)
+    grpo = group_advantages(r, g, "grpo", eps=0.0, std_tol=0.0)
+    torch.testing.assert_close(grpo, group_advantages(unit, g, "grpo", eps=0.0, std_tol=0.0))
+    torch.testing.assert_close(grpo[:2], torch.tensor([1.0, -1.0], dtype=torch.float64) / math.sqrt(2))
+    torch.testing.assert_close(
+        group_advantages(r, g, "drgrpo", std_tol=0.0)[:2], torch.tensor([big, -big], dtype=torch.float64)
+    )
+    torch.testing.assert_close(
+        group_advantages(r, g, "rloo", std_tol=0.0)[:2], torch.tensor([2 * big, -2 * big], dtype=torch.float64)
+    )
+
+
+def test_scaling_is_exact_on_ordinary_rewards():
+    """Power-of-two scaling changes no bit of the result for rewards in [0, 1]."""
+    gen = torch.Generator().manual_seed(0)
+    r = torch.rand(400, generator=gen, dtype=torch.float64)
+    g = torch.randint(0, 40, (400,), generator=gen)
+    for est in ("grpo", "drgrpo", "rloo"):
+        want = reference(r.tolist(), g.tolist(), est)
+        got = group_advantages(r, g, est).tolist()
+        assert np.allclose(got, want, rtol=1e-12, atol=0), est

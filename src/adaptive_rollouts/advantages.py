@@ -30,6 +30,8 @@ Conventions, and where they differ from the trainers:
   them; statistics are accumulated in float64 with a two-pass (centred) variance, so equal rewards
   give ``s`` of order 1e-17, far below the default ``std_tol = 1e-6``. Rewards that genuinely
   differ by less than ``std_tol`` are treated as equal.
+* Overflow-safe: each group is scaled by a power of two (exact in floating point) before its sums,
+  so rewards near the float64 limit (``+-1e300``) give the same advantages as ``+-1`` would.
 """
 
 from __future__ import annotations
@@ -110,22 +112,29 @@ def group_advantages(
     # Dense 0..G-1 group index; unique sorts, which keeps this O(N log N) and loop-free.
     _, g = torch.unique(group_ids, return_inverse=True)
     n_groups = int(g.max()) + 1
+    zeros = torch.zeros(n_groups, dtype=torch.float64, device=r.device)
 
-    count = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, g, torch.ones_like(r))
-    total = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, g, r)
-    mean = total / count
-    centred = r - mean[g]
-    sq = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, g, centred * centred)
-    std = torch.sqrt(sq / (count - 1.0).clamp_min(1.0))
-    informative = (count >= 2.0) & (std > std_tol)
+    # Each group is scaled by a power of two 2^k with |reward| / 2^k < 2 before the sums, so the sum
+    # and the sum of squares cannot overflow (rewards of +-1e300 still give +-0.707 in grpo).
+    # Scaling by a power of two is exact in floating point: for ordinary rewards the results are
+    # bit-identical to the unscaled formulas.
+    peak = zeros.clone().scatter_reduce_(0, g, r.abs(), reduce="amax", include_self=True)
+    scale = torch.ldexp(torch.ones_like(peak), torch.frexp(peak).exponent - 1)  # 2^1023 at most
+    s = r / scale[g]
+    count = zeros.clone().index_add_(0, g, torch.ones_like(r))
+    mean = zeros.clone().index_add_(0, g, s) / count
+    centred = s - mean[g]
+    sq = zeros.clone().index_add_(0, g, centred * centred)
+    std = torch.sqrt(sq / (count - 1.0).clamp_min(1.0))  # in units of the group's scale
+    informative = (count >= 2.0) & (std > std_tol / scale)
 
     n = count[g]
     if estimator == "grpo":
-        adv = centred / (std[g] + eps)
+        adv = centred / (std[g] + eps / scale[g])
     elif estimator == "drgrpo":
-        adv = centred
+        adv = centred * scale[g]
     else:  # rloo: r_i - mean of the others = n / (n - 1) * (r_i - mean)
-        adv = centred * n / (n - 1.0).clamp_min(1.0)
+        adv = centred * scale[g] * n / (n - 1.0).clamp_min(1.0)
     adv = torch.where(informative[g], adv, torch.zeros_like(adv))
     return adv.to(out_dtype)
 
