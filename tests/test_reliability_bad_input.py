@@ -292,3 +292,154 @@ def test_support_builds_every_registry_allocator():
         env.log.clear()
         rewards = alloc.run(prompts, budget, env.sampler(prompts))
         assert check_step_invariants(alloc, prompts, budget, env.log, rewards) == [], name
+
+
+# ------------------------------------------------------------------------------------------------
+# load_state_dict: a damaged or hand-edited state is refused as the constructor would refuse it,
+# naming the file and the entry, and the component is left exactly as it was
+# ------------------------------------------------------------------------------------------------
+def _set(key, value):
+    def mutate(state):
+        state[key] = value(state[key]) if callable(value) else value
+
+    return mutate
+
+
+def _set_at(key, index, value):
+    def mutate(state):
+        arr = np.array(state[key], copy=True)
+        arr[index] = value
+        state[key] = arr
+
+    return mutate
+
+
+def _duplicate_first_key(state):
+    state["keys"] = [state["keys"][0]] + list(state["keys"][1:-1]) + [state["keys"][0]]
+
+
+STATE_CASES = {
+    "beta": [
+        ("negative-alpha", _set_at("alpha", 0, -5.0), "alpha.*> 0"),
+        ("nan-beta", _set_at("beta", 1, np.nan), "beta.*finite"),
+        ("discount-7", _set("discount", 7.0), "discount must be in"),
+        ("string-prior", _set("prior_alpha", "1.0"), "prior_alpha must be a real number"),
+        ("duplicate-keys", _duplicate_first_key, "duplicate prompt keys"),
+        ("unsaveable-key", _set("keys", lambda k: [frozenset({1})] + list(k[1:])), "frozenset"),
+        ("alpha-wrong-length", _set("alpha", lambda a: a[:-1]), "alpha.*shape"),
+    ],
+    "windowed": [
+        ("negative-counts", _set_at("counts", (0, 0), -4.0), "counts.*>= 0"),
+        ("sum-above-count", _set_at("sums", (0, 0), 99.0), "sum exceeds"),
+        ("slot-out-of-range", _set_at("next", 0, 7), "next.*<= 1"),
+        ("window-as-string", _set("window", "2"), "window must be an integer"),
+    ],
+    "cumulative": [
+        ("sum-above-count", _set_at("sum", 0, 99.0), "sum exceeds"),
+        ("prior-mean-1", _set("prior_mean", 1.0), r"prior_mean must be in \(0, 1\)"),
+        ("inf-count", _set_at("count", 0, np.inf), "count.*finite"),
+    ],
+    "gp": [
+        ("negative-u-var", _set_at("u_var", 0, -1.0), "u_var.*> 0"),
+        ("nan-w-cov", _set_at("w_cov", (0, 0), np.nan), "w_cov.*finite"),
+        ("u-step-after-step", _set_at("u_step", 0, 10**6), "u_step"),
+        ("zero-half-life", _set("shared_half_life", 0.0), "shared_half_life must be"),
+        ("bool-seed", _set("seed", True), "seed must be an integer"),
+    ],
+    "paper-gp": [
+        ("nan-mean", _set_at("mean", 3, np.nan), "mean.*finite"),
+        ("row-outside-pool", _set("last_rows", lambda r: np.array([99], dtype=np.int64)), "last_rows.*<= 11"),
+        ("zero-jitter", _set("jitter", 0.0), "jitter must be"),
+        ("negative-step", _set("step", -1), "step"),
+    ],
+    "ridge": [
+        ("nan-gram", _set_at("gram", (0, 1), np.nan), "gram.*finite"),
+        ("asymmetric-gram", _set_at("gram", (0, 1), 5.0), "symmetric"),
+        ("negative-n", _set("n", -2.0), "n'.*>= 0"),
+        ("alpha-zero", _set("alpha", 0.0), "alpha must be"),
+    ],
+}
+
+
+def state_rows():
+    return [
+        pytest.param(name, mutate, match, id=f"{name}-{case}")
+        for name, cases in STATE_CASES.items()
+        for case, mutate, match in cases
+    ]
+
+
+def _trained_predictor(name):
+    model = build_predictor(name)
+    model.update(["q0", "q3"], [np.array([1.0, 0.0]), np.array([1.0, 1.0, 1.0])])
+    model.update(["q0", "q5"], [np.array([0.0, 0.5]), np.array([1.0, 0.0, 1.0])])
+    return model
+
+
+@pytest.mark.parametrize("name, mutate, match", state_rows())
+def test_predictor_refuses_bad_state_naming_file_and_entry(name, mutate, match, tmp_path):
+    from adaptive_rollouts.state import load_state, save_state
+
+    source = _trained_predictor(name)
+    bad = copy.deepcopy(source.state_dict())
+    mutate(bad)
+    target = build_predictor(name)
+    target.update(["q1"], [np.array([1.0, 0.0, 0.0])])
+    before = copy.deepcopy(target.state_dict())
+    with pytest.raises(ValueError, match=match):  # in memory
+        target.load_state_dict(bad)
+    assert states_equal(target.state_dict(), before), f"{name}: a refused state changed the predictor"
+    try:
+        path = tmp_path / "ckpt.safetensors"
+        save_state(path, {"predictor": bad})
+    except ValueError:  # the value cannot even be written (e.g. an unsaveable key): refused at save time
+        return
+    with pytest.raises(ValueError, match=match) as err:  # from a file: the file and the entry are named
+        target.load_state_dict(load_state(path)["predictor"])
+    assert str(path) in str(err.value) and "entry 'predictor" in str(err.value)
+    assert states_equal(target.state_dict(), before)
+
+
+def _greso_with_streaks():
+    alloc = make_allocator("greso", seed=0)
+    alloc.observe(["a", "b", "c"], [np.ones(4), np.zeros(4), np.array([0.0, 1.0])])
+    return alloc
+
+
+ALLOCATOR_STATE_CASES = [
+    # GRESO's load used to overwrite p_easy / p_hard before a KeyError on "keys"
+    ("greso-missing-keys", "greso", lambda s: (s.update(p_easy=0.2), s.pop("keys")), "missing keys"),
+    ("greso-p-easy-7", "greso", lambda s: s.update(p_easy=7.0), "p_easy must be in"),
+    ("greso-negative-streak", "greso", lambda s: s.update(easy=[-3] * len(s["easy"])), "easy.*>= 0"),
+    ("greso-duplicate-keys", "greso", lambda s: s.update(keys=[s["keys"][0]] * len(s["keys"])), "duplicate"),
+    ("rng-garbage", "uniform", lambda s: s.update(rng={"bit_generator": "PCG64", "state": "x"}), "rng"),
+    ("rng-missing", "uniform", lambda s: s.pop("rng"), "rng"),
+    ("wrong-allocator", "uniform", lambda s: s.update(allocator="VIP"), "not 'Uniform'"),
+    ("vip-bad-predictor", "vip", lambda s: s["predictor"]["alpha"].__setitem__(0, np.nan), "predictor/alpha"),
+    ("vip-predictor-not-a-dict", "vip", lambda s: s.update(predictor=[1, 2]), "must be a dict"),
+]
+
+
+@pytest.mark.parametrize("case, name, mutate, match", [pytest.param(*c, id=c[0]) for c in ALLOCATOR_STATE_CASES])
+def test_allocator_refuses_bad_state_atomically(case, name, mutate, match, tmp_path):
+    from adaptive_rollouts.state import load_state, save_state
+
+    def build():
+        if name == "greso":
+            return _greso_with_streaks()
+        alloc = make_allocator(name, predictor="beta", seed=0) if name == "vip" else make_allocator(name, seed=0)
+        alloc.run(POOL[:Q], 3 * Q, BernoulliEnv(seed=2).sampler(POOL[:Q]))
+        return alloc
+
+    source, target = build(), make_allocator(name, **({"predictor": "beta"} if name == "vip" else {}), seed=5)
+    target.run(POOL[4 : 4 + Q], 3 * Q, BernoulliEnv(seed=3).sampler(POOL[4 : 4 + Q]))
+    before = copy.deepcopy(target.state_dict())
+    path = tmp_path / "ckpt.npz"
+    save_state(path, {"allocator": source.state_dict()}, format="npz")
+    bad = load_state(path)["allocator"]
+    mutate(bad)
+    with pytest.raises(ValueError, match=match) as err:
+        target.load_state_dict(bad)
+    assert states_equal(target.state_dict(), before), f"{case}: a refused state changed the allocator"
+    if "missing" not in case and "not-a-dict" not in case:
+        assert str(path) in str(err.value), "the error names the file"

@@ -14,7 +14,8 @@ from adaptive_rollouts.state import load_state, save_state
 
 
 def _assert_same(a, b, where="root"):
-    assert type(a) is type(b), (where, type(a), type(b))
+    # dicts come back as LoadedDict, a dict that also remembers its file and entry
+    assert type(a) is type(b) or (type(a) is dict and isinstance(b, dict)), (where, type(a), type(b))
     if isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and a.shape == b.shape, where
         np.testing.assert_array_equal(a, b, err_msg=where)

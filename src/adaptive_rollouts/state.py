@@ -16,6 +16,13 @@ In the JSON an array is ``{"__ndarray__": "t3"}``, a string array ``{"__strarray
 "shape": [...]}`` and a tuple ``{"__tuple__": [...]}``, so loading gives back the same types.
 Loading parses JSON and raw array buffers only; it never executes code.
 
+Integrity: every file carries the SHA-256 of its contents (the JSON text and every array's name,
+dtype, shape and bytes) - under ``adaptive_rollouts_sha256`` in the safetensors metadata, or an
+entry ``__sha256__`` of the npz. `load_state` recomputes it, so a flipped byte anywhere in the data
+raises `CorruptStateError` naming the file instead of silently changing a resumed run. Writes go
+through `adaptive_rollouts.atomic.atomic_write`: atomic, fsynced, honouring the umask, and
+removing temporaries left by killed writers.
+
 >>> import numpy as np, tempfile, os
 >>> rng = np.random.default_rng(0)
 >>> state = {"step": 3, "mean": np.array([0.5, 0.25]), "rng": rng.bit_generator.state}
@@ -28,22 +35,34 @@ Loading parses JSON and raw array buffers only; it never executes code.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .validation import check_choice
+from .atomic import atomic_write
 
-__all__ = ["save_state", "load_state", "STATE_FORMATS"]
+__all__ = [
+    "save_state",
+    "load_state",
+    "describe",
+    "check_savable_keys",
+    "savable_key",
+    "CorruptStateError",
+    "LoadedDict",
+    "STATE_FORMATS",
+]
 
 STATE_FORMATS = ("safetensors", "npz")
 _METADATA_KEY = "adaptive_rollouts"
+_CHECKSUM_KEY = "adaptive_rollouts_sha256"
 _JSON_ARRAY_NAME = "__json__"
+_CHECKSUM_ARRAY_NAME = "__sha256__"
 _MARKERS = ("__ndarray__", "__strarray__", "__tuple__")
 # dtypes safetensors can store (numpy kind + itemsize)
 _SAFETENSORS_DTYPES = {
@@ -63,6 +82,10 @@ _SAFETENSORS_DTYPES = {
         "float64",
     )
 }
+
+
+class CorruptStateError(ValueError):
+    """A state file that cannot be read back as written: truncated, altered, or not a state file."""
 
 
 def _safetensors_numpy() -> Any:
@@ -111,33 +134,88 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
     )
 
 
-def _decode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
+_PLAIN_KEY_TYPES = (str, int)
+
+
+def savable_key(key: Any) -> bool:
+    """Whether a prompt key survives `save_state` / `load_state` as an equal, equally hashed key:
+    str, int, bool, None, a finite float, numpy scalars of those, and tuples of savable keys.
+    bytes, frozenset and arbitrary objects do not (JSON cannot hold them)."""
+    if type(key) in _PLAIN_KEY_TYPES or key is None or isinstance(key, (bool, str, int, np.integer, np.bool_)):
+        return True
+    if isinstance(key, (float, np.floating)):
+        return bool(np.isfinite(key))
+    if isinstance(key, tuple):
+        return all(savable_key(k) for k in key)
+    return False
+
+
+def check_savable_keys(keys: Any, argname: str = "prompts") -> None:
+    """ValueError naming the keys a checkpoint could not hold. Components that keep per-prompt
+    state call it when they first see a prompt, so the problem shows then, not at save time."""
+    plain = _PLAIN_KEY_TYPES
+    bad = [k for k in keys if type(k) not in plain and not savable_key(k)]
+    if bad:
+        shown = ", ".join(f"{type(k).__name__} {k!r}" for k in bad[:3])
+        raise ValueError(
+            f"{argname} must be keys a checkpoint can hold (str, int, finite float, bool, None or tuples "
+            f"of these); got {shown}{f' and {len(bad) - 3} more' if len(bad) > 3 else ''}"
+        )
+
+
+class LoadedDict(dict):
+    """A dict read back by `load_state`: a plain dict that also knows the file it came from
+    (``source``) and its place in the state (``entry``, e.g. ``"allocator/predictor"``), so that a
+    `load_state_dict` refusing one of its values can name both."""
+
+    source: str | None = None
+    entry: str = ""
+
+
+def describe(state: Any, key: str | None = None) -> str:
+    """Where a state value lives, for error messages: ``"entry 'allocator/predictor/alpha' of
+    ckpt.safetensors"`` for a loaded state, ``"entry 'alpha'"`` for an in-memory one."""
+    entry = getattr(state, "entry", "")
+    path = "/".join(x for x in (entry, key) if x)
+    where = f"entry {path!r}" if path else "the state"
+    source = getattr(state, "source", None)
+    return f"{where} of {source}" if source else where
+
+
+def _decode(obj: Any, arrays: dict[str, np.ndarray], source: str, entry: str = "") -> Any:
     if isinstance(obj, dict):
         if "__ndarray__" in obj:
-            return arrays[obj["__ndarray__"]]
+            name = obj["__ndarray__"]
+            if not isinstance(name, str) or name not in arrays:
+                raise CorruptStateError(f"{source}: entry {entry!r} refers to a missing array {name!r}")
+            return arrays[name]
         if "__strarray__" in obj:
-            return np.array(obj["__strarray__"], dtype=str).reshape(obj["shape"])
+            try:
+                return np.array(obj["__strarray__"], dtype=str).reshape(obj["shape"])
+            except (KeyError, TypeError, ValueError) as err:
+                raise CorruptStateError(f"{source}: entry {entry!r} is a malformed string array ({err})") from None
         if "__tuple__" in obj:
-            return tuple(_decode(v, arrays) for v in obj["__tuple__"])
-        return {k: _decode(v, arrays) for k, v in obj.items()}
+            items = obj["__tuple__"]
+            if not isinstance(items, list):
+                raise CorruptStateError(f"{source}: entry {entry!r} is a malformed tuple")
+            return tuple(_decode(v, arrays, source, f"{entry}/{i}".lstrip("/")) for i, v in enumerate(items))
+        out = LoadedDict((k, _decode(v, arrays, source, f"{entry}/{k}".lstrip("/"))) for k, v in obj.items())
+        out.source, out.entry = source, entry
+        return out
     if isinstance(obj, list):
-        return [_decode(v, arrays) for v in obj]
+        return [_decode(v, arrays, source, f"{entry}/{i}".lstrip("/")) for i, v in enumerate(obj)]
     return obj
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _digest(text: str, arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of the JSON text and of every array (name, dtype, shape, little-endian bytes)."""
+    h = hashlib.sha256(text.encode("utf-8"))
+    for name in sorted(arrays, key=lambda n: (len(n), n)):
+        a = np.ascontiguousarray(arrays[name])
+        little = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        h.update(f"\0{name}\0{a.dtype.kind}{a.dtype.itemsize}\0{list(a.shape)}\0".encode())
+        h.update(little.tobytes())
+    return h.hexdigest()
 
 
 def save_state(path: str | os.PathLike, state: dict, format: str | None = None) -> None:
@@ -157,52 +235,86 @@ def save_state(path: str | os.PathLike, state: dict, format: str | None = None) 
     if format is None:
         storable = all(a.dtype in _SAFETENSORS_DTYPES for a in arrays.values())
         format = "safetensors" if st_numpy is not None and storable else "npz"
+    digest = _digest(text, arrays)
     if format == "safetensors":
         if st_numpy is None:
             raise ValueError("format='safetensors' but the safetensors package is not installed")
         bad = {k: str(a.dtype) for k, a in arrays.items() if a.dtype not in _SAFETENSORS_DTYPES}
         if bad:
             raise ValueError(f"format='safetensors' cannot store array dtypes {bad}; use 'npz'")
-        data = st_numpy.save(arrays, metadata={_METADATA_KEY: text})
+        data = st_numpy.save(arrays, metadata={_METADATA_KEY: text, _CHECKSUM_KEY: digest})
     else:
         buffer = io.BytesIO()
         payload = dict(arrays)
         payload[_JSON_ARRAY_NAME] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        payload[_CHECKSUM_ARRAY_NAME] = np.frombuffer(digest.encode("ascii"), dtype=np.uint8)
         np.savez(buffer, allow_pickle=False, **payload)
         data = buffer.getvalue()
-    _atomic_write(Path(path), data)
+    atomic_write(Path(path), data)
 
 
-def _load_safetensors(path: Path) -> tuple[str, dict[str, np.ndarray]]:
-    """(JSON text, arrays) of a safetensors state file, read with safetensors' own reader."""
+def _read_npz(path: Path) -> tuple[str, str | None, dict[str, np.ndarray]]:
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    if _JSON_ARRAY_NAME not in arrays:
+        raise CorruptStateError(f"{path}: npz file has no {_JSON_ARRAY_NAME} entry (not a state file)")
+    text = arrays.pop(_JSON_ARRAY_NAME).tobytes().decode("utf-8")
+    digest = arrays.pop(_CHECKSUM_ARRAY_NAME, None)
+    return text, None if digest is None else digest.tobytes().decode("ascii"), arrays
+
+
+def _read_safetensors(path: Path) -> tuple[str, str | None, dict[str, np.ndarray]]:
+    """(JSON text, checksum, arrays) of a safetensors state file, read with safetensors' own reader."""
     if _safetensors_numpy() is None:
         raise ValueError(f"{path}: safetensors file but the safetensors package is not installed")
-    from safetensors import SafetensorError, safe_open
+    from safetensors import safe_open
 
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            metadata = handle.metadata() or {}
-            arrays = {name: handle.get_tensor(name) for name in handle.keys()}
-    except SafetensorError as err:
-        raise ValueError(f"{path}: not a state file ({err})") from None
+    with safe_open(str(path), framework="numpy") as handle:
+        metadata = handle.metadata() or {}
+        arrays = {name: handle.get_tensor(name) for name in handle.keys()}
     if _METADATA_KEY not in metadata:
-        raise ValueError(f"{path}: safetensors file has no adaptive_rollouts state metadata")
-    return metadata[_METADATA_KEY], arrays
+        raise CorruptStateError(f"{path}: safetensors file has no adaptive_rollouts state metadata")
+    return metadata[_METADATA_KEY], metadata.get(_CHECKSUM_KEY), arrays
 
 
-def load_state(path: str | os.PathLike) -> dict:
-    """Read a state written by `save_state`. Parses JSON and raw arrays only; never unpickles."""
+def load_state(path: str | os.PathLike, verify: bool = True) -> dict:
+    """Read a state written by `save_state`. Parses JSON and raw arrays only; never unpickles.
+
+    The file's checksum is checked first (``verify=False`` skips it, to rescue a damaged file by
+    hand); a truncated, altered or foreign file raises `CorruptStateError` naming it. The dicts of
+    the result are `LoadedDict`, so a `load_state_dict` that refuses a value names the file and
+    the entry.
+    """
     path = Path(path)
     with open(path, "rb") as handle:
         magic = handle.read(8)
-    if magic[:4] == b"PK\x03\x04":  # zip archive: npz
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-        if _JSON_ARRAY_NAME not in arrays:
-            raise ValueError(f"{path}: npz file has no {_JSON_ARRAY_NAME} entry")
-        text = arrays.pop(_JSON_ARRAY_NAME).tobytes().decode("utf-8")
-    else:
+    try:
         if len(magic) < 8:
-            raise ValueError(f"{path}: not a state file (too short)")
-        text, arrays = _load_safetensors(path)
-    return _decode(json.loads(text), arrays)
+            raise CorruptStateError(f"{path}: not a state file (too short: {len(magic)} bytes)")
+        reader = _read_npz if magic[:4] == b"PK\x03\x04" else _read_safetensors
+        text, digest, arrays = reader(path)
+        tree = json.loads(text)
+    except CorruptStateError:
+        raise
+    except Exception as err:  # zip, npy, safetensors, UTF-8 and JSON errors of a damaged file
+        if isinstance(err, ValueError) and "pickle" in str(err):
+            raise ValueError(f"{path}: refused: {err}") from None
+        raise CorruptStateError(
+            f"{path}: cannot read this state file ({type(err).__name__}: {err}); "
+            "it is truncated, corrupted or was not written by save_state"
+        ) from None
+    if verify:
+        if digest is None:
+            raise CorruptStateError(
+                f"{path}: the state file has no checksum (written by an older version?); "
+                "load_state(path, verify=False) reads it unchecked"
+            )
+        actual = _digest(text, arrays)
+        if actual != digest:
+            raise CorruptStateError(
+                f"{path}: checksum mismatch: the contents changed after the file was written "
+                f"(stored sha256 {digest[:16]}..., contents {actual[:16]}...)"
+            )
+    if not isinstance(tree, dict):
+        raise CorruptStateError(f"{path}: the state is a {type(tree).__name__}, not a dict")
+    return _decode(tree, arrays, str(path))

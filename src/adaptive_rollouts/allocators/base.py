@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..metrics import step_metrics
+from ..state import check_savable_keys, describe
+from ..state_checks import restore_on_error
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ..validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards
 
@@ -173,10 +175,22 @@ class BaseAllocator:
         start = time.perf_counter()
         prompts = check_prompts(prompts)
         budget = self._check_budget(prompts, budget)
+        self._check_storable(prompts)
         collector = RolloutCollector(prompts, sample)
         if first_round:
             collector.draw(np.full(len(prompts), min(first_round, budget // len(prompts)), dtype=np.int64))
         return prompts, budget, collector, start
+
+    def stores_prompts(self) -> bool:
+        """Whether this allocator (or its predictor) keeps state keyed by prompt, which a checkpoint
+        must be able to hold."""
+        slot = getattr(self, "slot", None)
+        return slot is not None and bool(getattr(slot.predictor, "stores_prompts", False))
+
+    def _check_storable(self, prompts: list) -> None:
+        """Prompts a checkpoint could not hold are refused before any rollout, not at save time."""
+        if self.stores_prompts():
+            check_savable_keys(prompts)
 
     def _check_counts(self, counts: np.ndarray, budget: int, upper: int | None = None) -> np.ndarray:
         """Internal invariant: exact budget, bounds respected. A failure is a bug, not bad input."""
@@ -202,12 +216,26 @@ class BaseAllocator:
         return {"allocator": type(self).__name__, "rng": self.rng.bit_generator.state, **self._extra_state()}
 
     def load_state_dict(self, state: StateDict) -> None:
-        if state.get("allocator") != type(self).__name__:
-            raise ValueError(f"state is for allocator {state.get('allocator')!r}, not {type(self).__name__!r}")
+        """Replace the allocator's state (generator, learned state, predictor). Every value is
+        checked before anything changes; a refused state raises ValueError naming the entry (and
+        the file, for a state read by `load_state`) and leaves the allocator as it was."""
+        cls = type(self).__name__
+        if not isinstance(state, dict):
+            raise ValueError(f"{cls} state must be a dict, got {type(state).__name__}")
+        if state.get("allocator") != cls:
+            raise ValueError(
+                f"{describe(state, 'allocator')}: the state is for {state.get('allocator')!r}, not {cls!r}"
+            )
+        if "rng" not in state:
+            raise ValueError(f"{cls} state, {describe(state)}: missing key 'rng'")
         rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self._load_extra_state(state)
-        self.rng = rng
+        try:
+            rng.bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError, OverflowError) as err:
+            raise ValueError(f"{cls} state, {describe(state, 'rng')}: not a PCG64 generator state ({err!r})") from None
+        with restore_on_error(self):
+            self._load_extra_state(state)
+            self.rng = rng
 
     def _extra_state(self) -> StateDict:
         return {}
@@ -252,6 +280,7 @@ class SingleShotAllocator(BaseAllocator):
         start = time.perf_counter()
         prompts = check_prompts(prompts)
         budget = self._check_budget(prompts, budget)
+        self._check_storable(prompts)
         self._last_prediction = None
         counts = self._check_counts(self._plan(prompts, budget), budget)
         self._last_plan = (prompts, counts.copy(), time.perf_counter() - start)
@@ -262,6 +291,7 @@ class SingleShotAllocator(BaseAllocator):
         start = time.perf_counter()
         prompts = check_prompts(prompts)
         rewards = check_rewards(prompts, rewards)
+        self._check_storable(prompts)
         self._observe(prompts, rewards)
         counts = np.array([r.size for r in rewards], dtype=np.int64)
         prediction, plan_time = None, 0.0

@@ -6,8 +6,20 @@ from typing import Any
 
 import numpy as np
 
+from ..state_checks import StateReader, real_number
 from ..types import StateDict
 from .base import SingleShotAllocator
+
+
+def _check_probabilities(p_easy: float, p_hard: float, floor: float = 0.01) -> tuple[float, float, float]:
+    """The constructor's checks (also applied to a loaded state)."""
+    values = {"p_easy": p_easy, "p_hard": p_hard, "floor": floor}
+    for name, v in values.items():
+        values[name] = real_number(name, v)
+        if not 0 < values[name] <= 1:
+            raise ValueError(f"{name} must be in (0, 1], got {v}")
+    return values["p_easy"], values["p_hard"], values["floor"]
+
 
 __all__ = ["GRESO"]
 
@@ -49,13 +61,14 @@ class GRESO(SingleShotAllocator):
         seed: int | None = 0,
     ):
         super().__init__(seed)
-        for name, v in [("p_easy", p_easy), ("p_hard", p_hard), ("floor", floor)]:
-            if not 0 < v <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {v}")
-        self.p_easy, self.p_hard, self.step, self.floor = float(p_easy), float(p_hard), float(step), float(floor)
+        self.p_easy, self.p_hard, self.floor = _check_probabilities(p_easy, p_hard, floor)
+        self.step = real_number("step", step)
         self.target_easy, self.target_hard = float(target_easy), float(target_hard)
         self._easy: dict[Any, int] = {}
         self._hard: dict[Any, int] = {}
+
+    def stores_prompts(self) -> bool:
+        return True  # streaks are keyed by prompt
 
     def streaks(self, prompt: Any) -> tuple[int, int]:
         """(consecutive all-correct groups, consecutive all-wrong groups) of `prompt`."""
@@ -121,6 +134,15 @@ class GRESO(SingleShotAllocator):
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
-        self.p_easy, self.p_hard = float(state["p_easy"]), float(state["p_hard"])
-        self._easy = {k: int(v) for k, v in zip(state["keys"], state["easy"]) if v}
-        self._hard = {k: int(v) for k, v in zip(state["keys"], state["hard"]) if v}
+        """Checks everything before changing anything: p_easy / p_hard in [floor, 1], distinct
+        keys, one non-negative integer streak of each kind per key."""
+        reader = StateReader(state, "GRESO", ["p_easy", "p_hard", "keys", "easy", "hard"])
+        p_easy, p_hard, _ = reader.hyperparameters(_check_probabilities, ["p_easy", "p_hard"], floor=self.floor)
+        keys = reader.keys()
+        easy = reader.array("easy", (len(keys),), dtype=np.int64, low=0)
+        hard = reader.array("hard", (len(keys),), dtype=np.int64, low=0)
+        if np.any((easy > 0) & (hard > 0)):
+            raise reader.error("easy", "a prompt cannot be on an all-correct and an all-wrong streak at once")
+        self.p_easy, self.p_hard = p_easy, p_hard
+        self._easy = {k: int(v) for k, v in zip(keys, easy) if v}
+        self._hard = {k: int(v) for k, v in zip(keys, hard) if v}

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from ..state import check_savable_keys
+from ..state_checks import real_number
 from ..types import Encoder, Prediction
 from ..validation import check_prompts, check_rewards, names
 
@@ -97,9 +99,12 @@ class RowIndex:
         return np.fromiter((get(p, -1) for p in prompts), dtype=np.int64, count=len(prompts))
 
     def add(self, prompts: list, rows: np.ndarray) -> np.ndarray:
-        """Assign rows to prompts whose row is -1; returns all rows."""
+        """Assign rows to prompts whose row is -1; returns all rows. New prompts must be keys a
+        checkpoint can hold (ValueError naming them, before anything changes)."""
         rows = rows.copy()
-        for i in np.flatnonzero(rows < 0):
+        new = np.flatnonzero(rows < 0)
+        check_savable_keys([prompts[i] for i in new])
+        for i in new:
             self.rows[prompts[i]] = rows[i] = len(self.keys)
             self.keys.append(prompts[i])
         return rows
@@ -115,9 +120,9 @@ def grow(array: np.ndarray, size: int, fill: Any) -> np.ndarray:
     return new
 
 
-def check_state_keys(state: dict, required: Sequence[str], cls: str) -> None:
-    missing = [k for k in required if k not in state]
-    if missing:
-        raise ValueError(f"state for {cls} is missing keys {missing}")
-    if state.get("class", cls) != cls:
-        raise ValueError(f"state is for {state['class']!r}, not {cls!r}")
+def check_prior_mean(prior_mean: float) -> float:
+    """A prior success probability strictly inside (0, 1) (the empirical predictors' constructor check)."""
+    value = real_number("prior_mean", prior_mean)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"prior_mean must be in (0, 1), got {prior_mean}")
+    return value

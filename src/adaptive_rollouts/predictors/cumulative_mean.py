@@ -6,9 +6,10 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from ..state_checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
 from ..validation import check_prompts
-from ._common import RowIndex, check_batch, check_state_keys, empirical_prediction, grow
+from ._common import RowIndex, check_batch, check_prior_mean, empirical_prediction, grow
 
 
 class CumulativeMean:
@@ -26,10 +27,10 @@ class CumulativeMean:
     [0.5, 0.0, 0.5]
     """
 
+    stores_prompts = True  # keeps per-prompt state keyed by prompt: prompts must be checkpointable
+
     def __init__(self, prior_mean: float = 0.5):
-        if not 0.0 < prior_mean < 1.0:
-            raise ValueError(f"prior_mean must be in (0, 1), got {prior_mean}")
-        self.prior_mean = float(prior_mean)
+        self.prior_mean = check_prior_mean(prior_mean)
         self._index = RowIndex()
         self._sum = np.zeros(0)
         self._count = np.zeros(0)
@@ -62,11 +63,16 @@ class CumulativeMean:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        check_state_keys(state, ["prior_mean", "keys", "sum", "count"], "CumulativeMean")
-        keys = list(state["keys"])
-        arrays = [np.array(state[k], dtype=np.float64) for k in ("sum", "count")]
-        if any(a.shape != (len(keys),) for a in arrays):
-            raise ValueError(f"state arrays must have shape ({len(keys)},) to match keys")
-        self.prior_mean = float(state["prior_mean"])
-        self._index = RowIndex(keys)
-        self._sum, self._count = arrays
+        """Replace this predictor's state; every value is checked first (0 <= sum <= count, finite,
+        distinct keys, the constructor's ranges), and a refused state changes nothing."""
+        reader = StateReader(state, "CumulativeMean", ["prior_mean", "keys", "sum", "count"])
+        prior_mean = reader.hyperparameters(check_prior_mean, ["prior_mean"])
+        keys = reader.keys()
+        count = reader.array("count", (len(keys),), low=0.0)
+        total = reader.array("sum", (len(keys),), low=0.0)
+        if np.any(total > count):
+            raise reader.error("sum", "a prompt's reward sum exceeds its number of rollouts (rewards are in [0, 1])")
+        with restore_on_error(self):
+            self.prior_mean = prior_mean
+            self._index = RowIndex(keys)
+            self._sum, self._count = total, count

@@ -6,9 +6,21 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Prediction, StateDict
 from ..validation import check_prompts
-from ._common import RowIndex, check_batch, check_state_keys, grow
+from ._common import RowIndex, check_batch, grow
+
+
+def _hyperparameters(discount: float, prior_alpha: float, prior_beta: float) -> tuple[float, float, float]:
+    """The constructor's checks (also applied to a loaded state)."""
+    discount = real_number("discount", discount)
+    prior_alpha, prior_beta = real_number("prior_alpha", prior_alpha), real_number("prior_beta", prior_beta)
+    if not 0.0 <= discount <= 1.0:
+        raise ValueError(f"discount must be in [0, 1], got {discount}")
+    if not (0 < prior_alpha < np.inf and 0 < prior_beta < np.inf):
+        raise ValueError(f"prior_alpha and prior_beta must be finite and > 0, got {prior_alpha}, {prior_beta}")
+    return discount, prior_alpha, prior_beta
 
 
 class DiscountedBeta:
@@ -31,14 +43,10 @@ class DiscountedBeta:
     [0.4167, 0.5]
     """
 
+    stores_prompts = True  # keeps per-prompt state keyed by prompt: prompts must be checkpointable
+
     def __init__(self, discount: float = 0.9, prior_alpha: float = 1.0, prior_beta: float = 1.0):
-        if not 0.0 <= discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {discount}")
-        if not (prior_alpha > 0 and prior_beta > 0):
-            raise ValueError(f"prior_alpha and prior_beta must be > 0, got {prior_alpha}, {prior_beta}")
-        self.discount = float(discount)
-        self.prior_alpha = float(prior_alpha)
-        self.prior_beta = float(prior_beta)
+        self.discount, self.prior_alpha, self.prior_beta = _hyperparameters(discount, prior_alpha, prior_beta)
         self._index = RowIndex()
         self._alpha = np.zeros(0)
         self._beta = np.zeros(0)
@@ -85,12 +93,16 @@ class DiscountedBeta:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        check_state_keys(state, ["discount", "prior_alpha", "prior_beta", "keys", "alpha", "beta"], "DiscountedBeta")
-        keys = list(state["keys"])
-        alpha, beta = (np.array(state[k], dtype=np.float64) for k in ("alpha", "beta"))
-        if alpha.shape != (len(keys),) or beta.shape != (len(keys),):
-            raise ValueError(f"state alpha/beta must have shape ({len(keys)},) to match keys")
-        self.discount = float(state["discount"])
-        self.prior_alpha, self.prior_beta = float(state["prior_alpha"]), float(state["prior_beta"])
-        self._index = RowIndex(keys)
-        self._alpha, self._beta = alpha, beta
+        """Replace this predictor's state; every value is checked first (alpha, beta > 0 and finite,
+        distinct keys, the constructor's ranges), and a refused state changes nothing."""
+        reader = StateReader(
+            state, "DiscountedBeta", ["discount", "prior_alpha", "prior_beta", "keys", "alpha", "beta"]
+        )
+        hyper = reader.hyperparameters(_hyperparameters, ["discount", "prior_alpha", "prior_beta"])
+        keys = reader.keys()
+        alpha = reader.array("alpha", (len(keys),), low=0.0, low_open=True)
+        beta = reader.array("beta", (len(keys),), low=0.0, low_open=True)
+        with restore_on_error(self):
+            self.discount, self.prior_alpha, self.prior_beta = hyper
+            self._index = RowIndex(keys)
+            self._alpha, self._beta = alpha, beta

@@ -9,12 +9,45 @@ from scipy.linalg import lapack
 from scipy.special import expit
 
 from ..embeddings import FeatureTable
+from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts
-from ._common import RowIndex, check_batch, check_features, check_state_keys, encode, grow, logistic_normal_moments
+from ._common import RowIndex, check_batch, check_features, encode, grow, logistic_normal_moments
 from .paper_gp import median_heuristic
 
 _NEWTON_STEPS = 25
+_POSITIVE = ("signal_var", "bias_var", "residual_var", "shared_half_life", "residual_half_life")
+
+
+def _hyperparameters(
+    n_features: int,
+    bandwidth: float | None,
+    signal_var: float,
+    bias_var: float,
+    residual_var: float,
+    prior_mean: float,
+    shared_half_life: float,
+    residual_half_life: float,
+    seed: int,
+) -> dict:
+    """The constructor's checks (also applied to a loaded state); returns the values by name."""
+    if isinstance(n_features, (bool, np.bool_)) or not isinstance(n_features, (int, np.integer)) or n_features < 1:
+        raise ValueError(f"n_features must be an integer >= 1, got {n_features!r}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    out: dict = {"n_features": int(n_features), "seed": int(seed)}
+    values = dict(zip(_POSITIVE, (signal_var, bias_var, residual_var, shared_half_life, residual_half_life)))
+    for name, value in values.items():
+        out[name] = real_number(name, value)
+        if not 0 < out[name] < np.inf:
+            raise ValueError(f"{name} must be finite and > 0, got {value}")
+    out["prior_mean"] = real_number("prior_mean", prior_mean)
+    if not np.isfinite(out["prior_mean"]):
+        raise ValueError(f"prior_mean must be finite, got {prior_mean}")
+    out["bandwidth"] = None if bandwidth is None else real_number("bandwidth", bandwidth)
+    if out["bandwidth"] is not None and not 0 < out["bandwidth"] < np.inf:
+        raise ValueError(f"bandwidth must be finite and > 0, got {bandwidth}")
+    return out
 
 
 def laplace_site(
@@ -120,6 +153,8 @@ class GaussianProcess:
     ([0.88, 0.72, 0.12], True)
     """
 
+    stores_prompts = True  # keeps per-prompt state keyed by prompt: prompts must be checkpointable
+
     def __init__(
         self,
         features: FeatureTable | Encoder,
@@ -134,30 +169,25 @@ class GaussianProcess:
         seed: int = 0,
     ):
         self.dim = check_features(features)
-        for name, value in [
-            ("n_features", n_features),
-            ("signal_var", signal_var),
-            ("bias_var", bias_var),
-            ("residual_var", residual_var),
-            ("shared_half_life", shared_half_life),
-            ("residual_half_life", residual_half_life),
-        ]:
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        if bandwidth is not None and not bandwidth > 0:
-            raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+        hyper = _hyperparameters(
+            n_features,
+            bandwidth,
+            signal_var,
+            bias_var,
+            residual_var,
+            prior_mean,
+            shared_half_life,
+            residual_half_life,
+            seed,
+        )
+        for name, value in hyper.items():  # n_features, bandwidth, the variances, half-lives, seed
+            setattr(self, name, value)
         self.features = features
-        self.n_features = int(n_features)
-        self.signal_var, self.bias_var, self.residual_var = float(signal_var), float(bias_var), float(residual_var)
-        self.prior_mean = float(prior_mean)
-        self.shared_half_life, self.residual_half_life = float(shared_half_life), float(residual_half_life)
-        self.seed = int(seed)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(self.seed)
         self._omega: np.ndarray = rng.standard_normal((self.dim, self.n_features))  # scaled by 1/h when used
         self._phase: np.ndarray = rng.uniform(0.0, 2.0 * np.pi, self.n_features)
-        if bandwidth is None and isinstance(features, FeatureTable) and len(features) > 1:
-            bandwidth = median_heuristic(features.vectors, seed=seed)
-        self.bandwidth = None if bandwidth is None else float(bandwidth)
+        if self.bandwidth is None and isinstance(features, FeatureTable) and len(features) > 1:
+            self.bandwidth = median_heuristic(features.vectors, seed=self.seed)
         self._prior_cov = np.append(np.full(self.n_features, self.signal_var), self.bias_var)
         self._w_mean: np.ndarray = np.zeros(self.n_features + 1)
         self._w_cov: np.ndarray = np.diag(self._prior_cov)
@@ -284,51 +314,30 @@ class GaussianProcess:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        required = [
-            "dim",
-            "n_features",
-            "bandwidth",
-            "signal_var",
-            "bias_var",
-            "residual_var",
-            "prior_mean",
-            "shared_half_life",
-            "residual_half_life",
-            "seed",
-            "step",
-            "omega",
-            "phase",
-            "w_mean",
-            "w_cov",
-            "keys",
-            "u_mean",
-            "u_var",
-            "u_step",
-        ]
-        check_state_keys(state, required, "GaussianProcess")
-        if int(state["dim"]) != self.dim:
-            raise ValueError(f"state has feature dim {state['dim']}, this GaussianProcess has {self.dim}")
-        d, keys = int(state["n_features"]), list(state["keys"])
-        shapes = {
-            "omega": (self.dim, d),
-            "phase": (d,),
-            "w_mean": (d + 1,),
-            "w_cov": (d + 1, d + 1),
-            "u_mean": (len(keys),),
-            "u_var": (len(keys),),
-            "u_step": (len(keys),),
-        }
-        arrays = {k: np.array(state[k], dtype=np.int64 if k == "u_step" else np.float64) for k in shapes}
-        wrong = {k: a.shape for k, a in arrays.items() if a.shape != shapes[k]}
-        if wrong:
-            raise ValueError(f"state arrays have wrong shapes {wrong}; expected {shapes}")
-        self.n_features = d
-        for k in ("signal_var", "bias_var", "residual_var", "prior_mean", "shared_half_life", "residual_half_life"):
-            setattr(self, k, float(state[k]))
-        self.bandwidth = None if state["bandwidth"] is None else float(state["bandwidth"])
-        self.seed, self.step = int(state["seed"]), int(state["step"])
-        self._prior_cov = np.append(np.full(d, self.signal_var), self.bias_var)
-        self._omega, self._phase = arrays["omega"], arrays["phase"]
-        self._w_mean, self._w_cov = arrays["w_mean"], arrays["w_cov"]
-        self._index = RowIndex(keys)
-        self._u_mean, self._u_var, self._u_step = arrays["u_mean"], arrays["u_var"], arrays["u_step"]
+        """Replace this predictor's state; every value is checked first (finite means, a symmetric
+        covariance with a positive diagonal, residual variances > 0, residual steps in [0, step],
+        distinct keys, the constructor's ranges), and a refused state changes nothing."""
+        hyper_names = ["n_features", "bandwidth", *_POSITIVE, "prior_mean", "seed"]
+        arrays = ["omega", "phase", "w_mean", "w_cov", "keys", "u_mean", "u_var", "u_step"]
+        reader = StateReader(state, "GaussianProcess", ["dim", "step", *hyper_names, *arrays])
+        if reader.integer("dim") != self.dim:
+            raise reader.error("dim", f"feature dim {state['dim']}, this GaussianProcess has {self.dim}")
+        hyper = reader.hyperparameters(_hyperparameters, hyper_names)
+        step = reader.integer("step", low=0)
+        d, keys = hyper["n_features"], reader.keys()
+        omega, phase = reader.array("omega", (self.dim, d)), reader.array("phase", (d,))
+        w_mean, w_cov = reader.array("w_mean", (d + 1,)), reader.array("w_cov", (d + 1, d + 1))
+        if not np.allclose(w_cov, w_cov.T, rtol=1e-8, atol=1e-12) or np.any(np.diag(w_cov) <= 0):
+            raise reader.error("w_cov", "must be a covariance: symmetric with a positive diagonal")
+        u_mean = reader.array("u_mean", (len(keys),))
+        u_var = reader.array("u_var", (len(keys),), low=0.0, low_open=True)
+        u_step = reader.array("u_step", (len(keys),), dtype=np.int64, low=0, high=step)
+        with restore_on_error(self):
+            for name, value in hyper.items():
+                setattr(self, name, value)
+            self.step = step
+            self._prior_cov = np.append(np.full(d, self.signal_var), self.bias_var)
+            self._omega, self._phase = omega, phase
+            self._w_mean, self._w_cov = w_mean, w_cov
+            self._index = RowIndex(keys)
+            self._u_mean, self._u_var, self._u_step = u_mean, u_var, u_step

@@ -10,9 +10,34 @@ from scipy.spatial.distance import pdist
 from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
+from ..state import check_savable_keys
+from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts, names
-from ._common import check_batch, check_features, check_state_keys, delta_method, encode
+from ._common import check_batch, check_features, delta_method, encode
+
+_GIB = 2.0**30
+_KERNEL_COPIES = 3  # B x B float64 arrays alive at once while factorising (distances, kernel, factor)
+
+
+def _hyperparameters(bandwidth: float, prior_mean: float, jitter: float, clip: float) -> tuple[float, ...]:
+    """The constructor's checks (also applied to a loaded state)."""
+    bandwidth, prior_mean = real_number("bandwidth", bandwidth), real_number("prior_mean", prior_mean)
+    jitter, clip = real_number("jitter", jitter), real_number("clip", clip)
+    if not 0 < bandwidth < np.inf:
+        raise ValueError(f"bandwidth must be finite and > 0, got {bandwidth}")
+    if not np.isfinite(prior_mean):
+        raise ValueError(f"prior_mean must be finite, got {prior_mean}")
+    if not 0 < jitter < np.inf:
+        raise ValueError(f"jitter must be finite and > 0, got {jitter}")
+    if not 0.0 < clip < 0.5:
+        raise ValueError(f"clip must be in (0, 0.5), got {clip}")
+    return bandwidth, prior_mean, jitter, clip
+
+
+def batch_memory_bytes(batch_size: int) -> float:
+    """Peak bytes of the B x B kernel work in one `PaperGP.update` of `batch_size` prompts."""
+    return _KERNEL_COPIES * 8.0 * float(batch_size) ** 2
 
 
 def rbf(
@@ -60,8 +85,12 @@ class PaperGP:
 
     The model lives on a known prompt pool (as in the paper): the keys of a `FeatureTable`, or the
     `pool` prompts encoded once when `features` is another Encoder. A prompt outside the pool raises
-    KeyError. Cost per update O(N |B| d) time in chunks of `chunk_size` rows, O(N) memory; the
-    paper's N x N distance matrix is never built.
+    KeyError. Cost per update of B prompts: O(N B d + B^3) time, the pool visited in chunks of
+    `chunk_size` rows; memory O(N + B^2): the mean over the pool (N floats) and the B x B kernel and
+    its Cholesky factor (kept for the variance), about ``3 * 8 * B^2`` bytes at the peak - 2.1 GiB
+    for B = 10,000. An update whose batch would need more than `max_batch_memory_gib` raises a
+    ValueError naming the batch size and the memory instead of running out of memory; raise the
+    limit if the machine has the room. The paper's N x N distance matrix is never built.
 
     >>> table = FeatureTable(["a", "b", "c"], [[0.0, 0.0], [0.1, 0.0], [3.0, 0.0]])
     >>> gp = PaperGP(table, prior_mean=0.0, bandwidth=0.5)
@@ -79,6 +108,7 @@ class PaperGP:
         jitter: float = 1e-4,
         clip: float = 1e-6,
         chunk_size: int = 4096,
+        max_batch_memory_gib: float = 4.0,
     ):
         dim = check_features(features)
         if pool is None:
@@ -95,18 +125,17 @@ class PaperGP:
             index = {k: i for i, k in enumerate(keys)}
         if len(keys) == 0:
             raise ValueError("pool is empty")
-        if not (0.0 < clip < 0.5):
-            raise ValueError(f"clip must be in (0, 0.5), got {clip}")
-        if jitter <= 0:
-            raise ValueError(f"jitter must be > 0, got {jitter}")
+        check_savable_keys(keys, "pool")
+        self.max_batch_memory_gib = real_number("max_batch_memory_gib", max_batch_memory_gib)
+        if not self.max_batch_memory_gib > 0:
+            raise ValueError(f"max_batch_memory_gib must be > 0, got {max_batch_memory_gib}")
         self.features = features
         self.dim = dim
         self._keys, self._index, self._x = keys, index, x
         self._sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
-        self.bandwidth = float(bandwidth) if bandwidth is not None else median_heuristic(x)
-        if not self.bandwidth > 0:
-            raise ValueError(f"bandwidth must be > 0, got {self.bandwidth}")
-        self.prior_mean, self.jitter, self.clip = float(prior_mean), float(jitter), float(clip)
+        self.bandwidth, self.prior_mean, self.jitter, self.clip = _hyperparameters(
+            median_heuristic(x) if bandwidth is None else bandwidth, prior_mean, jitter, clip
+        )
         self.chunk_size = int(chunk_size)
         self.step = 0
         self._mean = np.full(len(keys), self.prior_mean)
@@ -128,6 +157,13 @@ class PaperGP:
         return rbf(xa, xb, self.bandwidth, self._sq[rows_a], self._sq[rows_b])
 
     def _factor(self, rows: np.ndarray) -> tuple[np.ndarray, bool]:
+        need = batch_memory_bytes(rows.size)
+        if need > self.max_batch_memory_gib * _GIB:
+            raise ValueError(
+                f"PaperGP update of a batch of {rows.size} prompts needs about {need / _GIB:.1f} GiB for its "
+                f"{rows.size} x {rows.size} kernel, above max_batch_memory_gib={self.max_batch_memory_gib:g}; "
+                "split the batch or raise max_batch_memory_gib"
+            )
         k_bb = self._kernel(rows, rows)
         k_bb[np.diag_indices_from(k_bb)] += self.jitter
         return cho_factor(k_bb, lower=True)
@@ -137,9 +173,10 @@ class PaperGP:
         rows = self._rows(check_prompts(prompts, nonempty=False, distinct=False))
         var = np.ones(len(rows))
         if self._last_chol is not None and len(rows):
-            k_qb = self._kernel(rows, self._last_rows)
-            half = solve_triangular(self._last_chol[0], k_qb.T, lower=True)
-            var = np.maximum(1.0 - np.einsum("ij,ij->j", half, half), 0.0)
+            for start in range(0, len(rows), self.chunk_size):  # O(chunk x B) memory
+                part = rows[start : start + self.chunk_size]
+                half = solve_triangular(self._last_chol[0], self._kernel(part, self._last_rows).T, lower=True)
+                var[start : start + part.size] = np.maximum(1.0 - np.einsum("ij,ij->j", half, half), 0.0)
         return self._mean[rows].copy(), var
 
     # -- protocol ------------------------------------------------------------------------------
@@ -183,20 +220,23 @@ class PaperGP:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        check_state_keys(
-            state, ["keys", "bandwidth", "prior_mean", "jitter", "clip", "step", "mean", "last_rows"], "PaperGP"
-        )
-        if "dim" in state and int(state["dim"]) != self.dim:  # states saved before "dim" was recorded pass
-            raise ValueError(f"state has feature dim {state['dim']}, this PaperGP has {self.dim}")
-        if list(state["keys"]) != list(self._keys):
-            raise ValueError("state keys do not match this PaperGP's prompt pool")
-        mean = np.array(state["mean"], dtype=np.float64)
-        last_rows = np.array(state["last_rows"], dtype=np.int64)
-        if mean.shape != (len(self._keys),):
-            raise ValueError(f"state mean must have shape ({len(self._keys)},), got {mean.shape}")
-        if last_rows.ndim != 1 or (last_rows.size and (last_rows.min() < 0 or last_rows.max() >= len(self._keys))):
-            raise ValueError("state last_rows out of range of the pool")
-        self.bandwidth, self.prior_mean = float(state["bandwidth"]), float(state["prior_mean"])
-        self.jitter, self.clip, self.step = float(state["jitter"]), float(state["clip"]), int(state["step"])
-        self._mean, self._last_rows = mean, last_rows
-        self._last_chol = self._factor(last_rows) if last_rows.size else None
+        """Replace this predictor's state; every value is checked first (the same pool, a finite
+        mean, distinct batch rows inside the pool, the constructor's ranges), and a refused state
+        changes nothing."""
+        names_ = ["bandwidth", "prior_mean", "jitter", "clip"]
+        reader = StateReader(state, "PaperGP", ["keys", "step", "mean", "last_rows", *names_])
+        if "dim" in state and reader.integer("dim") != self.dim:  # states saved before "dim" was recorded pass
+            raise reader.error("dim", f"feature dim {state['dim']}, this PaperGP has {self.dim}")
+        hyper = reader.hyperparameters(_hyperparameters, names_)
+        if reader.keys() != list(self._keys):
+            raise reader.error("keys", "do not match this PaperGP's prompt pool")
+        step = reader.integer("step", low=0)
+        mean = reader.array("mean", (len(self._keys),))
+        last_rows = np.asarray(state["last_rows"])
+        last_rows = reader.array("last_rows", (last_rows.size,), dtype=np.int64, low=0, high=len(self._keys) - 1)
+        if np.unique(last_rows).size != last_rows.size:
+            raise reader.error("last_rows", "has repeated rows (a batch holds each prompt once)")
+        with restore_on_error(self):
+            self.bandwidth, self.prior_mean, self.jitter, self.clip = hyper
+            self.step, self._mean, self._last_rows = step, mean, last_rows
+            self._last_chol = self._factor(last_rows) if last_rows.size else None

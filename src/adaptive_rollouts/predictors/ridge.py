@@ -9,9 +9,25 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
+from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts
-from ._common import check_batch, check_features, check_state_keys, delta_method, encode
+from ._common import check_batch, check_features, delta_method, encode
+
+
+def _hyperparameters(alpha: float, prior_mean: float, clip: float, forgetting: float) -> tuple[float, ...]:
+    """The constructor's checks (also applied to a loaded state)."""
+    alpha, prior_mean = real_number("alpha", alpha), real_number("prior_mean", prior_mean)
+    clip, forgetting = real_number("clip", clip), real_number("forgetting", forgetting)
+    if not 0 < alpha < np.inf:
+        raise ValueError(f"alpha must be finite and > 0, got {alpha}")
+    if not np.isfinite(prior_mean):
+        raise ValueError(f"prior_mean must be finite, got {prior_mean}")
+    if not 0.0 < clip < 0.5:
+        raise ValueError(f"clip must be in (0, 0.5), got {clip}")
+    if not 0.0 < forgetting <= 1.0:
+        raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
+    return alpha, prior_mean, clip, forgetting
 
 
 class Ridge:
@@ -45,19 +61,8 @@ class Ridge:
         forgetting: float = 1.0,
     ):
         self.dim = check_features(features)
-        if alpha <= 0:
-            raise ValueError(f"alpha must be > 0, got {alpha}")
-        if not 0.0 < clip < 0.5:
-            raise ValueError(f"clip must be in (0, 0.5), got {clip}")
-        if not 0.0 < forgetting <= 1.0:
-            raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
+        self.alpha, self.prior_mean, self.clip, self.forgetting = _hyperparameters(alpha, prior_mean, clip, forgetting)
         self.features = features
-        self.alpha, self.prior_mean, self.clip, self.forgetting = (
-            float(alpha),
-            float(prior_mean),
-            float(clip),
-            float(forgetting),
-        )
         d = self.dim + 1
         self._gram = np.zeros((d, d))
         self._zy = np.zeros(d)
@@ -119,14 +124,23 @@ class Ridge:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        check_state_keys(state, ["dim", "alpha", "prior_mean", "clip", "forgetting", "gram", "zy", "yy", "n"], "Ridge")
-        if int(state["dim"]) != self.dim:
-            raise ValueError(f"state has feature dim {state['dim']}, this Ridge has {self.dim}")
+        """Replace this predictor's state; every value is checked first (finite sums, a symmetric
+        Gram matrix with a non-negative diagonal, yy and n >= 0, the constructor's ranges), and a
+        refused state changes nothing."""
+        names = ["alpha", "prior_mean", "clip", "forgetting"]
+        reader = StateReader(state, "Ridge", ["dim", "gram", "zy", "yy", "n", *names])
+        if reader.integer("dim") != self.dim:
+            raise reader.error("dim", f"feature dim {state['dim']}, this Ridge has {self.dim}")
+        hyper = reader.hyperparameters(_hyperparameters, names)
         d = self.dim + 1
-        gram, zy = np.array(state["gram"], dtype=np.float64), np.array(state["zy"], dtype=np.float64)
-        if gram.shape != (d, d) or zy.shape != (d,):
-            raise ValueError(f"state gram/zy must have shapes ({d}, {d}) / ({d},)")
-        self.alpha, self.prior_mean = float(state["alpha"]), float(state["prior_mean"])
-        self.clip, self.forgetting = float(state["clip"]), float(state["forgetting"])
-        self._gram, self._zy, self._yy, self._n = gram, zy, float(state["yy"]), float(state["n"])
-        self._refit()
+        gram, zy = reader.array("gram", (d, d)), reader.array("zy", (d,))
+        if not np.allclose(gram, gram.T, rtol=1e-10, atol=0.0) or np.any(np.diag(gram) < 0):
+            raise reader.error("gram", "must be symmetric with a non-negative diagonal (a sum of z z^T)")
+        yy, n = reader.real("yy", low=0.0), reader.real("n", low=0.0)
+        with restore_on_error(self):
+            self.alpha, self.prior_mean, self.clip, self.forgetting = hyper
+            self._gram, self._zy, self._yy, self._n = gram, zy, yy, n
+            try:
+                self._refit()
+            except np.linalg.LinAlgError as err:
+                raise reader.error("gram", f"the regularised Gram matrix is not positive definite ({err})") from None

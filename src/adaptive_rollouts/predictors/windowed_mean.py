@@ -6,9 +6,16 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from ..state_checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
 from ..validation import check_prompts
-from ._common import RowIndex, check_batch, check_state_keys, empirical_prediction, grow
+from ._common import RowIndex, check_batch, check_prior_mean, empirical_prediction, grow
+
+
+def _check_window(window: int) -> int:
+    if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    return int(window)
 
 
 class WindowedMean:
@@ -28,13 +35,11 @@ class WindowedMean:
     [0.16666666666666666, 0.5]
     """
 
+    stores_prompts = True  # keeps per-prompt state keyed by prompt: prompts must be checkpointable
+
     def __init__(self, window: int = 1, prior_mean: float = 0.5):
-        if int(window) != window or window < 1:
-            raise ValueError(f"window must be an integer >= 1, got {window}")
-        if not 0.0 < prior_mean < 1.0:
-            raise ValueError(f"prior_mean must be in (0, 1), got {prior_mean}")
-        self.window = int(window)
-        self.prior_mean = float(prior_mean)
+        self.window = _check_window(window)
+        self.prior_mean = check_prior_mean(prior_mean)
         self._index = RowIndex()
         self._sums = np.zeros((0, self.window))  # ring buffer of the last W visits
         self._counts = np.zeros((0, self.window))
@@ -75,12 +80,19 @@ class WindowedMean:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        check_state_keys(state, ["window", "prior_mean", "keys", "sums", "counts", "next"], "WindowedMean")
-        keys, window = list(state["keys"]), int(state["window"])
-        sums, counts = (np.array(state[k], dtype=np.float64) for k in ("sums", "counts"))
-        nxt = np.array(state["next"], dtype=np.int64)
-        if sums.shape != (len(keys), window) or counts.shape != sums.shape or nxt.shape != (len(keys),):
-            raise ValueError(f"state arrays must have shapes ({len(keys)}, {window}) / ({len(keys)},)")
-        self.window, self.prior_mean = window, float(state["prior_mean"])
-        self._index = RowIndex(keys)
-        self._sums, self._counts, self._next = sums, counts, nxt
+        """Replace this predictor's state; every value is checked first (0 <= sums <= counts,
+        finite, slots in [0, window), distinct keys, the constructor's ranges), and a refused state
+        changes nothing."""
+        reader = StateReader(state, "WindowedMean", ["window", "prior_mean", "keys", "sums", "counts", "next"])
+        window = reader.hyperparameters(_check_window, ["window"])
+        prior_mean = reader.hyperparameters(check_prior_mean, ["prior_mean"])
+        keys = reader.keys()
+        counts = reader.array("counts", (len(keys), window), low=0.0)
+        sums = reader.array("sums", (len(keys), window), low=0.0)
+        if np.any(sums > counts):
+            raise reader.error("sums", "a visit's reward sum exceeds its number of rollouts (rewards are in [0, 1])")
+        nxt = reader.array("next", (len(keys),), dtype=np.int64, low=0, high=window - 1)
+        with restore_on_error(self):
+            self.window, self.prior_mean = window, prior_mean
+            self._index = RowIndex(keys)
+            self._sums, self._counts, self._next = sums, counts, nxt

@@ -1,0 +1,121 @@
+"""Atomic, durable file writes that honour the umask and clean up after killed writers.
+
+`atomic_write(path, data)` writes ``data`` to a temporary file in the same folder, fsyncs it,
+renames it over ``path`` (``os.replace``: readers see the old file or the new one, never a part)
+and fsyncs the folder so the rename survives a power cut. The temporary file is created with mode
+``0o666`` minus the process umask, exactly like ``open(path, "w")`` would create ``path``.
+
+A writer killed between creating its temporary file and the rename leaves the temporary behind.
+Temporaries are named ``.<name>.<host>.<pid>.<random>.tmp``, so the next write to the same folder
+removes those of ``<name>`` whose writer is provably gone: same host and no process ``<pid>``, or
+(another host, which we cannot ask) older than `STALE_AFTER_S`. A concurrent writer's temporary is
+never touched.
+
+>>> import os, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> atomic_write(os.path.join(folder, "a.bin"), b"hello")
+>>> sorted(os.listdir(folder)), open(os.path.join(folder, "a.bin"), "rb").read()
+(['a.bin'], b'hello')
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from pathlib import Path
+
+__all__ = ["atomic_write", "remove_stale_temporaries", "STALE_AFTER_S"]
+
+STALE_AFTER_S = 24 * 3600.0  # a temporary of another host older than this is abandoned
+_SUFFIX = ".tmp"
+
+
+def _host() -> str:
+    return socket.gethostname().replace(".", "_") or "localhost"
+
+
+def _temporary_name(name: str) -> str:
+    return f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(6)}{_SUFFIX}"
+
+
+def _process_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return True  # cannot tell: keep the file
+    return True
+
+
+def _is_stale(tmp: Path, name: str, now: float) -> bool:
+    """Whether `tmp` is an abandoned temporary of `name` (see the module docstring)."""
+    middle = tmp.name[len(name) + 2 : -len(_SUFFIX)]  # "<host>.<pid>.<random>"
+    parts = middle.rsplit(".", 2)
+    if len(parts) != 3 or "." in parts[0] or not parts[1].isdigit():
+        return False  # not one of ours (or a temporary of another file whose name extends ours)
+    host, pid = parts[0], int(parts[1])
+    if host == _host():
+        return pid != os.getpid() and not _process_alive(pid)
+    try:
+        return now - tmp.stat().st_mtime > STALE_AFTER_S
+    except OSError:
+        return False
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Delete the abandoned temporaries of ``path`` left by killed writers; returns what was removed."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    now, removed = time.time(), []
+    for tmp in path.parent.glob(f".{path.name}.*{_SUFFIX}"):
+        if _is_stale(tmp, path.name, now):
+            try:
+                tmp.unlink()
+            except FileNotFoundError:  # another writer cleaned it first
+                continue
+            removed.append(tmp)
+    return removed
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # some platforms cannot open a folder; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+    """Replace ``path`` by ``data`` atomically and durably (see the module docstring)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
+    tmp = path.parent / _temporary_name(path.name)
+    # mode 0o666 is reduced by the umask, as for any new file (mkstemp would force 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_folder(path.parent)

@@ -1,0 +1,232 @@
+"""Files on disk: checkpoints detect corruption (checksum), damaged files raise errors naming them,
+files honour the umask, temporaries of killed writers are removed, and prompts a checkpoint could
+not hold are refused when first seen, not at save time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import POOL, BernoulliEnv, states_equal
+
+from adaptive_rollouts.allocators import make_allocator
+from adaptive_rollouts.atomic import atomic_write, remove_stale_temporaries
+from adaptive_rollouts.predictors import DiscountedBeta
+from adaptive_rollouts.state import CorruptStateError, load_state, save_state
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _trained_state():
+    alloc = make_allocator("vip", predictor="beta", seed=0)
+    for seed in range(3):
+        alloc.run(POOL[:6], 20, BernoulliEnv(seed=seed).sampler(POOL[:6]))
+    return alloc, {"allocator": alloc.state_dict(), "step": 3}
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "npz"])
+def test_flipped_byte_in_tensor_data_is_detected(fmt, tmp_path):
+    """Before: a flipped byte in the array data loaded silently and changed the plan."""
+    _, state = _trained_state()
+    path = tmp_path / f"ckpt.{fmt}"
+    save_state(path, state, format=fmt)
+    data = bytearray(path.read_bytes())
+    alpha = np.asarray(state["allocator"]["predictor"]["alpha"])
+    offset = bytes(data).find(alpha.tobytes())  # the alpha tensor's bytes, wherever the format put them
+    assert offset > 0
+    data[offset + 3] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptStateError, match=f"{path}.*(checksum|CRC|cannot read)"):
+        load_state(path)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "npz"])
+def test_every_single_byte_change_is_detected_or_harmless(fmt, tmp_path):
+    """Flip every byte of a small checkpoint in turn: the load either raises an error naming the
+    file or gives back exactly the saved state (a byte the format ignores, e.g. a zip timestamp)."""
+    state = {"step": 3, "mean": np.array([0.25, 0.5, 0.75]), "keys": ["a", "b", "c"]}
+    path = tmp_path / f"small.{fmt}"
+    save_state(path, state, format=fmt)
+    good = path.read_bytes()
+    silent = []
+    for i in range(len(good)):
+        data = bytearray(good)
+        data[i] ^= 0xFF
+        path.write_bytes(bytes(data))
+        try:
+            back = load_state(path)
+        except ValueError as err:
+            assert str(path) in str(err), f"byte {i}: error does not name the file: {err}"
+            continue
+        if not states_equal(dict(back), state):
+            silent.append(i)
+    assert silent == [], f"{fmt}: bytes {silent[:10]} changed the state silently"
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "npz"])
+def test_truncated_files_raise_naming_the_file(fmt, tmp_path):
+    _, state = _trained_state()
+    path = tmp_path / f"ckpt.{fmt}"
+    save_state(path, state, format=fmt)
+    good = path.read_bytes()
+    for size in sorted({0, 1, 7, 8, 9, 100, len(good) // 2, len(good) - 1, *range(0, len(good), 97)}):
+        path.write_bytes(good[:size])
+        with pytest.raises(CorruptStateError, match=str(path)):
+            load_state(path)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff" * 64,  # before: UnicodeDecodeError
+        (20).to_bytes(8, "little") + b'{"__metadata__": {"a',  # before: JSONDecodeError
+        (2**62).to_bytes(8, "little") + b"{}",  # absurd header length
+        b"PK\x03\x04" + b"\x00" * 40,  # a broken zip (BadZipFile)
+        os.urandom(300),
+    ],
+    ids=["bad-utf8", "bad-json", "huge-header", "broken-zip", "random"],
+)
+def test_garbage_files_raise_naming_the_file(content, tmp_path):
+    path = tmp_path / "garbage.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(CorruptStateError, match=str(path)):
+        load_state(path)
+
+
+def test_file_without_checksum_needs_verify_false(tmp_path):
+    import json
+
+    import safetensors.numpy as st
+
+    tree = {"step": 1, "mean": {"__ndarray__": "t0"}}
+    path = tmp_path / "old.safetensors"
+    st.save_file({"t0": np.ones(2)}, str(path), metadata={"adaptive_rollouts": json.dumps(tree)})
+    with pytest.raises(CorruptStateError, match="no checksum.*verify=False"):
+        load_state(path)
+    assert load_state(path, verify=False)["mean"].tolist() == [1.0, 1.0]
+
+
+def test_dangling_array_reference_names_the_entry(tmp_path):
+    import json
+
+    import safetensors.numpy as st
+
+    from adaptive_rollouts.state import _digest
+
+    tree = json.dumps({"predictor": {"alpha": {"__ndarray__": "t7"}}})
+    path = tmp_path / "dangling.safetensors"
+    meta = {"adaptive_rollouts": tree, "adaptive_rollouts_sha256": _digest(tree, {})}
+    st.save_file({}, str(path), metadata=meta)
+    with pytest.raises(CorruptStateError, match="predictor/alpha.*missing array"):
+        load_state(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# permissions and temporaries
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_files_honour_the_umask(umask, mode, tmp_path):
+    """Before: checkpoints were created 0600 whatever the umask (mkstemp)."""
+    old = os.umask(umask)
+    try:
+        save_state(tmp_path / "ckpt.safetensors", {"v": np.ones(2)})
+        atomic_write(tmp_path / "raw.bin", b"x")
+    finally:
+        os.umask(old)
+    for name in ("ckpt.safetensors", "raw.bin"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_save_killed_midway_leaves_no_temporary_after_the_next_save(tmp_path):
+    """kill -9 during the write: the next save to the same path removes the orphaned temporary."""
+    path = tmp_path / "ckpt.safetensors"
+    script = textwrap.dedent(
+        f"""
+        import os, sys, time
+        sys.path.insert(0, {SRC!r})
+        import numpy as np
+        from adaptive_rollouts.state import save_state
+        os.fsync = lambda fd: (print("writing", flush=True), time.sleep(60))
+        save_state({str(path)!r}, {{"big": np.ones(1_000_000)}})
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    orphans = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(orphans) == 1 and orphans[0].stat().st_size > 7_000_000  # the full-size orphan
+    save_state(path, {"v": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.safetensors"]
+    assert load_state(path) == {"v": 1}
+
+
+def test_live_writers_temporaries_are_kept(tmp_path):
+    import socket
+
+    host = socket.gethostname().replace(".", "_")
+    target = tmp_path / "ckpt.safetensors"
+    live = tmp_path / f".ckpt.safetensors.{host}.{os.getppid()}.abc.tmp"  # our parent is alive
+    dead = tmp_path / f".ckpt.safetensors.{host}.{_dead_pid()}.abc.tmp"
+    other_old = tmp_path / ".ckpt.safetensors.otherhost.123.abc.tmp"
+    other_new = tmp_path / ".ckpt.safetensors.otherhost.124.abc.tmp"
+    unrelated = tmp_path / ".ckpt.safetensors.notes.tmp"
+    for p in (live, dead, other_old, other_new, unrelated):
+        p.write_bytes(b"partial")
+    week_ago = time.time() - 7 * 86400
+    os.utime(other_old, (week_ago, week_ago))
+    removed = remove_stale_temporaries(target)
+    assert sorted(removed) == sorted([dead, other_old])
+    assert live.exists() and other_new.exists() and unrelated.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# prompts a checkpoint cannot hold: refused when first seen
+# ------------------------------------------------------------------------------------------------
+UNSAVEABLE = [b"raw bytes", frozenset({"a", "b"}), ("ok", b"nested bytes"), float("nan")]
+
+
+@pytest.mark.parametrize("bad", UNSAVEABLE, ids=["bytes", "frozenset", "tuple-with-bytes", "nan"])
+def test_unsaveable_prompts_are_refused_before_any_rollout(bad):
+    """Before: bytes and frozenset prompts were accepted and only failed at save time."""
+    prompts = ["q0", bad, "q2"]
+    calls = []
+
+    def sample(indices, counts):
+        calls.append(1)
+        return [np.ones(int(c)) for c in counts]
+
+    for alloc in (make_allocator("vip", predictor="beta"), make_allocator("greso")):
+        with pytest.raises(ValueError, match="checkpoint can hold.*" + type(bad).__name__):
+            alloc.run(prompts, 12, sample)
+        assert calls == []
+    with pytest.raises(ValueError, match="checkpoint can hold"):
+        DiscountedBeta().update(prompts, [np.ones(2)] * 3)
+
+
+def test_stateless_allocators_and_saveable_prompts_are_unaffected(tmp_path):
+    """Uniform keeps nothing per prompt: any hashable prompt is fine. Tuples, ints and numpy
+    scalars are keys a checkpoint holds, and they round-trip."""
+    make_allocator("uniform").run([b"x", frozenset()], 4, lambda i, c: [np.ones(int(n)) for n in c])
+    alloc = make_allocator("vip", predictor="beta")
+    prompts = [("math", 3), 7, np.int64(8), "text", None]
+    alloc.run(prompts, 10, lambda i, c: [np.ones(int(n)) for n in c])
+    save_state(tmp_path / "a.safetensors", alloc.state_dict())
+    twin = make_allocator("vip", predictor="beta", seed=9)
+    twin.load_state_dict(load_state(tmp_path / "a.safetensors"))
+    assert np.allclose(twin.predictor.predict(prompts).mean, alloc.predictor.predict(prompts).mean)
