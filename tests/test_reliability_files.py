@@ -230,3 +230,72 @@ def test_stateless_allocators_and_saveable_prompts_are_unaffected(tmp_path):
     twin = make_allocator("vip", predictor="beta", seed=9)
     twin.load_state_dict(load_state(tmp_path / "a.safetensors"))
     assert np.allclose(twin.predictor.predict(prompts).mean, alloc.predictor.predict(prompts).mean)
+
+
+# ------------------------------------------------------------------------------------------------
+# the embedding cache
+# ------------------------------------------------------------------------------------------------
+class _CountingModel:
+    def __init__(self):
+        self.encoded: list[str] = []
+
+    def encode(self, texts, **kwargs):
+        self.encoded += list(texts)
+        return np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+
+
+def _encoder(folder):
+    from adaptive_rollouts.embeddings import SentenceTransformerEncoder
+
+    enc = SentenceTransformerEncoder(model="fake-model", cache_dir=folder)
+    enc._model, enc._dim = _CountingModel(), 3
+    return enc
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[: len(b) // 2],  # a crash mid-write (before: BadZipFile naming no file, forever)
+        lambda b: b[:-1],
+        lambda b: b"",
+        lambda b: b.replace(np.float32(2.0).tobytes(), np.float32(np.nan).tobytes(), 1),  # NaN planted
+        lambda b: bytes(x ^ 0x01 if 200 < i < 210 else x for i, x in enumerate(b)),  # bits flipped
+    ],
+    ids=["half", "last-byte", "empty", "nan-vector", "flipped-bits"],
+)
+def test_corrupt_cache_chunk_is_named_dropped_and_recomputed(damage, tmp_path):
+    first = _encoder(tmp_path)
+    texts = ["aa", "bbb", "c"]
+    want = first.encode(texts)
+    first.encode(["other text"])  # a second, intact chunk
+    chunks = sorted(first.cache_dir.glob("chunk-*.npz"), key=lambda p: p.stat().st_mtime_ns)
+    assert len(chunks) == 2
+    bad = chunks[0]
+    bad.write_bytes(damage(bad.read_bytes()))
+    again = _encoder(tmp_path)
+    with pytest.warns(RuntimeWarning, match=f"{bad}.*removed it, its vectors will be recomputed"):
+        got = again.encode(texts + ["other text"])
+    np.testing.assert_array_equal(got[:3], want)
+    assert again._model.encoded == texts  # only the damaged chunk's texts are recomputed
+    assert not bad.exists()
+    third = _encoder(tmp_path)  # the cache is whole again
+    third.encode(texts + ["other text"])
+    assert third._model.encoded == []
+
+
+def test_cache_chunks_honour_the_umask_and_orphans_are_removed(tmp_path):
+    import socket
+
+    host = socket.gethostname().replace(".", "_")
+    enc = _encoder(tmp_path)
+    enc.cache_dir.mkdir(parents=True)
+    orphan = enc.cache_dir / f".chunk-0123.npz.{host}.{_dead_pid()}.abcd.tmp"
+    orphan.write_bytes(b"x" * 1000)
+    old = os.umask(0o022)
+    try:
+        enc.encode(["hello"])
+    finally:
+        os.umask(old)
+    (chunk,) = enc.cache_dir.glob("chunk-*.npz")
+    assert chunk.stat().st_mode & 0o777 == 0o644
+    assert not orphan.exists()

@@ -54,13 +54,18 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def _is_stale(tmp: Path, name: str, now: float) -> bool:
-    """Whether `tmp` is an abandoned temporary of `name` (see the module docstring)."""
-    middle = tmp.name[len(name) + 2 : -len(_SUFFIX)]  # "<host>.<pid>.<random>"
-    parts = middle.rsplit(".", 2)
-    if len(parts) != 3 or "." in parts[0] or not parts[1].isdigit():
-        return False  # not one of ours (or a temporary of another file whose name extends ours)
-    host, pid = parts[0], int(parts[1])
+def _parse(tmp_name: str) -> tuple[str, str, int] | None:
+    """(target name, host, pid) of one of our temporaries, None for any other file."""
+    if not (tmp_name.startswith(".") and tmp_name.endswith(_SUFFIX)):
+        return None
+    parts = tmp_name[1 : -len(_SUFFIX)].rsplit(".", 3)  # name, host, pid, random
+    if len(parts) != 4 or not parts[0] or not parts[2].isdigit():
+        return None
+    return parts[0], parts[1], int(parts[2])
+
+
+def _is_stale(tmp: Path, host: str, pid: int, now: float) -> bool:
+    """Whether `tmp`, written by process `pid` on `host`, is abandoned (see the module docstring)."""
     if host == _host():
         return pid != os.getpid() and not _process_alive(pid)
     try:
@@ -69,14 +74,19 @@ def _is_stale(tmp: Path, name: str, now: float) -> bool:
         return False
 
 
-def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
-    """Delete the abandoned temporaries of ``path`` left by killed writers; returns what was removed."""
+def remove_stale_temporaries(path: str | os.PathLike, every_name: bool = False) -> list[Path]:
+    """Delete the abandoned temporaries of ``path`` left by killed writers (with ``every_name``:
+    those of every file in the folder ``path``); returns what was removed."""
     path = Path(path)
-    if not path.parent.is_dir():
+    folder = path if every_name else path.parent
+    if not folder.is_dir():
         return []
     now, removed = time.time(), []
-    for tmp in path.parent.glob(f".{path.name}.*{_SUFFIX}"):
-        if _is_stale(tmp, path.name, now):
+    for tmp in folder.glob(f".*{_SUFFIX}"):
+        parsed = _parse(tmp.name)
+        if parsed is None or (not every_name and parsed[0] != path.name):
+            continue
+        if _is_stale(tmp, parsed[1], parsed[2], now):
             try:
                 tmp.unlink()
             except FileNotFoundError:  # another writer cleaned it first

