@@ -6,6 +6,7 @@ are stateless and must leave their arguments unmodified."""
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -443,3 +444,42 @@ def test_allocator_refuses_bad_state_atomically(case, name, mutate, match, tmp_p
     assert states_equal(target.state_dict(), before), f"{case}: a refused state changed the allocator"
     if "missing" not in case and "not-a-dict" not in case:
         assert str(path) in str(err.value), "the error names the file"
+
+
+# ------------------------------------------------------------------------------------------------
+# the command line: argparse-style errors (exit status 2, the argument and the value typed named),
+# never a traceback
+# ------------------------------------------------------------------------------------------------
+CLI_CASES = [
+    ("p-not-a-number", ["allocate", "--p", "0.1,abc", "--budget", "8"], r"argument --p: 'abc' is not a number"),
+    ("p-above-1", ["allocate", "--p", "1.5,0.5", "--budget", "8"], r"argument --p: .*\[0, 1\], got 1.5"),
+    ("p-nan", ["allocate", "--p", "nan,0.5", "--budget", "8"], r"argument --p: .*got nan"),
+    ("p-empty", ["allocate", "--p", "", "--budget", "8"], r"argument --p: expected comma-separated"),
+    ("p-trailing-comma", ["allocate", "--p", "0.1,", "--budget", "8"], r"argument --p: expected comma-separated"),
+    ("negative-budget", ["allocate", "--p", "0.1,0.5", "--budget", "-3"], r"argument --budget: must be >= 0, got -3"),
+    ("budget-not-int", ["allocate", "--p", "0.1,0.5", "--budget", "8.5"], r"argument --budget: invalid integer '8.5'"),
+    ("zero-upper", ["allocate", "--p", "0.1,0.5", "--budget", "8", "--upper", "0"], r"argument --upper: must be >= 1"),
+    ("infeasible", ["allocate", "--p", "0.1,0.5", "--budget", "100", "--upper", "4"], r"allocate: error: .*budget"),
+    (
+        "lower-above-upper",
+        ["allocate", "--p", "0.1,0.5", "--budget", "8", "--lower", "5", "--upper", "3"],
+        r"allocate: error: .*lower",
+    ),
+    ("bench-negative-steps", ["bench", "--steps", "-1"], r"argument --steps: must be >= 1, got -1"),
+    ("bench-zero-seeds", ["bench", "--seeds", "0"], r"argument --seeds: must be >= 1, got 0"),
+    ("bench-budget-text", ["bench", "--budget", "lots"], r"argument --budget: invalid integer 'lots'"),
+]
+
+
+@pytest.mark.parametrize("argv, match", [pytest.param(c[1], c[2], id=c[0]) for c in CLI_CASES])
+def test_cli_bad_input(argv, match, capsys):
+    from adaptive_rollouts.cli import main
+
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's own exit for a bad argument
+        status = exit_.code
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "Traceback" not in err
+    assert re.search(match, err), err

@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from typing import Any
 
+from adaptive_rollouts.cli import positive_int
 from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
 from adaptive_rollouts.sim.problem import SCENARIOS
 from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
@@ -31,11 +32,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
     parser.add_argument("--aggregations", type=_csv, help=f"comma list from {','.join(AGGREGATIONS)}")
-    parser.add_argument("--seeds", type=int, help="number of seeds")
-    parser.add_argument("--steps", type=int, help="training steps per run")
-    parser.add_argument("--prompts", type=int, help="train-pool size")
-    parser.add_argument("--budget", type=int, help="rollouts per step")
-    parser.add_argument("--batch-prompts", type=int, help="prompts per step")
+    parser.add_argument("--seeds", type=positive_int, help="number of seeds")
+    parser.add_argument("--steps", type=positive_int, help="training steps per run")
+    parser.add_argument("--prompts", type=positive_int, help="train-pool size")
+    parser.add_argument("--budget", type=positive_int, help="rollouts per step")
+    parser.add_argument("--batch-prompts", type=positive_int, help="prompts per step")
     parser.add_argument("--estimator", choices=ESTIMATORS, help="advantage estimator (default grpo)")
     parser.add_argument("--lr-grid", type=_csv, help="multipliers of the base learning rate, e.g. 0.333,1,3")
     parser.add_argument(
@@ -49,7 +50,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="pick the best learning rate on all seeds, or on the first seed only",
     )
     parser.add_argument(
-        "--theory-draws", type=int, default=200_000, help="Monte Carlo draws per cell of the variance-formula check"
+        "--theory-draws",
+        type=positive_int,
+        default=200_000,
+        help="Monte Carlo draws per cell of the variance-formula check",
     )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
