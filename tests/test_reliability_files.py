@@ -299,3 +299,52 @@ def test_cache_chunks_honour_the_umask_and_orphans_are_removed(tmp_path):
     (chunk,) = enc.cache_dir.glob("chunk-*.npz")
     assert chunk.stat().st_mode & 0o777 == 0o644
     assert not orphan.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# PaperGP: memory O(N + B^2), a clear error above a configurable batch memory
+# ------------------------------------------------------------------------------------------------
+def test_paper_gp_refuses_a_batch_too_large_for_its_memory_limit():
+    """Before: a 100k-prompt batch asked numpy for 74.5 GiB and died with MemoryError (or the OOM
+    killer). Now the update names the batch size and the memory it would need, and changes nothing."""
+    from adaptive_rollouts.embeddings import FeatureTable
+    from adaptive_rollouts.predictors import PaperGP
+    from adaptive_rollouts.predictors.paper_gp import batch_memory_bytes
+
+    keys = [f"q{i}" for i in range(40)]
+    table = FeatureTable(keys, np.random.default_rng(0).normal(size=(40, 3)))
+    limit = batch_memory_bytes(20, 40) / 2**30  # exactly what a 20-prompt batch needs
+    gp = PaperGP(table, prior_mean=0.0, max_batch_memory_gib=limit)
+    gp.update(keys[:20], [np.array([1.0, 0.0])] * 20)  # at the limit: fine
+    before = gp.state_dict()
+    with pytest.raises(ValueError, match=r"batch of 21 prompts needs about .* GiB .*max_batch_memory_gib"):
+        gp.update(keys[:21], [np.array([1.0, 0.0])] * 21)
+    assert states_equal(gp.state_dict(), before)
+    # the default limit (4 GiB) holds batches of about 20,000 prompts, and refuses 100,000
+    assert batch_memory_bytes(15_000, 4096) < 4 * 2**30 < batch_memory_bytes(100_000, 4096)
+    with pytest.raises(ValueError, match="max_batch_memory_gib"):
+        PaperGP(table, max_batch_memory_gib=0)
+
+
+def test_paper_gp_peak_memory_is_within_its_estimate():
+    """tracemalloc peak of an update and a pool-wide predict <= the documented 8 (B^2 + 2 chunk B)
+    bytes plus the O(N) arrays, with chunks smaller than the pool."""
+    import tracemalloc
+
+    from adaptive_rollouts.embeddings import FeatureTable
+    from adaptive_rollouts.predictors import PaperGP
+    from adaptive_rollouts.predictors.paper_gp import batch_memory_bytes
+
+    n, b, chunk = 3000, 400, 500
+    keys = [f"q{i}" for i in range(n)]
+    gp = PaperGP(FeatureTable(keys, np.random.default_rng(0).normal(size=(n, 8))), chunk_size=chunk)
+    rewards = [np.array([1.0, 0.0, 1.0])] * b
+    tracemalloc.start()
+    try:
+        gp.update(keys[:b], rewards)
+        gp.predict(keys)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    pool_arrays = 16 * 8 * n  # a handful of length-N float arrays (mean, variance, prediction)
+    assert peak <= batch_memory_bytes(b, chunk) + pool_arrays + 2**20, peak

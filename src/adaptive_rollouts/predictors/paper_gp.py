@@ -17,7 +17,6 @@ from ..validation import check_prompts, names
 from ._common import check_batch, check_features, delta_method, encode
 
 _GIB = 2.0**30
-_KERNEL_COPIES = 3  # B x B float64 arrays alive at once while factorising (distances, kernel, factor)
 
 
 def _hyperparameters(bandwidth: float, prior_mean: float, jitter: float, clip: float) -> tuple[float, ...]:
@@ -35,19 +34,26 @@ def _hyperparameters(bandwidth: float, prior_mean: float, jitter: float, clip: f
     return bandwidth, prior_mean, jitter, clip
 
 
-def batch_memory_bytes(batch_size: int) -> float:
-    """Peak bytes of the B x B kernel work in one `PaperGP.update` of `batch_size` prompts."""
-    return _KERNEL_COPIES * 8.0 * float(batch_size) ** 2
+def batch_memory_bytes(batch_size: int, chunk_rows: int) -> float:
+    """Peak bytes of one `PaperGP.update` / `predict` beyond the pool's own arrays: the B x B kernel
+    factorised in place (kept for the variance) and two chunk x B blocks of kernel rows."""
+    b = float(batch_size)
+    return 8.0 * (b * b + 2.0 * chunk_rows * b)
 
 
 def rbf(
     xa: np.ndarray, xb: np.ndarray, bandwidth: float, sq_a: np.ndarray | None = None, sq_b: np.ndarray | None = None
 ) -> np.ndarray:
-    """K[i, j] = exp(-|xa_i - xb_j|^2 / (2 h^2))."""
+    """K[i, j] = exp(-|xa_i - xb_j|^2 / (2 h^2)), built in place in one |a| x |b| array."""
     sq_a = np.einsum("ij,ij->i", xa, xa) if sq_a is None else sq_a
     sq_b = np.einsum("ij,ij->i", xb, xb) if sq_b is None else sq_b
-    d2 = np.maximum(sq_a[:, None] + sq_b[None, :] - 2.0 * (xa @ xb.T), 0.0)
-    return np.exp(-d2 / (2.0 * bandwidth * bandwidth))
+    k = xa @ xb.T
+    k *= -2.0
+    k += sq_a[:, None]
+    k += sq_b[None, :]
+    np.maximum(k, 0.0, out=k)  # squared distances, rounding below 0 cut
+    k *= -1.0 / (2.0 * bandwidth * bandwidth)
+    return np.exp(k, out=k)
 
 
 def median_heuristic(x: np.ndarray, max_points: int = 1000, seed: int = 0) -> float:
@@ -87,8 +93,9 @@ class PaperGP:
     `pool` prompts encoded once when `features` is another Encoder. A prompt outside the pool raises
     KeyError. Cost per update of B prompts: O(N B d + B^3) time, the pool visited in chunks of
     `chunk_size` rows; memory O(N + B^2): the mean over the pool (N floats) and the B x B kernel and
-    its Cholesky factor (kept for the variance), about ``3 * 8 * B^2`` bytes at the peak - 2.1 GiB
-    for B = 10,000. An update whose batch would need more than `max_batch_memory_gib` raises a
+    its Cholesky factor (factorised in place, kept for the variance) and two blocks of `chunk_size` x B
+    kernel rows: ``8 (B^2 + 2 chunk_size B)`` bytes at the peak beyond the pool's arrays (0.9 GiB for
+    B = 10,000, `batch_memory_bytes`). An update whose batch would need more than `max_batch_memory_gib` raises a
     ValueError naming the batch size and the memory instead of running out of memory; raise the
     limit if the machine has the room. The paper's N x N distance matrix is never built.
 
@@ -157,7 +164,7 @@ class PaperGP:
         return rbf(xa, xb, self.bandwidth, self._sq[rows_a], self._sq[rows_b])
 
     def _factor(self, rows: np.ndarray) -> tuple[np.ndarray, bool]:
-        need = batch_memory_bytes(rows.size)
+        need = batch_memory_bytes(rows.size, min(self.chunk_size, len(self._keys)))
         if need > self.max_batch_memory_gib * _GIB:
             raise ValueError(
                 f"PaperGP update of a batch of {rows.size} prompts needs about {need / _GIB:.1f} GiB for its "
@@ -166,7 +173,9 @@ class PaperGP:
             )
         k_bb = self._kernel(rows, rows)
         k_bb[np.diag_indices_from(k_bb)] += self.jitter
-        return cho_factor(k_bb, lower=True)
+        # factorised in place: the transpose of the (symmetric) C-ordered kernel is the Fortran-ordered
+        # array LAPACK works on without a copy
+        return cho_factor(k_bb.T, lower=True, overwrite_a=True)
 
     def latent(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of the logit g (variance from the last step's data only)."""
@@ -175,7 +184,8 @@ class PaperGP:
         if self._last_chol is not None and len(rows):
             for start in range(0, len(rows), self.chunk_size):  # O(chunk x B) memory
                 part = rows[start : start + self.chunk_size]
-                half = solve_triangular(self._last_chol[0], self._kernel(part, self._last_rows).T, lower=True)
+                k_bq = self._kernel(part, self._last_rows).T  # Fortran-ordered: solved in place
+                half = solve_triangular(self._last_chol[0], k_bq, lower=True, overwrite_b=True)
                 var[start : start + part.size] = np.maximum(1.0 - np.einsum("ij,ij->j", half, half), 0.0)
         return self._mean[rows].copy(), var
 
