@@ -12,6 +12,7 @@ from scipy.special import betaln, gammaln
 from adaptive_rollouts.allocators import VIP, PosteriorProgressive
 from adaptive_rollouts.allocators._objective import cost_table
 from adaptive_rollouts.objectives import group_moments, grpo_variance, improvement_table
+from adaptive_rollouts.objectives.pricing import allocation_cost
 from adaptive_rollouts.types import Prediction
 
 
@@ -34,12 +35,18 @@ class KnownP:
         pass
 
 
+def grpo_cost(p, n):
+    """What GRPO's variance objective minimises: the variance, with an all-equal group (no
+    gradient) priced as a skipped prompt."""
+    return allocation_cost("grpo", n, success_prob=p)
+
+
 def exhaustive_grpo(p, budget, lower, upper):
     best, arg = np.inf, None
     for counts in itertools.product(range(lower, upper + 1), repeat=len(p)):
         if sum(counts) != budget:
             continue
-        cost = float(sum(grpo_variance(pi, n) for pi, n in zip(p, counts)))
+        cost = float(sum(grpo_cost(pi, n) for pi, n in zip(p, counts)))
         if cost < best - 1e-15:
             best, arg = cost, counts
     return best, np.array(arg)
@@ -56,7 +63,7 @@ def test_vip_grpo_matches_exhaustive_optimum(budget):
             [str(i) for i in range(P.size)], budget
         )
         assert counts.sum() == budget
-        cost = float(sum(grpo_variance(pi, n) for pi, n in zip(P, counts)))
+        cost = float(sum(grpo_cost(pi, n) for pi, n in zip(P, counts)))
         assert cost == pytest.approx(best, rel=1e-12), (variance, counts.tolist())
     # a second p(1-p) factor would move rollouts away from the extreme prompts: it must not
     wrong = np.array([(pi * (1 - pi)) * grpo_variance(pi, np.arange(2, 10)) for pi in P])
@@ -67,7 +74,7 @@ def test_cost_table_grpo_has_no_extra_bernoulli_factor():
     pred = Prediction(P, np.zeros_like(P))
     for variance in ("plugin", "expected"):
         t = cost_table(pred, 8, 2, objective="variance", estimator="grpo", variance=variance)
-        assert np.allclose(t[:, 2:], grpo_variance(P[:, None], np.arange(2, 9)[None, :]), rtol=1e-12)
+        assert np.allclose(t[:, 2:], grpo_cost(P[:, None], np.arange(2, 9)[None, :]), rtol=1e-12)
 
 
 def test_grpo_expected_variance_is_posterior_average():
@@ -78,7 +85,7 @@ def test_grpo_expected_variance_is_posterior_average():
     rng = np.random.default_rng(0)
     p = rng.beta(a[0], b[0], 400_000)
     for n in (2, 6):
-        assert t[0, n] == pytest.approx(float(np.mean(grpo_variance(p, n))), rel=5e-3)
+        assert t[0, n] == pytest.approx(float(np.mean(grpo_cost(p, n))), rel=5e-3)
 
 
 def test_progressive_single_round_grpo_variance_matches_vip():

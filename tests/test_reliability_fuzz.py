@@ -25,8 +25,8 @@ from conftest import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adaptive_rollouts.objectives import grpo_variance
-from adaptive_rollouts.solvers import allocate, objective_function, solve_table
+from adaptive_rollouts.objectives import variance_table
+from adaptive_rollouts.solvers import allocate, solve_table
 
 CI = settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
@@ -118,15 +118,8 @@ def check_allocate_problem(problem) -> None:
         success_prob=success if objective == "grpo" else None,
     )
     assert np.array_equal(weights, w), "allocate modified its weights"
-    n = np.arange(upper + 1)
-    if objective == "grpo":
-        table = weights[:, None] * grpo_variance(success[:, None], np.maximum(n, 1)[None, :])
-    else:
-        with np.errstate(invalid="ignore"):
-            f = objective_function(objective)(n)
-            table = np.where(
-                weights[:, None] == 0, np.where(np.isinf(f), np.inf, 0.0)[None, :], weights[:, None] * f[None, :]
-            )
+    # the reference: the cost table of what allocate minimises (objectives.pricing)
+    table = variance_table(objective, success, weights=weights, upper=upper, lower=lower)
     problems = check_solution_invariants(table, counts, budget, lower, upper, False)
     assert not problems, problems
     best = dp_optimum(table, budget, lower, upper, False)

@@ -116,20 +116,13 @@ def test_allocate_matches_exhaustive_search(q, lower, width, objective, skip, da
         obj = f
         fn = f(n)
         costs = w[:, None] * fn[None, :]
-    elif objective == "grpo":
-        from adaptive_rollouts.objectives import grpo_variance
-
-        obj = "grpo"
-        kwargs["success_prob"] = p
-        costs = w[:, None] * grpo_variance(p[:, None], np.maximum(n, 1)[None, :])
-    else:
+    else:  # the built-in objectives: the cost table of what allocate minimises (objectives.pricing)
         obj = objective
-        fn = objective_function(objective)(n)
-        with np.errstate(invalid="ignore"):
-            costs = np.where(w[:, None] == 0, np.where(np.isinf(fn), np.inf, 0.0), w[:, None] * fn)
-    if skip and objective != "callable":
-        kwargs["skip_cost"] = 0.3
-        costs[:, 0] = w * 0.3
+        if objective == "grpo":
+            kwargs["success_prob"] = p
+        if skip:
+            kwargs["skip_cost"] = 0.3
+        costs = variance_table(objective, p, weights=w, upper=upper, lower=lower, allow_skip=skip, skip_cost=0.3)
     best = brute_force(costs, budget, lower, upper, skip)
     if not np.isfinite(best):
         with pytest.raises(ValueError):

@@ -82,20 +82,22 @@ def cost_table(
 def _grpo_expected_table(
     mean: np.ndarray, var: np.ndarray, upper: int, lower: int, skip_cost: float | None
 ) -> np.ndarray:
-    """GRPO variance (eps = 0) averaged over the posterior p ~ Beta(mean, var):
-    (n-1)/n^2 (1 - E[p^n] - E[q^n]); equals `objectives.grpo_variance` when var = 0."""
-    from ..objectives import power_moments
+    """GRPO allocation cost (eps = 0) averaged over the posterior p ~ Beta(mean, var):
+    (n-1)/n^2 P(mixed) + c0 (1 - P(mixed)) with P(mixed) = 1 - E[p^n] - E[q^n] (groups that carry no
+    gradient priced as skipped prompts, `objectives.pricing`); the plug-in table when var = 0."""
+    from ..objectives import power_moments, variance_table
 
     n = np.arange(upper + 1, dtype=float)
-    table = np.full((mean.size, upper + 1), np.inf)
-    first = max(lower, 1)
-    if first <= upper:
-        cols = n[first:]
-        mixed = 1.0 - power_moments(mean, np.clip(var, 0.0, None), cols)
-        table[:, first:] = (cols - 1.0) / cols**2 * np.maximum(mixed, 0.0)
-    if skip_cost is not None and lower > 0:
-        table[:, 0] = float(skip_cost)
-    return table
+    mixed = np.where(n[None, :] >= 1, 1.0 - power_moments(mean, np.clip(var, 0.0, None), np.maximum(n, 1.0)), 0.0)
+    return variance_table(
+        "grpo",
+        weights=np.ones(mean.size),
+        mixed=np.maximum(mixed, 0.0),
+        upper=upper,
+        lower=lower,
+        allow_skip=skip_cost is not None,
+        skip_cost=skip_cost,
+    )
 
 
 def solve_increments(

@@ -34,8 +34,15 @@ class VIP(PredictiveAllocator):
     `improvement_options` such as lr_noise / noise_ratio passed through; it prices skipping, so
     `allow_skip=True` needs no `skip_cost` there).
 
+    What is minimised: ``sum_q a_q c(n_q)`` with c the allocation cost of `objectives.pricing` -
+    the variance f(n) above, where a group that carries no gradient (1 rollout; under GRPO an
+    all-equal group) is priced as a skipped prompt (``skip_cost``, else f(2)), and 1-rollout groups
+    are used only when the budget is below 2 per prompt (``lower=1`` is allowed).
+
     First step (no data yet): the predictor returns its prior, the same p for every prompt, so
-    every a_q is equal and the allocation is as even as the bounds allow (the solver breaks ties).
+    every a_q is equal and the allocation is as even as the bounds allow (the solver breaks ties)
+    for RLOO, and for Dr. GRPO / GRPO from 4 / 5 rollouts per prompt on (below that their cost is
+    concave in n and the optimum mixes groups of 2 with larger ones).
     With no arguments, `VIP()` works on prompt texts: the default offline MiniLM encoder and our
     GP are created on first use.
 

@@ -216,22 +216,28 @@ def variance_table(
     eps: float = 0.0,
     allow_skip: bool = False,
     skip_cost: float | None = None,
+    mixed: Any = None,
 ) -> np.ndarray:
-    """Cost table [Q, upper + 1] for `solvers.solve_table`: costs[q, n] = w_q f_q(n).
+    """Cost table [Q, upper + 1] for `solvers.solve_table`: costs[q, n] = w_q c_q(n), the
+    allocation cost of `objectives.pricing` (the gradient variance, with groups that carry no
+    gradient priced as skipped prompts).
 
-    * "rloo" / "drgrpo": f(n) = s^2 / (n-1) or s^2 (n-1)/n^2; w_q defaults to the reward variance
-      p_q (1 - p_q) from ``success_prob`` (pass ``weights`` for graded rewards or the posterior
-      expectation E[p(1-p)]).
-    * "grpo": f_q(n) = `grpo_variance`(p_q, n); needs ``success_prob``; ``weights`` default to 1
-      and act as importance multipliers (the std normalisation cancels the reward variance).
-
-    Entries with n < lower (or forbidden, e.g. RLOO at n = 1) are +inf; column 0 is
-    ``w_q * skip_cost`` when ``allow_skip`` (required then: the variance model cannot price
-    skipping, see docs/objectives.md section 5).
+    * "rloo" / "drgrpo": c(n) = f(n) = 1/(n-1) or (n-1)/n^2 for n >= 2 (times ``score_var``);
+      w_q defaults to the reward variance p_q (1 - p_q) from ``success_prob`` (pass ``weights``
+      for graded rewards or the posterior expectation E[p(1-p)]).
+    * "grpo": c_q(n) = f(n) P(mixed) + c0 (1 - P(mixed)); needs ``success_prob`` (or ``mixed``
+      [Q, upper + 1], the chance of a group that is not all equal); ``weights`` default to 1 and
+      act as importance multipliers (the std normalisation cancels the reward variance).
+      ``eps`` > 0 uses the exact binomial sum of `grpo_variance` for the informative part.
+    * n = 1 costs w_q c0 plus `pricing.singleton_penalty`, so a 1-rollout group is used only when
+      the budget forces it; n < lower is +inf; column 0 is ``w_q * skip_cost`` when
+      ``allow_skip`` (required then: the variance model cannot price skipping by itself).
 
     >>> variance_table("rloo", success_prob=[0.5], upper=4).round(4).tolist()
     [[inf, inf, 0.25, 0.125, 0.0833]]
     """
+    from .pricing import allocation_cost, no_signal_cost, singleton_penalty
+
     if lower < 0 or upper < lower:
         raise ValueError(f"need 0 <= lower <= upper, got lower={lower}, upper={upper}")
     check_choice("objective", objective, VARIANCE_OBJECTIVES)
@@ -239,17 +245,28 @@ def variance_table(
     w = _table_weights(objective, p, weights)
     if w.size == 0:
         raise ValueError("empty batch: no prompts")
-    table = np.full((w.size, upper + 1), np.inf)
-    first = max(lower, _FIRST_N[objective])
-    cols = np.arange(first, upper + 1)
+    if allow_skip and lower > 0 and skip_cost is None:
+        raise ValueError("allow_skip=True needs skip_cost for a variance objective")
+    price = None if not allow_skip else skip_cost
+    n = np.arange(upper + 1)
     if objective == "grpo":
-        if p is None:
+        if p is None and mixed is None:
             raise ValueError("objective='grpo' needs success_prob")
-        table[:, first:] = w[:, None] * grpo_variance(p[:, None], cols[None, :], score_var, eps)
+        if mixed is None:
+            mixed = mixed_probability(p[:, None], n[None, :])
+        unit = allocation_cost("grpo", n[None, :], skip_cost=price, mixed=mixed)
+        if eps > 0 and p is not None:  # informative part from the exact binomial sum
+            c0 = no_signal_cost("grpo", price)
+            informative = grpo_variance(p[:, None], np.maximum(n, 1)[None, :], 1.0, eps)
+            unit = np.where(n[None, :] >= 1, informative + c0 * (1.0 - np.asarray(mixed)), unit)
     else:
-        table[:, first:] = w[:, None] * (score_var * unit_variance(objective, cols))[None, :]
-    if allow_skip and lower > 0:
-        if skip_cost is None:
-            raise ValueError("allow_skip=True needs skip_cost for a variance objective")
-        table[:, 0] = w * float(skip_cost)
+        unit = allocation_cost(objective, n, skip_cost=price)[None, :]
+    with np.errstate(invalid="ignore"):
+        table = np.where(np.isinf(unit), np.inf, w[:, None] * score_var * unit)
+    table = np.broadcast_to(table, (w.size, upper + 1)).copy()
+    table[:, 1 : max(lower, 1)] = np.inf
+    if lower > 0 and not allow_skip:
+        table[:, 0] = np.inf
+    if lower <= 1 <= upper:
+        table[:, 1] += singleton_penalty(np.where(n[None, :] == 1, np.inf, table))
     return table

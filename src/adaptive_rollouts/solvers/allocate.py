@@ -1,8 +1,9 @@
-"""`allocate`: the exact integer minimiser of sum_q w_q f(n_q) for a named objective or a callable.
+"""`allocate`: the exact integer minimiser of sum_q w_q c_q(n_q) for a named objective or a callable.
 
-Steps: validate -> per-prompt cost rows -> (shared convex f without skipping) the smallest
-marginal costs, without a table -> otherwise an exact solve of a table truncated at a cap, proven
-exact for the counts above the cap (or the cap doubled until it is).
+Steps: validate -> `upper` lowered to the largest reachable count -> the built-in objectives go to
+`builtin` (memory and time independent of upper and the budget); a callable f: (shared convex f
+without skipping) the smallest marginal costs, without a table -> otherwise an exact solve of a
+table truncated at a cap, proven exact for the counts above the cap (or the cap doubled until it is).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..objectives.variance import grpo_variance, unit_variance
-from ..validation import check_bounds, check_choice, check_probabilities, check_weights
+from ..objectives.pricing import allocation_cost
+from ..validation import check_bounds, check_budget, check_choice, check_probabilities, check_weights
+from .builtin import solve_builtin
 from .shared import shared_convex
 from .table import solve_masked
 
@@ -27,20 +29,19 @@ _OBJECTIVES = ("rloo", "drgrpo", "grpo")
 
 
 def objective_function(objective: Objective) -> Callable[[np.ndarray], np.ndarray]:
-    """f(n) per unit weight: "rloo" 1/(n-1) (inf for n < 2: no leave-one-out baseline),
-    "drgrpo" (n-1)/n^2 (0 at n = 1: the advantage is identically 0), or a callable returned as is.
-    (Constant factors such as the score variance do not change the argmin; `objectives` has the
-    scaled formulas.) Values at n = 0 are never used by the built-ins.
+    """c(n) per unit weight for "rloo" (1/(n-1)) or "drgrpo" ((n-1)/n^2), with n = 1 priced as a
+    group without signal (`objectives.pricing`: 1 for RLOO, 1/4 for Dr. GRPO), or a callable
+    returned as is. (Constant factors such as the score variance do not change the argmin.)
 
-    >>> objective_function("rloo")(np.array([2, 3])).tolist()
-    [1.0, 0.5]
+    >>> objective_function("rloo")(np.array([1, 2, 3])).tolist()
+    [1.0, 1.0, 0.5]
     """
     if callable(objective):
         return objective
     check_choice("objective", objective, _OBJECTIVES)
     if objective == "grpo":
         raise ValueError("objective 'grpo' has a per-prompt f_q(n) (it depends on p_q): use allocate(success_prob=)")
-    return lambda n: unit_variance(objective, n)
+    return lambda n: allocation_cost(objective, np.maximum(n, 1))
 
 
 def _shared_values(f: Callable[[np.ndarray], np.ndarray], n: np.ndarray) -> np.ndarray:
@@ -61,25 +62,9 @@ def _shared_rows(f: Callable[[np.ndarray], np.ndarray], w: np.ndarray) -> Rows:
     return rows
 
 
-def _grpo_rows(success_prob: np.ndarray, w: np.ndarray) -> Rows:
-    def rows(n: np.ndarray) -> np.ndarray:
-        vals = w[:, None] * grpo_variance(success_prob[:, None], np.maximum(n, 1)[None, :])
-        return np.where(n[None, :] == 0, np.inf, vals)  # n = 0 is priced by skip_cost only
-
-    return rows
-
-
-def _skip_column(objective: Objective, w: np.ndarray, skip_cost: float | None) -> np.ndarray:
-    """Cost of n = 0 per prompt: w_q f(0) for a callable, w_q skip_cost for a built-in objective."""
-    if callable(objective):
-        val = float(np.asarray(objective(np.array([0])), dtype=float).reshape(-1)[0])
-    elif skip_cost is None:
-        raise ValueError(
-            f"skipping with objective={objective!r} needs skip_cost: the variance objectives cannot "
-            "price a skipped prompt (use a callable with f(0), or objectives.improvement_table with solve_table)"
-        )
-    else:
-        val = float(skip_cost)
+def _skip_column(objective: Callable, w: np.ndarray) -> np.ndarray:
+    """Cost of n = 0 per prompt for a callable: w_q f(0)."""
+    val = float(np.asarray(objective(np.array([0])), dtype=float).reshape(-1)[0])
     with np.errstate(invalid="ignore"):
         return np.where(w == 0, 0.0, w * val)
 
@@ -87,7 +72,8 @@ def _skip_column(objective: Objective, w: np.ndarray, skip_cost: float | None) -
 def _convex_shared(
     f: Callable[[np.ndarray], np.ndarray], w: np.ndarray, budget: int, lower: int, upper: int
 ) -> np.ndarray | None:
-    """The optimum for a shared f that is finite and convex on [lower, upper], else None."""
+    """The optimum for a shared f that is finite and convex on [lower, upper], else None (f is
+    evaluated on every count in range: a callable costs O(upper - lower))."""
     n = np.arange(lower, upper + 1)
     fn = _shared_values(f, n)
     bad = np.isnan(fn) | np.isneginf(fn)
@@ -113,24 +99,14 @@ def _first_cap(q: int, budget: int, lower: int, upper: int) -> int:
     return max(cap, -(-budget // q))
 
 
-def _truncation_exact(
-    rows: Rows, f: Callable | None, w: np.ndarray, cap: int, upper: int, t: float, phi: np.ndarray, slack: float
-) -> bool:
+def _truncation_exact(f: Callable, w: np.ndarray, cap: int, upper: int, t: float, phi: np.ndarray, slack: float) -> bool:
     """True if no count above `cap` can beat the solution found on columns [0, cap].
 
-    Every allocation costs D(t) + sum_q s_q(n_q) with s_q >= 0 on [0, cap]; if each row is convex
-    on [cap, upper] and its reduced cost c_q(n) - t n is already nondecreasing at cap, the least
-    slack above cap is s_q(cap + 1); if that is >= the found slack, nothing above cap helps."""
+    Every allocation costs D(t) + sum_q s_q(n_q) with s_q >= 0 on [0, cap]; if f is convex on
+    [cap, upper] and each row's reduced cost w_q f(n) - t n is already nondecreasing at cap, the
+    least slack above cap is s_q(cap + 1); if that is >= the found slack, nothing above cap helps."""
     n = np.arange(cap, upper + 1)
-    if f is None:  # per-prompt rows: check every count above cap directly, in column chunks
-        for lo in range(cap + 1, upper + 1, 512):
-            cols = np.arange(lo, min(lo + 512, upper + 1))
-            block = rows(cols)
-            scale = float(np.max(np.abs(block[np.isfinite(block)]), initial=1.0))
-            if np.any((block - t * cols[None, :]).min(axis=1) - phi < slack - 1e-12 * scale):
-                return False
-        return True
-    fn = np.asarray(f(n), dtype=float)  # shared f: convexity of the tail is a 1-D check
+    fn = np.asarray(f(n), dtype=float)  # a 1-D check of the callable's tail
     if not np.isfinite(fn).all():
         return False
     scale = float(np.max(np.abs(fn), initial=1.0)) * float(np.max(w, initial=1.0))
@@ -143,19 +119,13 @@ def _truncation_exact(
 
 
 def _solve_truncated(
-    rows: Rows,
-    f: Callable | None,
-    w: np.ndarray,
-    budget: int,
-    lower: int,
-    upper: int,
-    skip: np.ndarray | None,
+    rows: Rows, f: Callable, w: np.ndarray, budget: int, lower: int, upper: int, skip: np.ndarray | None
 ) -> np.ndarray:
     """Exact solve on columns [0, cap], doubling cap until the cut is proven exact."""
     q = w.size
     cap = _first_cap(q, budget, lower, upper)
     # a shared f that failed the convexity test gives non-convex rows (unless all weights are 0)
-    known_nonconvex = f is not None and skip is None and bool(np.any(w > 0))
+    known_nonconvex = skip is None and bool(np.any(w > 0))
     while True:
         c = np.full((q, cap + 1), np.inf)
         c[:, lower:] = rows(np.arange(lower, cap + 1))
@@ -164,13 +134,18 @@ def _solve_truncated(
         if np.isnan(c).any() or np.isneginf(c).any():
             raise ValueError("objective gave NaN or -inf costs for some (prompt, n)")
         counts, t, phi, slack = solve_masked(c, budget, try_convex=not known_nonconvex)
-        if cap == upper or _truncation_exact(rows, f, w, cap, upper, t, phi, slack):
+        if cap == upper or _truncation_exact(f, w, cap, upper, t, phi, slack):
             return counts.astype(np.int64)
         cap = min(upper, 2 * cap)
 
 
-def _default_upper(q: int, budget: int, lower: int, allow_skip: bool) -> int:
-    return max(int(budget) if allow_skip else int(budget) - (q - 1) * int(lower), int(lower))
+def _reachable_upper(q: int, budget: int, lower: int, upper: int | None, skipping: bool) -> int:
+    """`upper`, lowered to the most one prompt can get (every other prompt at `lower`, or skipped):
+    counts above it can never be used, so no table or search ever spans them."""
+    most = max(budget if skipping else budget - (q - 1) * lower, lower)
+    if upper is None:
+        return most
+    return upper if upper < lower else min(upper, most)  # upper < lower: check_bounds names it
 
 
 def allocate(
@@ -184,26 +159,28 @@ def allocate(
     allow_skip: bool = False,
     skip_cost: float | None = None,
 ) -> np.ndarray:
-    """Exact integer minimiser of ``sum_q w_q f(n_q)`` with ``sum n_q = budget``.
+    """Exact integer minimiser of ``sum_q w_q c_q(n_q)`` with ``sum n_q = budget``.
 
     ``lower <= n_q <= upper`` (or n_q = 0 with ``allow_skip``).
 
-    objective:
-      * ``"rloo"``: f(n) = 1/(n-1); ``w_q`` = reward variance (p(1-p) for binary rewards).
-      * ``"drgrpo"``: f(n) = (n-1)/n^2, ``w_q`` as for RLOO. Convex only for n >= 3; with
-        lower < 3 the exact general path is used.
-      * ``"grpo"``: per-prompt f_q(n) = (n-1)/n^2 (1 - p_q^n - (1-p_q)^n) (std-normalised
-        advantages, `objectives.grpo_variance`), needs ``success_prob``; the normalisation
-        cancels the reward variance, so ``w_q`` is a pure importance weight (pass ones).
-      * a callable f(n) -> values, vectorised over integer arrays (it is called on
-        ``np.arange(lower, upper + 1)``, and on 0 with ``allow_skip``).
+    objective (the built-in costs are those of `objectives.pricing`: the per-prompt gradient
+    variance, where a group that carries no gradient is priced as a skipped prompt and a
+    1-rollout group is used only when the budget is below two rollouts per prompt):
+      * ``"rloo"``: c(n) = 1/(n-1); ``w_q`` = reward variance (p(1-p) for binary rewards).
+      * ``"drgrpo"``: c(n) = (n-1)/n^2, ``w_q`` as for RLOO.
+      * ``"grpo"``: c_q(n) = (n-1)/n^2 P(mixed) + 1/4 (1 - P(mixed)), P(mixed) = 1 - p_q^n - (1-p_q)^n
+        (an all-equal group has no gradient under the std normalisation); needs ``success_prob``;
+        ``w_q`` is a pure importance weight (pass ones).
+      * a callable f(n) -> values, vectorised over integer arrays: c(n) = f(n) exactly as given
+        (it is called on ``np.arange(lower, upper + 1)``, and on 0 with ``allow_skip``).
 
-    upper: default ``budget - (Q-1) * lower`` (what one prompt can get when every other prompt
-    gets ``lower``), ``budget`` with ``allow_skip``.
+    upper: default (and at most) what one prompt can get when every other prompt gets ``lower``
+    (``budget`` with ``allow_skip``). Memory and time of the built-in objectives grow with Q, not
+    with ``upper`` or the budget (a budget of 10^9 over 4 prompts answers at once).
 
     allow_skip / skip_cost: a skipped prompt costs ``w_q f(0)`` for a callable and
-    ``w_q * skip_cost`` for the built-in variance objectives, where ``skip_cost`` is required
-    (the variance model cannot price a skipped prompt: docs/objectives.md, section 5).
+    ``w_q * skip_cost`` for the built-in objectives, where ``skip_cost`` is required (it is then
+    also the price of a group without signal).
 
     Raises `InfeasibleBudgetError` (a ValueError) when the budget cannot be met within the bounds.
     Returns int64 counts; ties go to the lower prompt index.
@@ -214,24 +191,38 @@ def allocate(
     """
     w = check_weights(weights)
     q = w.size
-    if upper is None:
-        upper = _default_upper(q, budget, lower, allow_skip)
-    budget, lower, upper = check_bounds(q, budget, lower, upper, allow_skip)
-    f: Callable[[np.ndarray], np.ndarray] | None = None
+    budget = check_budget(budget)
+    lower_int = int(check_budget(lower, "lower"))
+    if upper is not None:
+        upper = check_budget(upper, "upper")
+    skipping = allow_skip or lower_int == 0
+    upper = _reachable_upper(q, budget, lower_int, upper, allow_skip)
+    budget, lower, upper = check_bounds(q, budget, lower_int, upper, allow_skip)
+    if callable(objective):
+        return _allocate_callable(objective, w, budget, lower, upper, allow_skip)
+    check_choice("objective", objective, _OBJECTIVES)
+    if skipping and skip_cost is None:
+        raise ValueError(
+            f"skipping with objective={objective!r} needs skip_cost: the variance objectives cannot "
+            "price a skipped prompt (use a callable with f(0), or objectives.improvement_table with solve_table)"
+        )
+    p = None
     if objective == "grpo":
         if success_prob is None:
             raise ValueError("objective='grpo' needs success_prob (its variance depends on p)")
         p = check_probabilities(success_prob)
         if p.shape != w.shape:
             raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], got shape {p.shape}")
-        rows = _grpo_rows(p, w)
-    else:
-        f = objective_function(objective)
-        rows = _shared_rows(f, w)
-    # n = 0 is a skip: allowed with allow_skip, or by lower = 0 (priced like a skip for built-ins)
-    skipping = (allow_skip and lower > 0) or (lower == 0 and not callable(objective))
-    skip = _skip_column(objective, w, skip_cost) if skipping else None
-    if f is not None and skip is None:
+    return solve_builtin(objective, w, p, budget, lower, upper, skipping, skip_cost)
+
+
+def _allocate_callable(
+    f: Callable[[np.ndarray], np.ndarray], w: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool
+) -> np.ndarray:
+    rows = _shared_rows(f, w)
+    skipping = (allow_skip and lower > 0) or lower == 0
+    skip = _skip_column(f, w) if skipping and lower > 0 else None
+    if skip is None:
         counts = _convex_shared(f, w, budget, lower, upper)
         if counts is not None:
             return counts

@@ -3,7 +3,8 @@
 `allocate`'s fast path for a shared convex f: the marginal costs of prompt q are w_q g[k] with
 g = diff(f) nondecreasing, so the optimum takes the `take` smallest products over all (q, k).
 A bisection on the threshold (over the float's bit pattern, so it ends) counts each row's products
-below it with `np.searchsorted`, O(Q log K) per step.
+below it, O(Q log K) per step. ``g`` is an array, or - when K is too large to hold (a budget of
+10^9 over 4 prompts) - a function evaluating g at any indices: memory O(Q), never O(K).
 """
 
 from __future__ import annotations
@@ -25,55 +26,71 @@ def _key_float(k: int) -> float:
     return float(np.array(i, dtype=np.int64).view(np.float64))
 
 
-def _count_le(w: np.ndarray, g: np.ndarray, x: float) -> np.ndarray:
-    """Exact per-row count of k with w_q * g[k] <= x (rows nondecreasing since w >= 0)."""
-    k = g.size
+def _g_at(g, k: np.ndarray) -> np.ndarray:
+    return g[k] if isinstance(g, np.ndarray) else np.asarray(g(k), dtype=float)
+
+
+def _count_le(
+    w: np.ndarray, g, k: int, x: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None
+) -> np.ndarray:
+    """Exact per-row count of j < k with w_q * g[j] <= x (rows nondecreasing since w >= 0); the
+    answer is known to lie in [lo, hi] when given."""
     out = np.full(w.size, k if 0.0 <= x else 0, dtype=np.int64)  # w == 0: marginals are 0
     pos = w > 0
     if not pos.any():
         return out
     wp = w[pos]
-    y = x / wp
-    pad = np.abs(y) * 1e-12 + 1e-300
-    a = np.searchsorted(g, y - pad, side="left").astype(np.int64)
-    b = np.searchsorted(g, y + pad, side="right").astype(np.int64)
-    while True:  # binary search for the first k in [a, b) with w g[k] > x
+    if isinstance(g, np.ndarray):
+        y = x / wp
+        pad = np.abs(y) * 1e-12 + 1e-300
+        a = np.searchsorted(g, y - pad, side="left").astype(np.int64)
+        b = np.searchsorted(g, y + pad, side="right").astype(np.int64)
+    else:  # on demand: binary search between the bounds the caller already knows
+        a = np.zeros(wp.size, dtype=np.int64) if lo is None else lo[pos].copy()
+        b = np.full(wp.size, k, dtype=np.int64) if hi is None else hi[pos].copy()
+    while True:  # binary search for the first j in [a, b) with w g[j] > x
         live = a < b
         if not live.any():
             break
         mid = (a + b) // 2
-        ok = wp * g[np.minimum(mid, k - 1)] <= x
+        ok = wp * _g_at(g, np.minimum(mid, k - 1)) <= x
         a = np.where(live & ok, mid + 1, a)
         b = np.where(live & ~ok, mid, b)
     out[pos] = a
     return out
 
 
-def shared_convex(w: np.ndarray, g: np.ndarray, take: int) -> np.ndarray:
-    """Extra counts selecting the `take` smallest of {w_q g[k]} (g nondecreasing, w >= 0),
-    ties to the lower prompt index, without building the Q x K matrix."""
-    q, k = w.size, g.size
+def shared_convex(w: np.ndarray, g, take: int, k: int | None = None) -> np.ndarray:
+    """Extra counts selecting the `take` smallest of {w_q g[j]} (g nondecreasing, w >= 0),
+    ties to the lower prompt index, without building the Q x K matrix. ``g`` is an array of K
+    marginals, or a function of an index array with ``k`` = K given."""
+    q = w.size
+    k = g.size if isinstance(g, np.ndarray) else int(k)
     if take == 0:
         return np.zeros(q, dtype=np.int64)
-    if q * k <= 200_000:
+    if isinstance(g, np.ndarray) and q * k <= 200_000:
         return take_smallest(w[:, None] * g[None, :], take)[0]
-    row_min, row_max = w * g[0], w * g[-1]
+    g_first, g_last = _g_at(g, np.array([0]))[0], _g_at(g, np.array([k - 1]))[0]
+    row_min, row_max = w * g_first, w * g_last
     lo = _float_key(float(row_min.min())) - 1
     hi = _float_key(float(row_max.max()))
     c_lo = np.zeros(q, dtype=np.int64)
     c_hi = np.full(q, k, dtype=np.int64)
     while hi - lo > 1 and int((c_hi - c_lo).sum()) > 4 * q:
         mid = lo + (hi - lo) // 2
-        c_mid = _count_le(w, g, _key_float(mid))
+        c_mid = _count_le(w, g, k, _key_float(mid), c_lo, c_hi)
         if c_mid.sum() >= take:
             hi, c_hi = mid, c_mid
         else:
             lo, c_lo = mid, c_mid
-    # enumerate the remaining candidates (c_lo[q] <= k < c_hi[q]) and pick exactly
+    # enumerate the remaining candidates (c_lo[q] <= j < c_hi[q]) and pick exactly
     need = take - int(c_lo.sum())
     lens = c_hi - c_lo
+    if int(lens.sum()) > 4 * q:  # the keys met: every candidate equals the threshold, a tie
+        before = np.cumsum(lens) - lens  # lower prompt index first, then smaller j
+        return c_lo + np.clip(need - before, 0, lens)
     rows = np.repeat(np.arange(q), lens)
     ks = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(c_lo, lens)
-    vals = w[rows] * g[ks]
+    vals = w[rows] * _g_at(g, ks)
     order = np.lexsort((ks, rows, vals))[:need]
     return c_lo + np.bincount(rows[order], minlength=q)

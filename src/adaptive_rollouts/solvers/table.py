@@ -108,7 +108,9 @@ def solve_masked(c: np.ndarray, budget: int, try_convex: bool = True) -> tuple[n
         counts, thr = _solve_convex_table(c, start, stop, budget)
         phi, _, _ = lagrangian(c, thr)
         return counts, thr, phi, 0.0
-    return solve_general_table(c, budget)
+    # the threshold of the smallest marginal costs: the multiplier if the rows were convex, a hint
+    _, hint = _solve_convex_table(c, start, stop, budget)
+    return solve_general_table(c, budget, hint=hint)
 
 
 def solve_table(costs: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool = False) -> np.ndarray:
