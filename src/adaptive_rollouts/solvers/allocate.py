@@ -99,7 +99,9 @@ def _first_cap(q: int, budget: int, lower: int, upper: int) -> int:
     return max(cap, -(-budget // q))
 
 
-def _truncation_exact(f: Callable, w: np.ndarray, cap: int, upper: int, t: float, phi: np.ndarray, slack: float) -> bool:
+def _truncation_exact(
+    f: Callable, w: np.ndarray, cap: int, upper: int, t: float, phi: np.ndarray, slack: float
+) -> bool:
     """True if no count above `cap` can beat the solution found on columns [0, cap].
 
     Every allocation costs D(t) + sum_q s_q(n_q) with s_q >= 0 on [0, cap]; if f is convex on

@@ -133,9 +133,7 @@ def _prune(dev: np.ndarray, slack: np.ndarray, cand: np.ndarray, delta: int) -> 
     return out
 
 
-def _dp_candidates(
-    slack: np.ndarray, dev: np.ndarray, cand: np.ndarray, delta: int
-) -> tuple[np.ndarray | None, float]:
+def _dp_candidates(slack: np.ndarray, dev: np.ndarray, cand: np.ndarray, delta: int) -> tuple[np.ndarray | None, float]:
     """Minimise sum_q slack[q, j_q] over candidate columns with sum_q dev[q, j_q] = delta (each
     row's base column has dev 0 and slack 0). Returns (the chosen columns' deviations, total) or
     (None, inf)."""
