@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from .types import Prediction, Prompt
-from .validation import check_rewards
+from .validation import check_rewards_flat
 
 __all__ = ["step_metrics", "group_has_signal"]
 
@@ -55,12 +55,25 @@ def group_has_signal(rewards: np.ndarray, tol: float = 1e-8) -> bool:
     return rewards.size >= 2 and float(np.ptp(rewards)) > tol
 
 
-def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.ndarray]) -> np.ndarray:
+    """All rewards concatenated, after checking one finite 1-D group of counts[q] per prompt."""
     if counts.ndim != 1 or len(counts) != len(prompts):
         raise ValueError(f"counts must be 1-D with one entry per prompt ({len(prompts)}), got shape {counts.shape}")
     if np.any(counts < 0):
         raise ValueError(f"counts must be >= 0, got {counts[counts < 0].tolist()}")
-    return check_rewards(prompts, rewards, counts, unit_range=False)
+    return check_rewards_flat(prompts, rewards, counts, arrays=False, unit_range=False)[1]
+
+
+def _group_extremes(flat: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: min, max and sum of its rewards (NaN / 0 for an empty group)."""
+    used = counts > 0
+    starts = (np.cumsum(counts) - counts)[used]
+    low, high, total = np.full(counts.size, np.nan), np.full(counts.size, np.nan), np.zeros(counts.size)
+    if starts.size:
+        low[used] = np.minimum.reduceat(flat, starts)
+        high[used] = np.maximum.reduceat(flat, starts)
+        total[used] = np.add.reduceat(flat, starts)
+    return low, high, total
 
 
 def step_metrics(
@@ -70,22 +83,26 @@ def step_metrics(
     prediction: Prediction | None = None,
     wall_time_s: float | None = None,
     tol: float = 1e-8,
+    flat: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Metrics of one step; `counts[q]` must equal `len(rewards[q])` (the rollouts actually spent)."""
+    """Metrics of one step; `counts[q]` must equal `len(rewards[q])` (the rollouts actually spent).
+    Vectorised over the concatenated rewards (``flat``: that concatenation, when the caller
+    already has it and has checked it)."""
     counts = np.asarray(counts)
     if counts.dtype.kind not in "iu":
         if counts.size and not np.all(counts == np.round(counts)):
             raise ValueError(f"counts must be integers, got {counts.tolist()}")
         counts = counts.astype(np.int64)
-    groups = _check(prompts, counts, rewards)
+    flat = _check(prompts, counts, rewards) if flat is None else flat
     spent = int(counts.sum())
     used = counts > 0
-    signal = np.array([group_has_signal(r, tol) for r in groups], dtype=bool)
+    low, high, total = _group_extremes(flat, counts)
+    with np.errstate(invalid="ignore"):
+        signal = (counts >= 2) & (high - low > tol)
+        solve_all = used & (low >= 1.0 - tol)
+        solve_none = used & (high <= tol)
     all_equal = used & ~signal
-    solve_all = sum(1 for r in groups if r.size and np.all(r >= 1.0 - tol))
-    solve_none = sum(1 for r in groups if r.size and np.all(r <= tol))
     values, freq = np.unique(counts, return_counts=True)
-    flat = np.concatenate(groups) if spent else np.zeros(0)
     out: dict[str, Any] = {
         "num_prompts": len(prompts),
         "rollouts": spent,
@@ -95,8 +112,8 @@ def step_metrics(
         "signal_groups": int(signal.sum()),
         "effective_rollouts": int(counts[signal].sum()),
         "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
-        "solve_all": int(solve_all),
-        "solve_none": int(solve_none),
+        "solve_all": int(solve_all.sum()),
+        "solve_none": int(solve_none.sum()),
         "mean_reward": float(flat.mean()) if spent else float("nan"),
         "count_min": int(counts[used].min()) if used.any() else 0,
         "count_max": int(counts[used].max()) if used.any() else 0,
@@ -117,6 +134,6 @@ def step_metrics(
             out["predicted_success"] = float(per_rollout.mean())
             out["observed_success"] = float(flat.mean())
             out["brier"] = float(np.mean((per_rollout - flat) ** 2))
-            group_means = np.array([r.mean() for r, u in zip(groups, used) if u])
+            group_means = total[used] / counts[used]
             out["brier_group"] = float(np.mean((mean[used] - group_means) ** 2))
     return out

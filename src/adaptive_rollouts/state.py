@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from .validation import check_choice
 from .atomic import atomic_write
+from .validation import check_choice
 
 __all__ = [
     "save_state",

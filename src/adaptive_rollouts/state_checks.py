@@ -23,16 +23,14 @@ from typing import Any
 import numpy as np
 
 from .state import check_savable_keys, describe
+from .validation import check_real
 
 __all__ = ["StateReader", "restore_on_error", "real_number"]
 
 
 def real_number(name: str, value: Any) -> float:
-    """`value` as a float if it is a real number (int or float, numpy included; not bool, str or
-    complex), else a ValueError naming `name`."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    return float(value)
+    """`validation.check_real` with the name first (the constructors' argument order)."""
+    return check_real(value, name)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,11 @@ __all__ = [
     "check_choice",
     "check_probabilities",
     "check_prompts",
+    "check_real",
+    "check_real_array",
     "check_rewards",
+    "check_rewards_flat",
+    "group_sums",
     "check_weights",
     "names",
 ]
@@ -66,39 +70,74 @@ def check_prompts(
 ) -> list:
     """`prompts` as a list of hashable keys: not a single string, non-empty and without
     duplicates unless told otherwise (a prediction may ask about the same prompt twice; one
-    step's batch may not hold it twice)."""
+    step's batch may not hold it twice). Linear time: one set of the keys (duplicates are then
+    named in a second linear pass, only when there are some)."""
     if isinstance(prompts, (str, bytes)):
         raise ValueError(f"{argname} must be a sequence of prompts, got a single string {prompts!r}")
+    if type(prompts) is not list:
+        try:
+            prompts = list(prompts)
+        except TypeError:
+            raise ValueError(f"{argname} must be a sequence of prompts, got {type(prompts).__name__}") from None
     try:
-        prompts = list(prompts)
+        distinct_count = len(set(prompts))
     except TypeError:
-        raise ValueError(f"{argname} must be a sequence of prompts, got {type(prompts).__name__}") from None
-    unhashable = [p for p in prompts if not isinstance(p, Hashable)]
-    if unhashable:
-        raise ValueError(f"{argname} must be hashable keys, got {names(unhashable)}")
+        unhashable = [p for p in prompts if not isinstance(p, Hashable)]
+        raise ValueError(f"{argname} must be hashable keys, got {names(unhashable)}") from None
     if nonempty and not prompts:
         raise ValueError(f"{argname} is empty: need at least one prompt")
-    if distinct and len(set(prompts)) != len(prompts):
+    if distinct and distinct_count != len(prompts):
         seen: set = set()
-        dupes: list = []
+        dupes: dict = {}  # insertion-ordered, O(1) membership: linear overall
         for p in prompts:
-            if p in seen and p not in dupes:
-                dupes.append(p)
+            if p in seen:
+                dupes[p] = None
             seen.add(p)
         raise ValueError(f"{argname} has duplicates {names(dupes)}: a prompt may appear once per batch")
     return prompts
 
 
-def check_rewards(
+_REWARD_KINDS = "fiub"  # float, int, unsigned, bool (a success indicator): numbers, never str or complex
+
+
+def _check_one_reward(prompt: Hashable, r: Any, expected: int | None, source: str, unit_range: bool) -> np.ndarray:
+    """One prompt's rewards, checked on their own (the slow path, which also names the problem)."""
+    where = f"for prompt {prompt!r}"
+    if r is None:
+        raise ValueError(f"{source}: got None {where}, expected a 1-D array of rewards")
+    arr = np.asarray(r) if not isinstance(r, np.ndarray) else r
+    if arr.dtype.kind == "O":  # a list holding None or other objects: numbers only
+        if not all(isinstance(x, (int, float, np.integer, np.floating)) for x in arr.ravel()):
+            raise ValueError(f"{source} are not numeric {where}: {r!r}")
+        arr = arr.astype(np.float64)
+    if arr.dtype.kind not in _REWARD_KINDS:
+        raise ValueError(f"{source} must be real numbers {where}, got dtype {arr.dtype}: {r!r}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.ndim != 1:
+        raise ValueError(f"{source} must be 1-D arrays; got shape {arr.shape} {where}")
+    if expected is not None and arr.size != expected:
+        raise ValueError(f"{source} {where} has {arr.size} rewards, expected {expected}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{source} contain NaN/inf {where}: {arr.tolist()}")
+    if unit_range and np.any((arr < 0.0) | (arr > 1.0)):
+        raise ValueError(
+            f"{source} lie outside [0, 1] (rewards are binary or graded in [0, 1]) {where}: {arr.tolist()}"
+        )
+    return arr
+
+
+def check_rewards_flat(
     prompts: Sequence[Hashable],
     rewards: Any,
     expected: Sequence[int] | np.ndarray | None = None,
     source: str = "rewards",
+    arrays: bool = True,
     unit_range: bool = True,
-) -> list[np.ndarray]:
-    """One finite 1-D float array per prompt with values in [0, 1] (binary or graded; any finite
-    value when not ``unit_range``: a trainer's raw rewards), of length ``expected[i]`` when given.
-    ``source`` names where the rewards came from in the errors."""
+) -> tuple[list[np.ndarray] | None, np.ndarray, np.ndarray]:
+    """`check_rewards`, also returning all rewards concatenated and the group sizes (the list of
+    arrays is None with ``arrays=False``). Vectorised: one concatenation and whole-array tests (the
+    per-prompt path runs only to name a problem)."""
+    want_arrays = arrays
     if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
         rewards = list(rewards)
     try:
@@ -110,27 +149,107 @@ def check_rewards(
             f"{source} has {count} entries but prompts has {len(prompts)}: need one reward array for each "
             f"of the {len(prompts)} prompts, got {count} reward arrays"
         )
-    out = []
-    for i, r in enumerate(rewards):
-        where = f"for prompt {prompts[i]!r}"
-        if r is None:
-            raise ValueError(f"{source}: got None {where}, expected a 1-D array of rewards")
-        try:
-            arr = np.asarray(r, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{source} are not numeric {where}: {r!r}") from None
-        if arr.ndim != 1:
-            raise ValueError(f"{source} must be 1-D arrays; got shape {arr.shape} {where}")
-        if expected is not None and arr.size != expected[i]:
-            raise ValueError(f"{source} {where} has {arr.size} rewards, expected {expected[i]}")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{source} contain NaN/inf {where}: {arr.tolist()}")
-        if unit_range and np.any((arr < 0.0) | (arr > 1.0)):
-            raise ValueError(
-                f"{source} lie outside [0, 1] (rewards are binary or graded in [0, 1]) {where}: {arr.tolist()}"
-            )
-        out.append(arr)
+    arrays = rewards if type(rewards) is list else list(rewards)  # (the flag's name is reused)
+    want = None if expected is None else np.asarray(expected, dtype=np.int64)
+    try:
+        flat = np.concatenate(arrays) if count else np.zeros(0)
+        sizes = np.fromiter(map(len, arrays), dtype=np.int64, count=count)
+        fast = flat.ndim == 1 and flat.dtype.kind in _REWARD_KINDS and int(sizes.sum()) == flat.size
+    except (TypeError, ValueError):
+        fast = False
+    if fast:
+        flat = flat.astype(np.float64, copy=False)
+        if unit_range:  # (NaN fails the range test)
+            in_range = bool(np.all((flat >= 0.0) & (flat <= 1.0)))
+        else:
+            in_range = bool(np.all(np.isfinite(flat)))
+        ok = (want is None or np.array_equal(sizes, want)) and in_range
+        if ok:
+            if not want_arrays:
+                return None, flat, sizes
+            f64 = np.dtype(np.float64)
+            out = [r if type(r) is np.ndarray and r.dtype is f64 else np.asarray(r, dtype=np.float64) for r in arrays]
+            return out, flat, sizes
+    # name the first problem
+    out = [
+        _check_one_reward(prompts[i], r, None if want is None else int(want[i]), source) for i, r in enumerate(arrays)
+    ]
+    sizes = np.fromiter((a.size for a in out), dtype=np.int64, count=count)
+    return out, (np.concatenate(out) if count else np.zeros(0)), sizes
+
+
+def check_rewards(
+    prompts: Sequence[Hashable],
+    rewards: Any,
+    expected: Sequence[int] | np.ndarray | None = None,
+    source: str = "rewards",
+    unit_range: bool = True,
+) -> list[np.ndarray]:
+    """One finite 1-D float array per prompt with values in [0, 1] (binary or graded; any finite
+    value when not ``unit_range``: a trainer's raw rewards; bool and integer arrays are read as
+    numbers, strings and complex numbers are refused), of length ``expected[i]`` when given.
+    ``source`` names where the rewards came from in the errors."""
+    out = check_rewards_flat(prompts, rewards, expected, source, unit_range=unit_range)[0]
+    assert out is not None
     return out
+
+
+def group_sums(flat: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Sum of each group of a concatenation (``sizes`` long each; empty groups sum to 0).
+
+    >>> group_sums(np.array([1.0, 0.0, 1.0, 0.5]), np.array([2, 0, 2])).tolist()
+    [1.0, 0.0, 1.5]
+    """
+    out = np.zeros(sizes.size)
+    used = sizes > 0
+    if used.any():
+        out[used] = np.add.reduceat(flat, (np.cumsum(sizes) - sizes)[used])
+    return out
+
+
+def check_real(value: Any, name: str) -> float:
+    """`value` as a float if it is a real number (int or float, numpy ones included; not bool, str
+    or complex), else a ValueError naming `name`.
+
+    >>> check_real(True, "discount")
+    Traceback (most recent call last):
+    ...
+    ValueError: discount must be a real number, got bool True
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def check_real_array(values: Any, name: str) -> np.ndarray:
+    """`values` as a float array if every entry is a real number: an int or float array, or a
+    sequence of ints and floats - never bool, str, None or complex (numpy would silently turn
+    ``True`` into 1.0, ``"0.2"`` into 0.2 and drop an imaginary part)."""
+    if isinstance(values, np.ndarray):
+        arr = values
+    else:
+        if values is None or isinstance(values, (str, bytes)):
+            raise ValueError(f"{name} must be an array of real numbers, got {type(values).__name__} {values!r}")
+        try:
+            arr = np.asarray(values)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an array of real numbers, got {values!r}") from None
+        if arr.dtype.kind in "fiu" and isinstance(values, (list, tuple)):
+            if any(isinstance(x, (bool, np.bool_)) for x in values):  # [0.2, True] became [0.2, 1.0]
+                arr = np.asarray(values, dtype=object)
+    if arr.dtype.kind == "O":
+        bad = [
+            (i, x)
+            for i, x in enumerate(arr.ravel().tolist())
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating))
+        ]
+        if bad:
+            i, x = bad[0]
+            raise ValueError(f"{name} must be real numbers; entry {i} is {type(x).__name__} {x!r}")
+        arr = arr.astype(np.float64)
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be real numbers, got dtype {arr.dtype} ({values!r:.80})")
+    return arr.astype(np.float64, copy=False)
 
 
 def check_budget(budget: Any, name: str = "budget") -> int:
@@ -139,19 +258,19 @@ def check_budget(budget: Any, name: str = "budget") -> int:
         if isinstance(budget, (float, np.floating)) and float(budget).is_integer():
             budget = int(budget)
         else:
-            raise ValueError(f"{name} must be an integer, got {budget!r}")
+            raise ValueError(f"{name} must be an integer, got {type(budget).__name__} {budget!r}")
     if budget < 0:
         raise ValueError(f"{name} must be >= 0, got {budget}")
     return int(budget)
 
 
 def _integer(name: str, value: Any) -> int:
-    try:
-        integral = not isinstance(value, (bool, np.bool_)) and float(value).is_integer()
-    except (TypeError, ValueError):
-        integral = False
+    """An int, or an integral float; not bool, str or anything else."""
+    integral = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if not integral and isinstance(value, (float, np.floating)):
+        integral = float(value).is_integer()
     if not integral:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
 
 
@@ -175,11 +294,8 @@ def check_bounds(q: int, budget: Any, lower: Any, upper: Any, allow_skip: bool) 
 
 
 def check_weights(weights: Any, name: str = "weights") -> np.ndarray:
-    """A non-empty 1-D array of finite values >= 0."""
-    try:
-        w = np.asarray(weights, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be numbers, got {weights!r}") from None
+    """A non-empty 1-D array of finite real values >= 0 (`check_real_array`)."""
+    w = check_real_array(weights, name)
     if w.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {w.shape}")
     if w.size == 0:
@@ -192,11 +308,8 @@ def check_weights(weights: Any, name: str = "weights") -> np.ndarray:
 
 
 def check_probabilities(values: Any, name: str = "success_prob") -> np.ndarray:
-    """A float array of probabilities in [0, 1] (any shape)."""
-    try:
-        p = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be probabilities in [0, 1], got {values!r}") from None
+    """A float array of probabilities in [0, 1] (any shape; real numbers only, `check_real_array`)."""
+    p = check_real_array(values, name)
     bad = ~np.isfinite(p) | (p < 0) | (p > 1)
     if bad.any():
         raise ValueError(f"{name} must lie in [0, 1], got {p[bad][:5].tolist()}")

@@ -25,7 +25,7 @@ from ..metrics import step_metrics
 from ..state import check_savable_keys, describe
 from ..state_checks import restore_on_error
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
-from ..validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards
+from ..validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards_flat
 
 __all__ = [
     "BaseAllocator",
@@ -53,16 +53,17 @@ class RolloutCollector:
     """
 
     def __init__(self, prompts: Sequence[Prompt], sample: SampleFn):
-        self.prompts = list(prompts)
+        self.prompts = prompts if type(prompts) is list else list(prompts)
         self.sample = sample
         self.counts = np.zeros(len(self.prompts), dtype=np.int64)
         self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
         self._partial = bool(getattr(sample, "may_leave_unscored", False))
-        self._groups: list[list[np.ndarray]] = [[] for _ in self.prompts]
+        self._draws: list[tuple[np.ndarray, list[np.ndarray], np.ndarray]] = []
         self.sample_time_s = 0.0
 
     def draw(self, increments: np.ndarray) -> None:
-        """Sample increments[q] more rollouts for every prompt q with increments[q] > 0."""
+        """Sample increments[q] more rollouts for every prompt q with increments[q] > 0 (checked with
+        one concatenation per answer, `validation.check_rewards_flat`)."""
         increments = np.asarray(increments, dtype=np.int64)
         if np.any(increments < 0):
             raise RuntimeError(f"internal error: negative increments {increments[increments < 0].tolist()}")
@@ -72,16 +73,21 @@ class RolloutCollector:
         start = time.perf_counter()
         answer = self.sample(indices, increments[indices])
         self.sample_time_s += time.perf_counter() - start
-        sub_prompts = [self.prompts[i] for i in indices]
+        everyone = indices.size == len(self.prompts)
+        sub_prompts = self.prompts if everyone else [self.prompts[i] for i in indices.tolist()]
         asked = increments[indices]
-        groups = check_rewards(sub_prompts, answer, None if self._partial else asked, source="sample(...)")
-        for p, g, n in zip(sub_prompts, groups, asked):
-            if g.size > n:
-                raise ValueError(f"sample(...) for prompt {p!r} has {g.size} rewards, expected at most {n}")
-        for i, g, n in zip(indices, groups, asked):
-            self._groups[i].append(g)
-            self.counts[i] += n
-            self.unscored[i] += n - g.size
+        expected = None if self._partial else asked
+        groups, flat, sizes = check_rewards_flat(sub_prompts, answer, expected, source="sample(...)")
+        over = np.flatnonzero(sizes > asked)
+        if over.size:
+            i = int(over[0])
+            raise ValueError(
+                f"sample(...) for prompt {sub_prompts[i]!r} has {sizes[i]} rewards, expected at most {asked[i]}"
+            )
+        assert groups is not None
+        self._draws.append((indices, groups, flat))
+        self.counts[indices] += asked
+        self.unscored[indices] += asked - sizes
 
     @property
     def scored(self) -> np.ndarray:
@@ -89,7 +95,20 @@ class RolloutCollector:
         return self.counts - self.unscored
 
     def rewards(self) -> Rewards:
-        return [np.concatenate(g) if g else np.zeros(0) for g in self._groups]
+        q = len(self.prompts)
+        if len(self._draws) == 1 and self._draws[0][0].size == q:
+            return list(self._draws[0][1])  # one draw for every prompt: the checked arrays as they are
+        parts: list[list[np.ndarray]] = [[] for _ in range(q)]
+        for indices, groups, _ in self._draws:
+            for i, g in zip(indices.tolist(), groups):
+                parts[i].append(g)
+        return [np.concatenate(g) if len(g) > 1 else g[0] if g else np.zeros(0) for g in parts]
+
+    def flat(self) -> np.ndarray | None:
+        """All rewards in prompt order, when that is how they were drawn (one draw for everyone)."""
+        if len(self._draws) == 1 and self._draws[0][0].size == len(self.prompts):
+            return self._draws[0][2]
+        return None
 
     def reward_variance(self) -> np.ndarray:
         """Population variance of each prompt's rewards so far (0 for fewer than 2)."""
@@ -290,24 +309,30 @@ class SingleShotAllocator(BaseAllocator):
         """Learn from this step's rewards; also sets `last_metrics` (counts = len of each array)."""
         start = time.perf_counter()
         prompts = check_prompts(prompts)
-        rewards = check_rewards(prompts, rewards)
+        checked, flat, _ = check_rewards_flat(prompts, rewards)
+        assert checked is not None
         self._check_storable(prompts)
+        self._observe_checked(prompts, checked, flat, start)
+
+    def _observe_checked(self, prompts: list, rewards: list[np.ndarray], flat: np.ndarray | None, start: float) -> None:
+        """`observe` on input already checked (by `observe`, or by the collector inside `run`)."""
         self._observe(prompts, rewards)
-        counts = np.array([r.size for r in rewards], dtype=np.int64)
+        counts = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
         prediction, plan_time = None, 0.0
         last = getattr(self, "_last_plan", None)
-        if last is not None and last[0] == prompts:
+        if last is not None and (last[0] is prompts or last[0] == prompts):
             prediction, plan_time = getattr(self, "_last_prediction", None), last[2]
         wall = plan_time + time.perf_counter() - start
-        self.last_metrics = step_metrics(prompts, counts, rewards, prediction, wall)
+        self.last_metrics = step_metrics(prompts, counts, rewards, prediction, wall, flat=flat)
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         counts = self.plan(prompts, budget)
         prompts = self._last_plan[0]
         collector = RolloutCollector(prompts, sample)
         collector.draw(counts)
+        start = time.perf_counter()
         rewards = collector.rewards()
-        self.observe(prompts, rewards)
+        self._observe_checked(prompts, rewards, collector.flat(), start)  # checked by the collector
         return rewards
 
     def _plan(self, prompts: list, budget: int) -> np.ndarray:

@@ -82,7 +82,11 @@ class PredictiveAllocator(SingleShotAllocator):
         return prediction
 
     def _observe(self, prompts: list, rewards: list[np.ndarray]) -> None:
-        seen = [i for i, r in enumerate(rewards) if r.size]
+        sizes = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
+        if sizes.all():  # every prompt rolled out (the usual case): no copies
+            self.predictor.update(prompts, rewards)
+            return
+        seen = np.flatnonzero(sizes).tolist()
         if seen:
             self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
 

@@ -70,12 +70,15 @@ def shared_convex(w: np.ndarray, g, take: int, k: int | None = None) -> np.ndarr
         return np.zeros(q, dtype=np.int64)
     if isinstance(g, np.ndarray) and q * k <= 200_000:
         return take_smallest(w[:, None] * g[None, :], take)[0]
-    g_first, g_last = _g_at(g, np.array([0]))[0], _g_at(g, np.array([k - 1]))[0]
-    row_min, row_max = w * g_first, w * g_last
-    lo = _float_key(float(row_min.min())) - 1
-    hi = _float_key(float(row_max.max()))
+    g_first = _g_at(g, np.array([0]))[0]
+    lo = _float_key(float((w * g_first).min())) - 1
     c_lo = np.zeros(q, dtype=np.int64)
-    c_hi = np.full(q, k, dtype=np.int64)
+    # the threshold is at most the largest marginal at the even split (every prompt taking
+    # take // Q + 1 of them is already enough): it brackets the counts from the start
+    even = min(k - 1, take // q)
+    top = float((w * _g_at(g, np.array([even]))[0]).max())
+    hi = _float_key(top)
+    c_hi = _count_le(w, g, k, _key_float(hi))
     while hi - lo > 1 and int((c_hi - c_lo).sum()) > 4 * q:
         mid = lo + (hi - lo) // 2
         c_mid = _count_le(w, g, k, _key_float(mid), c_lo, c_hi)
