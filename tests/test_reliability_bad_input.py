@@ -88,12 +88,17 @@ ALLOCATOR_CASES = [
     ("duplicate-prompts", _run(prompts=lambda p: [p[0], p[1], p[0], p[2]]), ValueError, "duplicates.*'q"),
     ("infeasible-budget", _run(budget=_infeasible), ValueError, "budget"),
     ("non-integer-budget", _run(budget=lambda a, b: b + 0.5), ValueError, "budget"),
+    ("string-budget", _run(budget=lambda a, b: str(b)), ValueError, "budget must be an integer, got str"),
+    ("none-budget", _run(budget=lambda a, b: None), ValueError, "budget must be an integer, got NoneType"),
+    ("string-rewards", _run(_sample_returning(lambda c: np.array(["1"] * c))), ValueError, "real numbers"),
+    ("complex-rewards", _run(_sample_returning(lambda c: np.ones(c) * (1 + 1j))), ValueError, "real numbers"),
 ]
 SINGLE_SHOT_CASES = [
     ("observe-nan", _observe(lambda n: [np.array([np.nan, 1.0])] * n), ValueError, "NaN"),
     ("observe-none", _observe(lambda n: [None] * n), ValueError, "None"),
     ("observe-out-of-range", _observe(lambda n: [np.array([0.0, 2.0])] * n), ValueError, r"outside \[0, 1\]"),
     ("observe-length-mismatch", _observe(lambda n: [np.ones(2)] * (n + 1)), ValueError, "reward arrays"),
+    ("observe-string-rewards", _observe(lambda n: [["1", "0"]] * n), ValueError, "real numbers"),
     ("observe-empty", _observe(lambda n: [], prompts=lambda p: []), ValueError, "prompts is empty"),
 ]
 UNKNOWN_PROMPT_CASE = (
@@ -185,6 +190,11 @@ PREDICTOR_CASES = [
     ("rewards-count-mismatch", lambda m: m.update(POOL[:3], GOOD[:2]), ValueError, "rewards has 2 entries"),
     ("two-d-rewards", lambda m: m.update(POOL[:3], [np.ones((2, 2))] + GOOD[1:]), ValueError, "1-D.*q0"),
     ("single-string-prompts", lambda m: m.predict("q0"), ValueError, "single string"),
+    ("string-rewards", lambda m: m.update(POOL[:3], [np.array(["1", "0"])] + GOOD[1:]), ValueError, "real numbers"),
+]
+# predictors keyed by prompt (no features): a prompt a checkpoint cannot hold is refused when first seen
+KEYED_CASES = [
+    ("unsaveable-prompt", lambda m: m.update(["q0", b"bytes"], GOOD[:2]), ValueError, "checkpoint can hold.*bytes"),
 ]
 FEATURE_CASES = [
     ("unknown-prompt-update", lambda m: m.update(["q0", "never-seen"], GOOD[:2]), KeyError, "never-seen"),
@@ -201,7 +211,7 @@ FEATURE_CASES = [
 def predictor_rows():
     rows = []
     for name in PREDICTORS:
-        cases = PREDICTOR_CASES + (FEATURE_CASES if name in ("gp", "paper-gp", "ridge") else [])
+        cases = PREDICTOR_CASES + (FEATURE_CASES if name in ("gp", "paper-gp", "ridge") else KEYED_CASES)
         rows += [pytest.param(name, *case[1:], id=f"{name}-{case[0]}") for case in cases]
     return rows
 
@@ -251,6 +261,18 @@ SOLVER_CASES = [
     ("allocate-budget-too-small", lambda: allocate(W, 5, lower=2, upper=8), "budget=5 is infeasible"),
     ("allocate-budget-too-large", lambda: allocate(W, 30, lower=2, upper=8), "budget=30 is infeasible"),
     ("allocate-fractional-budget", lambda: allocate(W, 9.5), "budget must be an integer"),
+    ("allocate-string-budget", lambda: allocate(W, "9"), "budget must be an integer, got str"),
+    ("allocate-none-budget", lambda: allocate(W, None), "budget must be an integer, got NoneType"),
+    ("allocate-bool-weight", lambda: allocate([0.2, True, 0.3], 9), "weights must be real numbers; entry 1 is bool"),
+    ("allocate-string-weight", lambda: allocate([0.2, "0.2", 0.3], 9), "weights must be real numbers"),
+    ("allocate-complex-weights", lambda: allocate(np.array([0.2 + 1j, 0.1, 0.3]), 9), "weights must be real"),
+    ("allocate-string-lower", lambda: allocate(W, 9, lower="2"), "lower must be an integer"),
+    ("allocate-bool-upper", lambda: allocate(W, 9, upper=True), "upper must be an integer"),
+    (
+        "allocate-grpo-bool-success-prob",
+        lambda: allocate(W, 9, objective="grpo", success_prob=[0.2, True, 0.1]),
+        "success_prob must be real numbers",
+    ),
     ("allocate-2d-weights", lambda: allocate(np.ones((2, 2)), 8), "weights must be 1-D"),
     (
         "allocate-grpo-bad-success-prob",
@@ -483,3 +505,31 @@ def test_cli_bad_input(argv, match, capsys):
     assert status == 2
     assert "Traceback" not in err
     assert re.search(match, err), err
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: __import__("adaptive_rollouts.predictors").predictors.DiscountedBeta(discount="0.5"), "discount"),
+        (lambda: __import__("adaptive_rollouts.predictors").predictors.WindowedMean(window=2.0), "window"),
+        (lambda: __import__("adaptive_rollouts.predictors").predictors.CumulativeMean(prior_mean=True), "prior_mean"),
+        (lambda: make_allocator("greso", p_easy="0.5"), "p_easy"),
+    ],
+    ids=["beta-string-discount", "windowed-float-window", "cumulative-bool-prior", "greso-string-p"],
+)
+def test_constructors_take_real_numbers_only(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_duplicate_detection_is_linear():
+    """Before: naming the duplicates was quadratic (40,000 prompts with duplicates: 6 s)."""
+    import time
+
+    from adaptive_rollouts.validation import check_prompts
+
+    prompts = [f"p{i % 100_000}" for i in range(200_000)]  # 100,000 duplicates
+    start = time.process_time()
+    with pytest.raises(ValueError, match="duplicates 'p0', 'p1'.* and 99995 more"):
+        check_prompts(prompts)
+    assert time.process_time() - start < 2.0  # quadratic: minutes
