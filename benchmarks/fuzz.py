@@ -1,10 +1,13 @@
-"""Soak target for the invariant fuzzing: the properties of tests/test_reliability_fuzz.py run for
-many cases (default 100,000) instead of CI's few hundred.
+"""Soak target for the invariant fuzzing: the properties of tests/test_reliability_fuzz.py and
+tests/test_reliability_fuzz_io.py run for many cases (default 100,000) instead of CI's few hundred.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fuzz.py --cases 100000
 
-Cases are split 30% `solve_table` (against a brute-force DP), 20% `allocate`, 50% allocators (equal
-shares over the registry and a few non-default configurations: skipping, caps, group sizes).
+Cases are split 25% `solve_table` (against a brute-force DP), 15% `allocate` (against the DP on the
+priced cost table; lower 1 to 3, with and without skipping), 10% outside input (the checkpoint
+loader on truncated, flipped and random files; `load_state_dict` on perturbed states; the embedding
+cache with a damaged chunk; the `allocate` command line with random arguments), 50% allocators
+(equal shares over the registry and a few non-default configurations: skipping, caps, group sizes).
 Prints executed cases, violations (the first failing case of each target, shrunk by hypothesis)
 and the rate; exit status 1 on any violation.
 """
@@ -25,13 +28,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from conftest import REGISTRY, VARIANTS  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from test_reliability_fuzz import (
+from test_reliability_fuzz import (  # noqa: E402
     allocate_problems,
     allocator_cases,
-    check_allocate_problem,  # noqa: E402
+    check_allocate_problem,
     check_allocator_case,
     check_table_problem,
     table_problems,
+)
+from test_reliability_fuzz_io import (  # noqa: E402
+    cache_cases,
+    check_cache_case,
+    check_cli_case,
+    check_loader_case,
+    check_state_dict_case,
+    cli_cases,
+    loader_cases,
+    state_dict_cases,
 )
 
 
@@ -77,8 +90,12 @@ def main() -> int:
     names = REGISTRY + sorted(VARIANTS)
     per_alloc = max(1, args.cases // 2 // len(names))
     targets = [
-        ("solve_table", table_problems(), check_table_problem, max(1, args.cases * 3 // 10)),
-        ("allocate", allocate_problems(), check_allocate_problem, max(1, args.cases // 5)),
+        ("solve_table", table_problems(), check_table_problem, max(1, args.cases // 4)),
+        ("allocate", allocate_problems(), check_allocate_problem, max(1, args.cases * 3 // 20)),
+        ("load_state", loader_cases(), check_loader_case, max(1, args.cases * 3 // 100)),
+        ("load_state_dict", state_dict_cases(), check_state_dict_case, max(1, args.cases * 3 // 100)),
+        ("embedding_cache", cache_cases(), check_cache_case, max(1, args.cases // 100)),
+        ("cli", cli_cases(), check_cli_case, max(1, args.cases * 3 // 100)),
     ]
     targets += [
         (f"allocator:{name}", allocator_cases(names=(name,)), check_allocator_case, per_alloc) for name in names

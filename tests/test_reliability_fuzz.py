@@ -98,31 +98,38 @@ def check_table_problem(problem) -> None:
 def allocate_problems(draw):
     q = draw(st.integers(1, 6))
     objective = draw(st.sampled_from(["rloo", "drgrpo", "grpo"]))
-    lower = draw(st.integers(2, 3))
-    upper = draw(st.integers(lower, lower + 8))
+    lower = draw(st.integers(1, 3))  # lower = 1: 1-rollout groups only when the budget forces them
+    upper = draw(st.integers(max(lower, 2), lower + 8))
+    skip = draw(st.booleans())
     weights = np.array(draw(st.lists(st.one_of(st.just(0.0), st.floats(0.0, 0.25)), min_size=q, max_size=q)))
     success = np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=q, max_size=q)))
-    budget = draw(st.integers(q * lower, q * upper))
-    return weights, budget, lower, upper, objective, success
+    budget = draw(st.integers(0 if skip else q * lower, q * upper))
+    return weights, budget, lower, upper, objective, success, skip
 
 
 def check_allocate_problem(problem) -> None:
-    weights, budget, lower, upper, objective, success = problem
+    weights, budget, lower, upper, objective, success, skip = problem
     w = weights.copy()
-    counts = allocate(
-        weights,
-        budget,
-        lower=lower,
-        upper=upper,
-        objective=objective,
-        success_prob=success if objective == "grpo" else None,
-    )
-    assert np.array_equal(weights, w), "allocate modified its weights"
+    skip_kwargs = {"allow_skip": True, "skip_cost": 0.3} if skip else {}
     # the reference: the cost table of what allocate minimises (objectives.pricing)
-    table = variance_table(objective, success, weights=weights, upper=upper, lower=lower)
-    problems = check_solution_invariants(table, counts, budget, lower, upper, False)
+    table = variance_table(objective, success, weights=weights, upper=upper, lower=lower, **skip_kwargs)
+    best = dp_optimum(table, budget, lower, upper, skip)
+    try:
+        counts = allocate(
+            weights,
+            budget,
+            lower=lower,
+            upper=upper,
+            objective=objective,
+            success_prob=success if objective == "grpo" else None,
+            **skip_kwargs,
+        )
+    except ValueError as err:
+        assert not np.isfinite(best), f"allocate refused a feasible problem (optimum {best}): {err}"
+        return
+    assert np.array_equal(weights, w), "allocate modified its weights"
+    problems = check_solution_invariants(table, counts, budget, lower, upper, skip)
     assert not problems, problems
-    best = dp_optimum(table, budget, lower, upper, False)
     got = float(table[np.arange(weights.size), counts].sum())
     assert got <= best + 1e-9 * max(1.0, best), (got, best)
 
