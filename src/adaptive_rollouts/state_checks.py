@@ -74,11 +74,8 @@ class StateReader:
         high: float | None = None,
         low_open: bool = False,
         high_open: bool = False,
-        none: bool = False,
-    ) -> float | None:
+    ) -> float:
         value = self.state[key]
-        if value is None and none:
-            return None
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise self.error(key, f"must be a real number, got {type(value).__name__} {value!r}")
         value = float(value)
@@ -119,7 +116,11 @@ class StateReader:
             raise self.error(key, f"unhashable prompt keys {unhashable[:3]!r}")
         if len(set(keys)) != len(keys):
             seen: set = set()
-            dupes = [k for k in keys if k in seen or seen.add(k)]
+            dupes = []
+            for k in keys:
+                if k in seen:
+                    dupes.append(k)
+                seen.add(k)
             raise self.error(key, f"duplicate prompt keys {dupes[:5]!r}")
         try:
             check_savable_keys(keys, "keys")

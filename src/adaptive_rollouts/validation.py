@@ -137,7 +137,6 @@ def check_rewards_flat(
     """`check_rewards`, also returning all rewards concatenated and the group sizes (the list of
     arrays is None with ``arrays=False``). Vectorised: one concatenation and whole-array tests (the
     per-prompt path runs only to name a problem)."""
-    want_arrays = arrays
     if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
         rewards = list(rewards)
     try:
@@ -149,11 +148,11 @@ def check_rewards_flat(
             f"{source} has {count} entries but prompts has {len(prompts)}: need one reward array for each "
             f"of the {len(prompts)} prompts, got {count} reward arrays"
         )
-    arrays = rewards if type(rewards) is list else list(rewards)  # (the flag's name is reused)
+    items: list = rewards if type(rewards) is list else list(rewards)
     want = None if expected is None else np.asarray(expected, dtype=np.int64)
     try:
-        flat = np.concatenate(arrays) if count else np.zeros(0)
-        sizes = np.fromiter(map(len, arrays), dtype=np.int64, count=count)
+        flat = np.concatenate(items) if count else np.zeros(0)
+        sizes = np.fromiter(map(len, items), dtype=np.int64, count=count)
         fast = flat.ndim == 1 and flat.dtype.kind in _REWARD_KINDS and int(sizes.sum()) == flat.size
     except (TypeError, ValueError):
         fast = False
@@ -165,14 +164,15 @@ def check_rewards_flat(
             in_range = bool(np.all(np.isfinite(flat)))
         ok = (want is None or np.array_equal(sizes, want)) and in_range
         if ok:
-            if not want_arrays:
+            if not arrays:
                 return None, flat, sizes
             f64 = np.dtype(np.float64)
-            out = [r if type(r) is np.ndarray and r.dtype is f64 else np.asarray(r, dtype=np.float64) for r in arrays]
+            out = [r if type(r) is np.ndarray and r.dtype is f64 else np.asarray(r, dtype=np.float64) for r in items]
             return out, flat, sizes
     # name the first problem
     out = [
-        _check_one_reward(prompts[i], r, None if want is None else int(want[i]), source) for i, r in enumerate(arrays)
+        _check_one_reward(prompts[i], r, None if want is None else int(want[i]), source, unit_range)
+        for i, r in enumerate(items)
     ]
     sizes = np.fromiter((a.size for a in out), dtype=np.int64, count=count)
     return out, (np.concatenate(out) if count else np.zeros(0)), sizes

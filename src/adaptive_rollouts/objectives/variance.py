@@ -253,6 +253,7 @@ def variance_table(
         if p is None and mixed is None:
             raise ValueError("objective='grpo' needs success_prob")
         if mixed is None:
+            assert p is not None
             mixed = mixed_probability(p[:, None], n[None, :])
         unit = allocation_cost("grpo", n[None, :], skip_cost=price, mixed=mixed)
         if eps > 0 and p is not None:  # informative part from the exact binomial sum

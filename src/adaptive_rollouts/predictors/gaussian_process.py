@@ -154,6 +154,15 @@ class GaussianProcess:
     """
 
     stores_prompts = True  # keeps per-prompt state keyed by prompt: prompts must be checkpointable
+    n_features: int
+    seed: int
+    bandwidth: float | None
+    signal_var: float
+    bias_var: float
+    residual_var: float
+    prior_mean: float
+    shared_half_life: float
+    residual_half_life: float
 
     def __init__(
         self,
@@ -180,8 +189,7 @@ class GaussianProcess:
             residual_half_life,
             seed,
         )
-        for name, value in hyper.items():  # n_features, bandwidth, the variances, half-lives, seed
-            setattr(self, name, value)
+        self._set_hyperparameters(hyper)
         self.features = features
         rng = np.random.default_rng(self.seed)
         self._omega: np.ndarray = rng.standard_normal((self.dim, self.n_features))  # scaled by 1/h when used
@@ -196,6 +204,18 @@ class GaussianProcess:
         self._u_mean: np.ndarray = np.zeros(0)
         self._u_var: np.ndarray = np.zeros(0)
         self._u_step: np.ndarray = np.zeros(0, dtype=np.int64)
+
+    def _set_hyperparameters(self, hyper: dict) -> None:
+        """The values `_hyperparameters` checked, as attributes."""
+        self.n_features = hyper["n_features"]
+        self.seed = hyper["seed"]
+        self.bandwidth = hyper["bandwidth"]
+        self.signal_var = hyper["signal_var"]
+        self.bias_var = hyper["bias_var"]
+        self.residual_var = hyper["residual_var"]
+        self.prior_mean = hyper["prior_mean"]
+        self.shared_half_life = hyper["shared_half_life"]
+        self.residual_half_life = hyper["residual_half_life"]
 
     # -- pieces ----------------------------------------------------------------------------------
     @property
@@ -333,8 +353,7 @@ class GaussianProcess:
         u_var = reader.array("u_var", (len(keys),), low=0.0, low_open=True)
         u_step = reader.array("u_step", (len(keys),), dtype=np.int64, low=0, high=step)
         with restore_on_error(self):
-            for name, value in hyper.items():
-                setattr(self, name, value)
+            self._set_hyperparameters(hyper)
             self.step = step
             self._prior_cov = np.append(np.full(d, self.signal_var), self.bias_var)
             self._omega, self._phase = omega, phase

@@ -21,6 +21,8 @@ when the budget forces them). Paths, all exact:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..objectives.pricing import allocation_cost, no_signal_cost, singleton_penalty, unit_cost, unit_marginal
@@ -71,7 +73,7 @@ def forced_singletons(q: int, budget: int, upper: int, skipping: bool) -> int:
     return 1 if budget == 1 or (upper == 2 and budget % 2 == 1) else 0
 
 
-def _g_function(estimator: str, start: int):
+def _g_function(estimator: str, start: int) -> Callable[[np.ndarray], np.ndarray]:
     """g(j) = f(start + j + 1) - f(start + j): the marginals of the shared unit cost."""
 
     def g(j: np.ndarray) -> np.ndarray:

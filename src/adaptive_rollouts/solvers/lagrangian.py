@@ -70,7 +70,8 @@ def _dual_multiplier(c: np.ndarray, budget: int, labels: np.ndarray | None, hint
     vals = c[finite]
     span = float(vals.max() - vals.min()) if vals.size else 0.0
     lo, hi = -span - 1.0, span + 1.0
-    f_lo = f_hi = None
+    f_lo: float | None = None
+    f_hi: float | None = None
     if hint is not None and np.isfinite(hint) and lo < hint < hi:
         f_hint = excess(hint)
         if f_hint is None:

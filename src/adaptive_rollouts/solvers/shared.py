@@ -9,6 +9,8 @@ below it, O(Q log K) per step. ``g`` is an array, or - when K is too large to ho
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .table import take_smallest
@@ -26,12 +28,15 @@ def _key_float(k: int) -> float:
     return float(np.array(i, dtype=np.int64).view(np.float64))
 
 
-def _g_at(g, k: np.ndarray) -> np.ndarray:
+Marginals = np.ndarray | Callable[[np.ndarray], np.ndarray]
+
+
+def _g_at(g: Marginals, k: np.ndarray) -> np.ndarray:
     return g[k] if isinstance(g, np.ndarray) else np.asarray(g(k), dtype=float)
 
 
 def _count_le(
-    w: np.ndarray, g, k: int, x: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None
+    w: np.ndarray, g: Marginals, k: int, x: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None
 ) -> np.ndarray:
     """Exact per-row count of j < k with w_q * g[j] <= x (rows nondecreasing since w >= 0); the
     answer is known to lie in [lo, hi] when given."""
@@ -60,12 +65,15 @@ def _count_le(
     return out
 
 
-def shared_convex(w: np.ndarray, g, take: int, k: int | None = None) -> np.ndarray:
+def shared_convex(w: np.ndarray, g: Marginals, take: int, k: int | None = None) -> np.ndarray:
     """Extra counts selecting the `take` smallest of {w_q g[j]} (g nondecreasing, w >= 0),
     ties to the lower prompt index, without building the Q x K matrix. ``g`` is an array of K
     marginals, or a function of an index array with ``k`` = K given."""
     q = w.size
-    k = g.size if isinstance(g, np.ndarray) else int(k)
+    if isinstance(g, np.ndarray):
+        k = g.size
+    elif k is None:
+        raise ValueError("shared_convex: k (the number of marginals) is needed when g is a function")
     if take == 0:
         return np.zeros(q, dtype=np.int64)
     if isinstance(g, np.ndarray) and q * k <= 200_000:
