@@ -22,12 +22,12 @@ from .allocation import LEARNING_RATES, METHODS, make_allocator_for
 class DemoConfig:
     methods: tuple[str, ...] = METHODS
     seeds: tuple[int, ...] = (0,)
-    steps: int = 100
+    steps: int = 40
     prompts_per_step: int = 16
     mean_rollouts: int = 8
     pool_size: int = 512
     held_out: int = 512
-    eval_every: int = 20
+    eval_every: int = 10
     samples: int = 8  # sampled completions per held-out problem for pass@k / mean@k
     learning_rates: dict[str, float] | None = None  # None: the tuned LEARNING_RATES
     loss_type: str = "grpo"
