@@ -189,7 +189,7 @@ def test_demo_runs_two_steps_resumes_and_reports(tmp_path):
     results = run_all(cfg, tmp_path, log=lambda *a: None, encoder=HashEncoder())
     assert [r.method for r in results] == ["uniform", "vip", "vigor"]
     for r in results:
-        assert r.rollouts == [0, 32, 64] and len(r.held_out) == 3 and len(r.pool) == 3
+        assert r.rollouts == [0, 32, 64] and len(r.held_out) == 3 and len(r.pool) == 2
         assert all(0.0 <= a <= 1.0 for a in r.held_out + r.pool)
         assert [sum(c) for c in r.counts] == [32, 32]
         assert [sum(g[1] for g in step) for step in r.groups] == [32, 32]  # every rollout's reward recorded
@@ -226,3 +226,38 @@ def test_demo_cli_imports_no_torch_and_rejects_bad_input():
         run_demo(parser.parse_args(["--methods", "uniform,nope"]))
     with pytest.raises(ValueError, match="--lr"):
         run_demo(parser.parse_args(["--lr", "-1"]))
+
+
+def test_count_sketch_preserves_inner_products_in_expectation():
+    from adaptive_rollouts.demo.regime import count_sketch, sketch_maps
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=40), rng.normal(size=40)
+    est = []
+    for seed in range(3000):
+        maps = sketch_maps([25, 15], 8, seed)
+        est.append(count_sketch([x[:25], x[25:]], maps, 8) @ count_sketch([y[:25], y[25:]], maps, 8))
+    assert np.mean(est) == pytest.approx(x @ y, abs=4 * np.std(est) / np.sqrt(len(est)))
+
+
+def test_reward_fingerprints_by_hand():
+    from adaptive_rollouts.demo.regime import reward_fingerprints
+
+    # step 1: prompt 0 all fail, prompt 1 half, prompt 2 all pass; step 2: same prompts, same rates
+    steps = [[[0, 4, 0], [1, 4, 2], [2, 4, 4]], [[0, 4, 0], [1, 4, 2], [2, 4, 4]]]
+    fp = reward_fingerprints(steps)
+    assert fp["zero_variance_fraction"] == pytest.approx(2 / 3)
+    assert fp["all_fail_fraction"] == pytest.approx(1 / 3) and fp["all_pass_fraction"] == pytest.approx(1 / 3)
+    assert fp["p_histogram"][0] == pytest.approx(1 / 3) and fp["p_histogram"][5] == pytest.approx(1 / 3)
+    assert fp["p_persistence"] == pytest.approx(1.0)
+
+
+def test_per_rollout_gradients_shape_and_zero_advantage_rows():
+    from adaptive_rollouts.demo.regime import per_rollout_gradients
+
+    tok = build_tokenizer()
+    model = build_model(tok, seed=0, **SMALL)
+    grads, rewards = per_rollout_gradients(model, tok, ["a312=", "d5190="], rollouts=3, seed=0, sketch_dim=64)
+    assert grads.shape == (6, 64) and rewards.shape == (2, 3)
+    flat = np.repeat(rewards.max(1) == rewards.min(1), 3)
+    assert np.all(grads[flat] == 0) and np.all(np.abs(grads[~flat]).sum(1) > 0)

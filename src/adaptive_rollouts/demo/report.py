@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .evaluate import KS
+from .regime import reward_fingerprints
 from .stats import fmt_interval, rollouts_to_reach, t_interval
 
 SAMPLED = tuple(f"{m}@{k}" for m in ("pass", "mean") for k in KS)
@@ -49,6 +50,9 @@ def summarise(results) -> list[dict]:
             distinct_prompts_per_step=float(np.mean([r.distinct_prompts_per_step for r in runs])),
             max_rollouts_per_prompt=int(max(max(c) for r in runs for c in r.counts)),
         )
+        prints = [reward_fingerprints(r.groups) for r in runs if r.groups]
+        for key in ("zero_variance_fraction", "all_fail_fraction", "all_pass_fraction", "p_persistence"):
+            row[key] = float(np.nanmean([p[key] for p in prints])) if prints else float("nan")
         for key in SAMPLED:
             if all(key in r.sampled_final for r in runs):
                 row[f"{key}_start"] = float(np.mean([r.sampled_start[key] for r in runs]))
@@ -81,6 +85,16 @@ def table(rows: list[dict], results) -> str:
             for k in SAMPLED
         ]
         lines.append(f"| {r['method']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| method | zero-variance groups | all fail | all pass | persistence of p across visits |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['method']} | {r['zero_variance_fraction']:.3f} | {r['all_fail_fraction']:.3f} "
+            f"| {r['all_pass_fraction']:.3f} | {r['p_persistence']:.3f} |"
+        )
     return "\n".join(lines)
 
 

@@ -22,11 +22,12 @@ from .allocation import LEARNING_RATES, METHODS, make_allocator_for
 class DemoConfig:
     methods: tuple[str, ...] = METHODS
     seeds: tuple[int, ...] = (0,)
-    steps: int = 40
+    steps: int = 30
     prompts_per_step: int = 16
     mean_rollouts: int = 8
     pool_size: int = 512
     held_out: int = 512
+    sampled_problems: int = 256  # held-out problems (the first ones) scored by pass@k / mean@k
     eval_every: int = 10
     samples: int = 8  # sampled completions per held-out problem for pass@k / mean@k
     learning_rates: dict[str, float] | None = None  # None: the tuned LEARNING_RATES
@@ -48,7 +49,7 @@ class RunResult:
     learning_rate: float = 0.0
     rollouts: list[int] = field(default_factory=list)  # rollouts consumed at each evaluation
     held_out: list[float] = field(default_factory=list)  # held-out greedy accuracy there
-    pool: list[float] = field(default_factory=list)  # greedy accuracy on the RL pool there (secondary)
+    pool: list[float] = field(default_factory=list)  # greedy accuracy on the RL pool at the start and the end
     sampled_start: dict[str, float] = field(default_factory=dict)  # held-out pass@k / mean@k at step 0
     sampled_final: dict[str, float] = field(default_factory=dict)  # ... after the last step
     counts: list[list[int]] = field(default_factory=list)  # rollouts per prompt, every step
@@ -81,7 +82,11 @@ class RecordingVerifier:
         return out
 
 
-def run_one(method: str, seed: int, cfg: DemoConfig, features, pool, held_out, out_dir: Path) -> RunResult:
+def run_one(
+    method: str, seed: int, cfg: DemoConfig, features, pool, held_out, out_dir: Path, save_models: Path | None = None
+) -> RunResult:
+    """One training run; ``save_models``: a folder that gets the weights at every evaluation
+    (``step-<k>.safetensors``, for the gradient fingerprints)."""
     from datasets import Dataset
     from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig
@@ -103,11 +108,18 @@ def run_one(method: str, seed: int, cfg: DemoConfig, features, pool, held_out, o
 
     def evaluate(step: int) -> None:
         start = time.perf_counter()
+        if save_models is not None:
+            from safetensors.torch import save_file
+
+            save_models.mkdir(parents=True, exist_ok=True)
+            state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+            save_file(state, str(save_models / f"step-{step}.safetensors"))
         result.rollouts.append(step * budget)
         result.held_out.append(float(greedy_scores(model, tokenizer, held_out).mean()))
-        result.pool.append(float(greedy_scores(model, tokenizer, pool).mean()))
         if step in (0, cfg.steps):
-            metrics = sampled_metrics(sampled_scores(model, tokenizer, held_out, cfg.samples, seed=10_000 + seed))
+            result.pool.append(float(greedy_scores(model, tokenizer, pool).mean()))
+            subset = held_out[: cfg.sampled_problems]
+            metrics = sampled_metrics(sampled_scores(model, tokenizer, subset, cfg.samples, seed=10_000 + seed))
             setattr(result, "sampled_start" if step == 0 else "sampled_final", metrics)
         eval_seconds[0] += time.perf_counter() - start
 
