@@ -66,10 +66,10 @@ def load_run(path: Path, expected: dict) -> RunResult | None:
     return RunResult(**saved["result"])
 
 
-def _job(args) -> RunResult:
+def _job(args, on_step=None) -> RunResult:
     cfg, method, seed, features, pool, held_out, out_dir = args
     with one_thread():
-        return run_one(method, seed, cfg, features, pool, held_out, out_dir)
+        return run_one(method, seed, cfg, features, pool, held_out, out_dir, on_step=on_step)
 
 
 def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: int = 1) -> list[RunResult]:
@@ -105,14 +105,14 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: in
             f"allocator {100 * res.allocator_seconds / max(res.train_seconds, 1e-9):.2f}%)"
         )
 
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="demo runs", unit="run")
     args = [(cfg, m, s, features, pool, held_out, out_dir) for m, s in todo]
-    if workers <= 1:
+    if workers <= 1:  # one bar over every training step of every run
+        bar = tqdm(total=len(jobs) * cfg.steps, initial=(len(jobs) - len(todo)) * cfg.steps, desc="demo", unit="step")
         for a in args:
             bar.set_postfix_str(f"{a[1]} seed {a[2]}")
-            finish(_job(a))
-            bar.update()
-    else:
+            finish(_job(a, on_step=bar.update))
+    else:  # one bar over runs
+        bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="demo runs", unit="run")
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 

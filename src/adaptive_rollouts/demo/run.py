@@ -83,10 +83,18 @@ class RecordingVerifier:
 
 
 def run_one(
-    method: str, seed: int, cfg: DemoConfig, features, pool, held_out, out_dir: Path, save_models: Path | None = None
+    method: str,
+    seed: int,
+    cfg: DemoConfig,
+    features,
+    pool,
+    held_out,
+    out_dir: Path,
+    save_models: Path | None = None,
+    on_step=None,
 ) -> RunResult:
     """One training run; ``save_models``: a folder that gets the weights at every evaluation
-    (``step-<k>.safetensors``, for the gradient fingerprints)."""
+    (``step-<k>.safetensors``, for the gradient fingerprints); ``on_step()``: called after each step."""
     from datasets import Dataset
     from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig
@@ -126,6 +134,8 @@ def run_one(
     class Record(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             result.groups.append(verifier.flush())
+            if on_step is not None:
+                on_step()
             if state.global_step % cfg.eval_every == 0 or state.global_step == cfg.steps:
                 evaluate(state.global_step)
 
