@@ -11,7 +11,7 @@ and written into ``LEARNING_RATES`` (docs/demo.md gives the table it picked them
 from __future__ import annotations
 
 METHODS = ("uniform", "vip", "vigor", "default")
-LR_GRID = (1e-5, 3e-5, 1e-4)
+LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 TUNE_SEEDS = (100,)
 LEARNING_RATES = {"uniform": 3e-4, "vip": 3e-4, "vigor": 3e-4, "default": 3e-4}
 
