@@ -13,7 +13,7 @@ from __future__ import annotations
 METHODS = ("uniform", "vip", "vigor", "default")
 LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 TUNE_SEEDS = (100,)
-LEARNING_RATES = {"uniform": 3e-4, "vip": 3e-4, "vigor": 3e-4, "default": 3e-4}
+LEARNING_RATES = {"uniform": 1e-4, "vip": 3e-5, "vigor": 1e-4, "default": 3e-5}
 
 
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
