@@ -261,3 +261,13 @@ def test_per_rollout_gradients_shape_and_zero_advantage_rows():
     assert grads.shape == (6, 64) and rewards.shape == (2, 3)
     flat = np.repeat(rewards.max(1) == rewards.min(1), 3)
     assert np.all(grads[flat] == 0) and np.all(np.abs(grads[~flat]).sum(1) > 0)
+
+
+@pytest.mark.parametrize("name", ["tasks", "evaluate", "stats", "allocation", "regime", "warm_start", "tokenizer"])
+def test_demo_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    module = importlib.import_module(f"adaptive_rollouts.demo.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

@@ -46,7 +46,7 @@ def space_size() -> int:
     """Distinct prompts: two directions x 10^n digit strings for n = 3..8.
 
     >>> space_size()
-    222000000
+    222222000
     """
     lo, hi = TASK_OPTIONS["min_numbers"], TASK_OPTIONS["max_numbers"]
     return 2 * sum(10**n for n in range(lo, hi + 1))
