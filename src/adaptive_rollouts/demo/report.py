@@ -52,13 +52,22 @@ def summarise(results) -> list[dict]:
         )
         prints = [reward_fingerprints(r.groups) for r in runs if r.groups]
         for key in ("zero_variance_fraction", "all_fail_fraction", "all_pass_fraction", "p_persistence"):
-            row[key] = float(np.nanmean([p[key] for p in prints])) if prints else float("nan")
+            values = [p[key] for p in prints if not np.isnan(p[key])]
+            row[key] = float(np.mean(values)) if values else float("nan")  # nan: no prompt visited twice
         for key in SAMPLED:
             if all(key in r.sampled_final for r in runs):
                 row[f"{key}_start"] = float(np.mean([r.sampled_start[key] for r in runs]))
                 row[f"{key}_final"], row[f"{key}_final_ci"] = t_interval([r.sampled_final[key] for r in runs])
         rows.append(row)
     return rows
+
+
+def _reach(rollouts: float) -> str:
+    return "never" if np.isinf(rollouts) else f"{rollouts:.0f}"
+
+
+def _speedup(ratio: float) -> str:
+    return "-" if np.isnan(ratio) or ratio == 0 else f"{ratio:.2f}x"
 
 
 def table(rows: list[dict], results) -> str:
@@ -73,7 +82,7 @@ def table(rows: list[dict], results) -> str:
         lines.append(
             f"| {r['method']} | {r['learning_rate']:g} | {r['held_out_start']:.3f} -> "
             f"{fmt_interval([x.held_out[-1] for x in runs])} | {fmt_interval([x.held_out[-1] - x.held_out[0] for x in runs])} "
-            f"| {r['rollouts_to_uniform_final']:.0f} | {r['speedup_vs_uniform']:.2f}x "
+            f"| {_reach(r['rollouts_to_uniform_final'])} | {_speedup(r['speedup_vs_uniform'])} "
             f"| {r['pool_start']:.3f} -> {r['pool_final']:.3f} | {r['max_rollouts_per_prompt']} "
             f"| {r['allocator_overhead_pct']:.2f}% |"
         )
