@@ -3,7 +3,7 @@
     python benchmarks/demo_fingerprints.py --out runs/demo_fingerprints [--runs runs/demo_speedup/runs]
 
 1. Trains Uniform (seed 0, tuned rate, the default demo run) keeping the weights at every
-   evaluation, then at the warm start, mid-run and the end measures the noise-to-signal ratio of
+   evaluation, then at each of those checkpoints measures the noise-to-signal ratio of
    the per-rollout GRPO gradients over ``--batches`` batches of the default size (16 pool prompts x
    8 rollouts, different prompts and sampling seeds per batch).
 2. Persistence of p: each pool prompt's success rate (16 samples at temperature 1) at those
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         if not run_path.exists():
             res = run_one("uniform", 0, cfg, None, pool, held_out, out, save_models=models)
             run_path.write_text(json.dumps({"result": asdict(res)}) + "\n")
-        checkpoints = [0, cfg.steps // 2, cfg.steps]
+        checkpoints = sorted({*range(0, cfg.steps + 1, cfg.eval_every), cfg.steps})  # where run_one saved weights
         grads_path = out / "gradients.json"
         grads = json.loads(grads_path.read_text()) if grads_path.exists() else {}
         tok = build_tokenizer()
