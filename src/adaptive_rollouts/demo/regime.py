@@ -33,7 +33,10 @@ def reward_fingerprints(groups: list[list[list[int]]]) -> dict:
     """Zero-variance fraction (mean over steps), all-fail / all-pass shares, persistence of p across
     visits, and the histogram of per-group success rates (10 bins over [0, 1]) of one run."""
     tracker = RegimeTracker()
-    zv, fail, passed, rates = [], [], [], []
+    zv: list[float] = []
+    fail: list[float] = []
+    passed: list[float] = []
+    rates: list[float] = []
     for step in groups:
         keys, rewards = group_rewards(step)
         tracker.update(keys, rewards)

@@ -67,7 +67,8 @@ class RecordingVerifier:
     def __init__(self, index: dict[str, int]):
         from .tasks import Verifier
 
-        self.verifier, self.index, self.tally = Verifier(), index, {}
+        self.verifier, self.index = Verifier(), index
+        self.tally: dict[str, tuple[int, int]] = {}
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
         scores = self.verifier(prompts, completions)
