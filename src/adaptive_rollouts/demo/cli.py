@@ -6,21 +6,25 @@ import argparse
 import time
 from pathlib import Path
 
-from .run import EXTRA_METHODS, METHODS, DemoConfig
+from .allocation import METHODS
+from .run import DemoConfig
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     d = DemoConfig()
     parser.add_argument("--out", default="runs/demo", help="report folder (default runs/demo)")
-    parser.add_argument(
-        "--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS + EXTRA_METHODS)
-    )
-    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (0 .. seeds-1)")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS))
+    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (first-seed .. first-seed + seeds - 1)")
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=d.steps, help="RL steps per run")
     parser.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
     parser.add_argument("--mean-rollouts", type=int, default=d.mean_rollouts, help="budget per step / prompts")
     parser.add_argument("--eval-every", type=int, default=d.eval_every)
-    parser.add_argument("--lr", type=float, default=d.learning_rate)
+    parser.add_argument(
+        "--lr", type=float, default=None, help="one rate for every method (default: each its tuned rate)"
+    )
+    parser.add_argument("--workers", type=int, default=1, help="runs in parallel (processes, one thread each)")
+    parser.add_argument("--model-dir", default=None, help="warm-start folder (default: the shipped weights)")
     parser.add_argument("--loss-type", default=d.loss_type, help="TRL loss_type (grpo, dapo, dr_grpo, ...)")
     return parser
 
@@ -28,20 +32,23 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
     """The DemoConfig of parsed ``add_demo_arguments`` arguments; ValueError names a bad one."""
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
+    unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
-        raise ValueError(f"--methods: unknown {unknown or methods}; choose from {list(METHODS + EXTRA_METHODS)}")
-    if args.seeds < 1 or args.steps < 1:
-        raise ValueError(f"--seeds and --steps must be >= 1, got {args.seeds}, {args.steps}")
+        raise ValueError(f"--methods: unknown {unknown or methods}; choose from {list(METHODS)}")
+    if args.seeds < 1 or args.steps < 1 or args.workers < 1:
+        raise ValueError(f"--seeds, --steps and --workers must be >= 1, got {args.seeds}, {args.steps}, {args.workers}")
+    if args.lr is not None and not args.lr > 0:
+        raise ValueError(f"--lr must be > 0, got {args.lr}")
     return DemoConfig(
         methods=methods,
-        seeds=tuple(range(args.seeds)),
+        seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         steps=args.steps,
         prompts_per_step=args.prompts_per_step,
         mean_rollouts=args.mean_rollouts,
         eval_every=args.eval_every,
-        learning_rate=args.lr,
+        learning_rates=None if args.lr is None else {m: args.lr for m in methods},
         loss_type=args.loss_type,
+        model_dir=args.model_dir,
     )
 
 
@@ -51,12 +58,13 @@ def run_demo(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     cfg = config_from_args(args)
+    from .jobs import run_all
     from .report import write_report
-    from .run import config_dict, run_all
+    from .run import config_dict
 
     out = Path(args.out)
     start = time.time()
-    results = run_all(cfg, out)
+    results = run_all(cfg, out, workers=args.workers)
     text = write_report(results, config_dict(cfg), out)
     print(text)
     print(f"report: {out / 'report.md'} ({time.time() - start:.0f}s)")

@@ -1,14 +1,52 @@
-"""Held-out accuracy of the demo model: greedy, or sampled pass@1 at temperature 1 (what RL trains),
-and per-prompt success rates (sampled)."""
+"""Held-out evaluation of the demo model: greedy accuracy, and pass@k / mean@k from sampled completions.
+
+pass@k is the unbiased estimator of Chen et al. (2021) from n samples with c correct,
+``1 - C(n - c, k) / C(n, k)``; mean@k is the mean score of the first k of the n samples (the
+accuracy averaged over k attempts, whose expectation is pass@1 for every k). Both are averaged
+over problems. Sampling runs at temperature 1 (what RL trains) under a fixed torch seed inside
+``fork_rng``: every method and checkpoint is scored on the same random numbers, and the training
+RNG stream is left untouched.
+"""
 
 from __future__ import annotations
 
+from math import comb
+
 import numpy as np
 
-MAX_NEW_TOKENS = 6
+MAX_NEW_TOKENS = 9  # the longest answer (8 digits) + <eos>
+KS = (1, 2, 4, 8)
 
 
-def _complete(model, tokenizer, prompts: list[str], do_sample: bool, batch_size: int = 512) -> list[str]:
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples of which ``c`` are correct.
+
+    >>> pass_at_k(4, 1, 1), pass_at_k(4, 1, 2), pass_at_k(4, 0, 4), pass_at_k(4, 3, 2)
+    (0.25, 0.5, 0.0, 1.0)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def sampled_metrics(scores: np.ndarray, ks=KS) -> dict[str, float]:
+    """pass@k and mean@k averaged over problems, from a (problems, n) array of 0/1 scores.
+
+    >>> sampled_metrics(np.array([[1, 0, 0, 0], [0, 0, 0, 0]]), ks=(1, 2))
+    {'pass@1': 0.125, 'pass@2': 0.25, 'mean@1': 0.5, 'mean@2': 0.25}
+    """
+    scores = np.asarray(scores)
+    if scores.ndim != 2 or max(ks) > scores.shape[1]:
+        raise ValueError(f"scores must be (problems, n >= {max(ks)}), got shape {scores.shape}")
+    n = scores.shape[1]
+    correct = (scores > 0.5).sum(axis=1)
+    out = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct])) for k in ks}
+    out.update({f"mean@{k}": float(scores[:, :k].mean()) for k in ks})
+    return out
+
+
+def complete(model, tokenizer, prompts: list[str], do_sample: bool, batch_size: int = 512) -> list[str]:
+    """Completions of ``prompts`` (greedy, or sampled at temperature 1 with no top-k/top-p)."""
     import torch
 
     out: list[str] = []
@@ -32,27 +70,31 @@ def _complete(model, tokenizer, prompts: list[str], do_sample: bool, batch_size:
     return out
 
 
-def greedy_accuracy(model, tokenizer, problems, verifier) -> float:
-    """Mean verifier score of the greedy answer over ``problems``."""
+def greedy_scores(model, tokenizer, problems) -> np.ndarray:
+    """0/1 score of the greedy answer to each problem."""
+    from .tasks import Verifier
+
     prompts = [p.prompt for p in problems]
-    return float(np.mean(verifier(prompts, _complete(model, tokenizer, prompts, do_sample=False))))
+    return np.asarray(Verifier()(prompts, complete(model, tokenizer, prompts, do_sample=False)))
 
 
-def success_rates(model, tokenizer, problems, verifier, samples: int = 16) -> np.ndarray:
-    """Per-problem success rate of ``samples`` completions at temperature 1."""
-    prompts = [p.prompt for p in problems for _ in range(samples)]
-    scores = np.asarray(verifier(prompts, _complete(model, tokenizer, prompts, do_sample=True)))
-    return scores.reshape(len(problems), samples).mean(axis=1)
-
-
-def sampled_accuracy(model, tokenizer, problems, verifier, samples: int = 4, seed: int = 0) -> float:
-    """Mean verifier score of ``samples`` completions per problem at temperature 1 (pass@1).
-
-    Sampled with a fixed torch seed inside ``fork_rng``: every method and checkpoint is scored on the
-    same random numbers (less noise between runs), and the training RNG stream is left untouched.
-    """
+def sampled_scores(model, tokenizer, problems, samples: int, seed: int = 0) -> np.ndarray:
+    """(problems, samples) 0/1 scores of completions at temperature 1, under torch seed ``seed``."""
     import torch
 
+    from .tasks import Verifier
+
+    prompts = [p.prompt for p in problems for _ in range(samples)]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return float(success_rates(model, tokenizer, problems, verifier, samples=samples).mean())
+        scores = np.asarray(Verifier()(prompts, complete(model, tokenizer, prompts, do_sample=True)))
+    return scores.reshape(len(problems), samples)
+
+
+def success_rates(model, tokenizer, problems, samples: int = 16) -> np.ndarray:
+    """Per-problem success rate of ``samples`` completions at temperature 1 (uses the global torch RNG)."""
+    from .tasks import Verifier
+
+    prompts = [p.prompt for p in problems for _ in range(samples)]
+    scores = np.asarray(Verifier()(prompts, complete(model, tokenizer, prompts, do_sample=True)))
+    return scores.reshape(len(problems), samples).mean(axis=1)

@@ -1,4 +1,4 @@
-"""Table, Markdown report, JSON and plots of the demo runs."""
+"""Summary, Markdown report, JSON and plots of the demo runs."""
 
 from __future__ import annotations
 
@@ -8,67 +8,101 @@ from pathlib import Path
 
 import numpy as np
 
+from .evaluate import KS
+from .regime import reward_fingerprints
+from .stats import fmt_interval, rollouts_to_reach, t_interval
 
-def rollouts_to_reach(rollouts: list[int], accuracy: list[float], target: float) -> float:
-    """First evaluated rollout count whose accuracy reaches ``target`` (inf if never).
+SAMPLED = tuple(f"{m}@{k}" for m in ("pass", "mean") for k in KS)
 
-    >>> rollouts_to_reach([0, 100, 200], [0.1, 0.3, 0.5], 0.3)
-    100.0
-    """
-    for r, a in zip(rollouts, accuracy, strict=True):
-        if a >= target - 1e-12:
-            return float(r)
-    return float("inf")
+
+def _mean_curve(runs) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(runs[0].rollouts, dtype=float), np.mean([r.held_out for r in runs], axis=0)
 
 
 def summarise(results) -> list[dict]:
-    """One row per method: final pool accuracy (mean, sd over seeds), rollouts to reach the Uniform
-    run's final pool accuracy of the same seed, held-out accuracy, allocator overhead (share of
-    training time without evaluation), distinct prompts per step."""
-    uniform_final = {r.seed: r.accuracy[-1] for r in results if r.method == "uniform"}
+    """One row per method, means over seeds with 95% t-interval half-widths (``*_ci``): held-out
+    greedy accuracy at the start and the end and its gain, held-out pass@k / mean@k at the start and
+    the end, greedy accuracy on the RL pool, rollouts to reach Uniform's final held-out accuracy read
+    off the seed-mean curves (and the speedup over Uniform's own), allocator overhead (share of
+    training time without evaluation), distinct prompts and the most rollouts given to one prompt."""
+    by_method = {m: [r for r in results if r.method == m] for m in dict.fromkeys(r.method for r in results)}
+    target = _mean_curve(by_method["uniform"])[1][-1] if "uniform" in by_method else float("nan")
+    uniform_reach = rollouts_to_reach(*_mean_curve(by_method["uniform"]), target) if "uniform" in by_method else np.nan
     rows = []
-    for method in dict.fromkeys(r.method for r in results):
-        runs = [r for r in results if r.method == method]
-        final = np.array([r.accuracy[-1] for r in runs])
-        reach = [
-            rollouts_to_reach(r.rollouts, r.accuracy, uniform_final[r.seed]) for r in runs if r.seed in uniform_final
-        ]
-        uniform_reach = [
-            rollouts_to_reach(u.rollouts, u.accuracy, u.accuracy[-1]) for u in results if u.method == "uniform"
-        ]
-        rows.append(
-            dict(
-                method=method,
-                seeds=len(runs),
-                start_accuracy=float(np.mean([r.accuracy[0] for r in runs])),
-                final_accuracy=float(final.mean()),
-                final_accuracy_sd=float(final.std(ddof=1)) if len(final) > 1 else 0.0,
-                held_out_start=float(np.mean([r.held_out[0] for r in runs])),
-                held_out_final=float(np.mean([r.held_out[-1] for r in runs])),
-                rollouts_to_uniform_final=float(np.mean(reach)) if reach else float("nan"),  # inf if a seed never did
-                seeds_reaching_uniform_final=int(np.isfinite(reach).sum()) if reach else 0,
-                uniform_rollouts_to_its_final=float(np.mean(uniform_reach)) if uniform_reach else float("nan"),
-                allocator_overhead_pct=float(100 * np.mean([r.allocator_seconds / r.train_seconds for r in runs])),
-                seconds_per_run=float(np.mean([r.train_seconds for r in runs])),
-                distinct_prompts_per_step=float(np.mean([r.distinct_prompts_per_step for r in runs])),
-            )
+    for method, runs in by_method.items():
+        gain = [r.held_out[-1] - r.held_out[0] for r in runs]
+        reach = rollouts_to_reach(*_mean_curve(runs), target) if np.isfinite(target) else float("nan")
+        row = dict(
+            method=method,
+            seeds=len(runs),
+            learning_rate=runs[0].learning_rate,
+            held_out_start=float(np.mean([r.held_out[0] for r in runs])),
+            held_out_final=t_interval([r.held_out[-1] for r in runs])[0],
+            held_out_final_ci=t_interval([r.held_out[-1] for r in runs])[1],
+            held_out_gain=t_interval(gain)[0],
+            held_out_gain_ci=t_interval(gain)[1],
+            pool_start=float(np.mean([r.pool[0] for r in runs])),
+            pool_final=float(np.mean([r.pool[-1] for r in runs])),
+            rollouts_to_uniform_final=reach,
+            speedup_vs_uniform=float(uniform_reach / reach) if reach > 0 else float("nan"),
+            allocator_overhead_pct=float(100 * np.mean([r.allocator_seconds / r.train_seconds for r in runs])),
+            seconds_per_run=float(np.mean([r.train_seconds for r in runs])),
+            distinct_prompts_per_step=float(np.mean([r.distinct_prompts_per_step for r in runs])),
+            max_rollouts_per_prompt=int(max(max(c) for r in runs for c in r.counts)),
         )
+        prints = [reward_fingerprints(r.groups) for r in runs if r.groups]
+        for key in ("zero_variance_fraction", "all_fail_fraction", "all_pass_fraction", "p_persistence"):
+            values = [p[key] for p in prints if not np.isnan(p[key])]
+            row[key] = float(np.mean(values)) if values else float("nan")  # nan: no prompt visited twice
+        for key in SAMPLED:
+            if all(key in r.sampled_final for r in runs):
+                row[f"{key}_start"] = float(np.mean([r.sampled_start[key] for r in runs]))
+                row[f"{key}_final"], row[f"{key}_final_ci"] = t_interval([r.sampled_final[key] for r in runs])
+        rows.append(row)
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    head = (
-        "| method | pool acc start | final (sd) | rollouts to Uniform's final | held-out start -> final "
-        "| distinct prompts/step | allocator overhead | s/run |"
-    )
-    lines = [head, "|" + "---|" * 8]
+def _reach(rollouts: float) -> str:
+    return "never" if np.isinf(rollouts) else f"{rollouts:.0f}"
+
+
+def _speedup(ratio: float) -> str:
+    return "-" if np.isnan(ratio) or ratio == 0 else f"{ratio:.2f}x"
+
+
+def table(rows: list[dict], results) -> str:
+    """The headline table (held-out greedy) and the sampled-metrics table, Markdown."""
+    lines = [
+        "| method | lr | held-out greedy start -> final | gain (95% CI) | rollouts to Uniform's final | speedup "
+        "| pool greedy start -> final | max rollouts/prompt | allocator overhead |",
+        "|" + "---|" * 9,
+    ]
+    for r in rows:
+        runs = [x for x in results if x.method == r["method"]]
+        lines.append(
+            f"| {r['method']} | {r['learning_rate']:g} | {r['held_out_start']:.3f} -> "
+            f"{fmt_interval([x.held_out[-1] for x in runs])} | {fmt_interval([x.held_out[-1] - x.held_out[0] for x in runs])} "
+            f"| {_reach(r['rollouts_to_uniform_final'])} | {_speedup(r['speedup_vs_uniform'])} "
+            f"| {r['pool_start']:.3f} -> {r['pool_final']:.3f} | {r['max_rollouts_per_prompt']} "
+            f"| {r['allocator_overhead_pct']:.2f}% |"
+        )
+    lines += ["", "| method | " + " | ".join(SAMPLED) + " |", "|" + "---|" * (len(SAMPLED) + 1)]
+    for r in rows:
+        runs = [x for x in results if x.method == r["method"]]
+        cells = [
+            f"{r[f'{k}_start']:.3f} -> {fmt_interval([x.sampled_final[k] for x in runs])}" if f"{k}_final" in r else "-"
+            for k in SAMPLED
+        ]
+        lines.append(f"| {r['method']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| method | zero-variance groups | all fail | all pass | persistence of p across visits |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         lines.append(
-            f"| {r['method']} | {r['start_accuracy']:.3f} | {r['final_accuracy']:.3f} ({r['final_accuracy_sd']:.3f}) "
-            f"| {r['rollouts_to_uniform_final']:.0f} ({r['seeds_reaching_uniform_final']}/{r['seeds']} seeds) "
-            f"| {r['held_out_start']:.3f} -> {r['held_out_final']:.3f} "
-            f"| {r['distinct_prompts_per_step']:.1f} "
-            f"| {r['allocator_overhead_pct']:.2f}% | {r['seconds_per_run']:.0f} |"
+            f"| {r['method']} | {r['zero_variance_fraction']:.3f} | {r['all_fail_fraction']:.3f} "
+            f"| {r['all_pass_fraction']:.3f} | {r['p_persistence']:.3f} |"
         )
     return "\n".join(lines)
 
@@ -83,21 +117,43 @@ def plot(results, out: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in methods:
         runs = [r for r in results if r.method == method]
-        x = np.array(runs[0].rollouts)
-        y = np.mean([r.accuracy for r in runs], axis=0)
-        ax.plot(x, y, marker="o", label=method)
+        x = np.asarray(runs[0].rollouts)
+        cols = np.array([r.held_out for r in runs]).T
+        mean, half = np.array([t_interval(c) for c in cols]).T
+        (line,) = ax.plot(x, mean, marker="o", label=method)
+        if len(runs) > 1:
+            ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.15)
     ax.set_xlabel("rollouts consumed")
-    ax.set_ylabel("greedy accuracy on the RL pool")
+    ax.set_ylabel("held-out greedy accuracy (mean, 95% CI)")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "accuracy.png", dpi=120)
+    fig.savefig(out / "held_out.png", dpi=120)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, kind in zip(axes, ("pass", "mean"), strict=True):
+        for method in methods:
+            runs = [r for r in results if r.method == method and r.sampled_final]
+            if runs:
+                ax.plot(
+                    KS, [np.mean([r.sampled_final[f"{kind}@{k}"] for r in runs]) for k in KS], marker="o", label=method
+                )
+        start = [r for r in results if r.sampled_start]
+        if start:
+            ax.plot(
+                KS, [np.mean([r.sampled_start[f"{kind}@{k}"] for r in start]) for k in KS], "k--", label="warm start"
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_title(f"held-out {kind}@k, final")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "pass_at_k.png", dpi=120)
     plt.close(fig)
     fig, axes = plt.subplots(1, len(methods), figsize=(3 * len(methods), 3), sharey=True)
     for ax, method in zip(np.atleast_1d(axes), methods, strict=True):
-        counts = np.concatenate(
-            [np.concatenate([np.asarray(c) for c in r.counts]) for r in results if r.method == method]
-        )
+        counts = np.concatenate([np.asarray(c) for r in results if r.method == method for c in r.counts])
         ax.hist(counts, bins=np.arange(counts.max() + 2) - 0.5)
         ax.set_title(method)
         ax.set_xlabel("rollouts per prompt")
@@ -105,30 +161,32 @@ def plot(results, out: Path) -> list[str]:
     fig.tight_layout()
     fig.savefig(out / "allocation.png", dpi=120)
     plt.close(fig)
-    return ["accuracy.png", "allocation.png"]
+    return ["held_out.png", "pass_at_k.png", "allocation.png"]
 
 
-def write_report(results, config: dict, out: Path) -> str:
+def write_report(results, config: dict, out: Path, extra_md: str = "") -> str:
     out.mkdir(parents=True, exist_ok=True)
     rows = summarise(results)
-    text = table(rows)
-    (out / "results.json").write_text(
-        json.dumps({"config": config, "summary": rows, "runs": [asdict(r) for r in results]}, indent=1) + "\n"
-    )
+    text = table(rows, results)
+    runs = [{k: v for k, v in asdict(r).items() if k != "groups"} for r in results]
+    (out / "results.json").write_text(json.dumps({"config": config, "summary": rows, "runs": runs}, indent=1) + "\n")
     images = plot(results, out)
+    seeds = sorted({r.seed for r in results})
     md = [
         "# adaptive-rollouts demo",
         "",
-        "Tiny char-level Qwen2 (warm-started on reasoning-gym arithmetic) trained with RLVR through",
-        "`AdaptiveGRPOTrainer`; every method spends the same rollouts per step.",
+        "A tiny character-level Qwen2 (warm-started on digit sorting) trained with RLVR through",
+        "`AdaptiveGRPOTrainer` (TRL's GRPO, AdamW); every method spends the same rollouts per step,",
+        f"each at its tuned learning rate. Seeds {seeds}; intervals are 95% t-intervals over seeds.",
         "",
         text,
         "",
-        "Accuracy: greedy, on the RL pool (the prompts RL trains on); held-out: greedy on unseen problems.",
-        "'rollouts to Uniform's final': first evaluation at which the method matched Uniform's final pool",
-        "accuracy (inf: never). Skipping prompts: 'distinct prompts/step' below the batch's prompt count",
-        "means the method gave some prompts zero rollouts.",
+        "Held-out: problems never trained on, disjoint from the RL pool and the SFT set. 'rollouts to",
+        "Uniform's final': where the seed-mean held-out curve first reaches Uniform's final seed-mean",
+        "accuracy (interpolated; inf: never); speedup = Uniform's own figure over the method's.",
+        "pass@k / mean@k: 8 sampled completions per held-out problem at temperature 1, start -> final.",
         "",
+        extra_md,
         f"Config: `{json.dumps(config)}`",
         "",
         *[f"![{name}]({name})" for name in images],

@@ -1,91 +1,123 @@
-"""Procedural arithmetic tasks from reasoning-gym, in a compact prompt format for a char-level LM.
+"""The demo's task: sort a list of digits (reasoning-gym's ``number_sorting``), in a compact format.
 
-A problem is a reasoning-gym entry (``chain_sum``: sums/differences of 2-3 one-digit numbers;
-``products``: a product of two numbers, both of 1 digit or both of 2 digits). The prompt is its
-expression without spaces plus ``=`` (``"7+2-3="``); the model answers with the number;
-reasoning-gym's own verifier (``score_answer``) gives the reward. Mixed difficulty (one-digit
-facts, three-term chains, two-digit products) makes success rates spread over [0, 1].
+A problem is a reasoning-gym ``number_sorting`` entry with 3-8 one-digit numbers (values 0-9, no
+decimals), ascending or descending. Its prompt is the direction letter, the digits and ``=``
+(``"a2786185="``: sort 2,7,8,6,1,8,5 ascending); the answer is the sorted digits (``"1256788"``).
+The answer is *computed* by a rule, and the space is far too large to memorise: about 2.2 x 10^8
+distinct prompts (`space_size`).
+
+Splits are disjoint by construction: a prompt's split is fixed by a hash of its text
+(`split_of`), and the SFT set, the RL pool and the held-out set only keep prompts of their own
+split (they also draw from different reasoning-gym seeds). The reward is an exact match of the
+sorted digits (`Verifier`); reasoning-gym's own ``score_answer`` is more lenient (it accepts each
+number within +-1 of the right one) and gives an exact answer 1.0.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-TASKS = {
-    "chain_sum": dict(min_terms=2, max_terms=3, min_digits=1, max_digits=1),
-    "products": dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2),
-}
+TASK = "number_sorting"
+TASK_OPTIONS = dict(min_numbers=3, max_numbers=8, min_decimals=0, max_decimals=0, min_value=0, max_value=9)
+SPLITS = ("held_out", "pool", "sft")
+SPLIT_SEEDS = {"held_out": 2, "pool": 1, "sft": 7_000}  # reasoning-gym seeds of each split's draws
+_BUCKETS = 16  # hash bucket 0: held-out, 1: RL pool, 2..15: SFT
 
 
 @dataclass(frozen=True)
 class Problem:
-    task: str
-    seed: int
-    index: int
     prompt: str
     answer: str
-    size: int
 
 
-@lru_cache(maxsize=16)
-def _dataset(task: str, seed: int, size: int):
+def split_of(prompt: str) -> str:
+    """The split a prompt belongs to, from a hash of its text (so the splits never share a prompt).
+
+    >>> split_of("a123=") in SPLITS
+    True
+    """
+    bucket = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "little") % _BUCKETS
+    return SPLITS[min(bucket, 2)]
+
+
+def space_size() -> int:
+    """Distinct prompts: two directions x 10^n digit strings for n = 3..8.
+
+    >>> space_size()
+    222222000
+    """
+    lo, hi = TASK_OPTIONS["min_numbers"], TASK_OPTIONS["max_numbers"]
+    return 2 * sum(10**n for n in range(lo, hi + 1))
+
+
+def answer_of(prompt: str) -> str:
+    """The sorted digits a prompt asks for; ValueError names a malformed prompt.
+
+    >>> answer_of("d2786185="), answer_of("a2786185=")
+    ('8876521', '1256788')
+    """
+    if len(prompt) < 3 or prompt[0] not in "ad" or prompt[-1] != "=" or not prompt[1:-1].isdigit():
+        raise ValueError(f"prompt must look like 'a512=' or 'd512=', got {prompt!r}")
+    return "".join(sorted(prompt[1:-1], reverse=prompt[0] == "d"))
+
+
+def length_of(prompt: str) -> int:
+    """How many digits a prompt sorts (its difficulty)."""
+    return len(prompt) - 2
+
+
+@lru_cache(maxsize=8)
+def _dataset(seed: int, size: int):
     import reasoning_gym
 
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
-    return reasoning_gym.create_dataset(task, seed=seed, size=size, **TASKS[task])
+    return reasoning_gym.create_dataset(TASK, seed=seed, size=size, **TASK_OPTIONS)
 
 
-def make_problems(n: int, seed: int, exclude: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
-    """``n`` distinct problems (distinct prompts), half from each task, none in ``exclude``."""
+def prompt_of(entry: dict) -> str:
+    """The compact prompt of a reasoning-gym ``number_sorting`` entry."""
+    digits = "".join(str(int(float(x))) for x in entry["metadata"]["original_numbers"])
+    return ("a" if entry["metadata"]["direction"] == "ascending" else "d") + digits + "="
+
+
+def make_problems(n: int, split: str, exclude: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
+    """``n`` distinct problems of ``split`` (``"held_out"``, ``"pool"`` or ``"sft"``), none in ``exclude``,
+    drawn in order from reasoning-gym with the split's seed (deterministic)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    out: list[Problem] = []
-    seen = set(exclude)
-    size = 20 * n + 4000
-    for k, task in enumerate(sorted(TASKS)):
-        want = n // len(TASKS) + (1 if k < n % len(TASKS) else 0)
-        ds, got = _dataset(task, seed + 1000 * k, size), 0
-        for index in range(size):
-            entry = ds[index]
-            prompt = entry["metadata"]["expression"].replace(" ", "") + "="
-            if prompt in seen:
-                continue
-            seen.add(prompt)
-            out.append(Problem(task, seed + 1000 * k, index, prompt, str(entry["answer"]), size))
-            got += 1
-            if got == want:
-                break
-        if got < want:
-            raise ValueError(f"could not draw {want} distinct {task} problems with seed {seed}")
-    return out
+    size = 40 * n + 10_000
+    ds, seen, out = _dataset(SPLIT_SEEDS[split], size), set(exclude), []
+    for index in range(size):
+        prompt = prompt_of(ds[index])
+        if prompt in seen or split_of(prompt) != split:
+            continue
+        seen.add(prompt)
+        out.append(Problem(prompt, answer_of(prompt)))
+        if len(out) == n:
+            return out
+    raise ValueError(f"could not draw {n} distinct {split} problems")
 
 
-def entry_of(problem: Problem) -> dict:
-    return _dataset(problem.task, problem.seed, problem.size)[problem.index]
+def rg_score(prompt: str, completion: str) -> float:
+    """reasoning-gym's own ``score_answer`` for a compact prompt and completion (lenient: +-1 per number)."""
+    digits = prompt[1:-1]
+    direction = "ascending" if prompt[0] == "a" else "descending"
+    expected = [f"{float(d)}" for d in answer_of(prompt)]
+    entry = {"answer": str(expected), "metadata": {"direction": direction, "original_numbers": list(digits)}}
+    return float(_dataset(0, 1).score_answer(str(list(completion.strip())), entry))
 
 
 class Verifier:
-    """Reward function for TRL: looks the prompt up and scores the completion with
-    reasoning-gym's verifier (``score_answer``) for that entry.
+    """Reward function for TRL: 1.0 if the completion is exactly the sorted digits, else 0.0.
 
-    >>> problems = make_problems(2, seed=0)
-    >>> Verifier(problems)([problems[0].prompt], [problems[0].answer])
-    [1.0]
+    >>> Verifier()(["a312=", "d312="], ["123", "123"])
+    [1.0, 0.0]
     """
 
     __name__ = "verifier"
 
-    def __init__(self, problems: list[Problem]):
-        self.entries = {p.prompt: (p, entry_of(p)) for p in problems}
-
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        out = []
-        for prompt, completion in zip(prompts, completions, strict=True):
-            if prompt not in self.entries:
-                raise KeyError(f"unknown prompt {prompt!r}")
-            problem, entry = self.entries[prompt]
-            ds = _dataset(problem.task, problem.seed, problem.size)
-            out.append(float(ds.score_answer(completion.strip(), entry)))
-        return out
+        return [float(c.strip() == answer_of(p)) for p, c in zip(prompts, completions, strict=True)]
