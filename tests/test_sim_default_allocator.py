@@ -117,3 +117,22 @@ def test_state_round_trip_resumes_identically():
     ra = [r.size for r in a.run(keys, 96, _sampler(p, 9))]
     rb = [r.size for r in b.run(keys, 96, _sampler(p, 9))]
     assert ra == rb
+
+
+def test_history_counts_only_as_far_as_p_persists():
+    """Where p is redrawn between visits (no persistence) the trust rests on this step's rollouts
+    alone; where p persists the same history raises it."""
+    keys = list(range(16))
+    rng = np.random.default_rng(5)
+    persistent, shuffled = GuardedProgressive(), GuardedProgressive()
+    fixed_p = np.r_[np.zeros(8), np.full(8, 0.5)]
+    for s in range(12):
+        persistent.run(keys, 128, _sampler(fixed_p, s))
+        shuffled.run(keys, 128, _sampler(rng.permutation(fixed_p), s))
+    assert persistent.last_metrics["persistence"] > 0.8
+    assert shuffled.last_metrics["persistence"] < 0.3
+    counts_only = GuardedProgressive()
+    counts_only.run(keys, 128, _sampler(fixed_p, 99))  # no history at all: e_q = k_q
+    t_none = counts_only.last_metrics["trust"][1]
+    assert persistent.last_metrics["trust"][1] > t_none + 0.1
+    assert shuffled.last_metrics["trust"][1] < t_none + 0.05

@@ -131,3 +131,34 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
     again = run_map(cfg, tmp_path, progress=False)
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
     assert again["lr"] == result["lr"]
+
+
+def _curve_run(acc, seed=0):
+    return {"rollouts": list(range(10, 10 * len(acc) + 1, 10)), "accuracy": list(acc), "accuracy0": 0.0, "seed": seed}
+
+
+def test_bootstrap_interval_is_paired_and_brackets_the_speedup():
+    from adaptive_rollouts.sim.regime_map import bootstrap_speedup, speedup
+
+    rng = np.random.default_rng(0)
+    uni = [_curve_run(np.linspace(0.1, 0.6, 12) + rng.normal(0, 0.01, 12), s) for s in range(8)]
+    same = [dict(u) for u in uni]
+    assert bootstrap_speedup(uni, same, 0.5, resamples=200) == (1.0, 1.0)
+    # a method that reaches every accuracy two steps earlier on every seed: faster on every resample
+    faster = [_curve_run(np.r_[u["accuracy"][2:], [0.7, 0.7]], u["seed"]) for u in uni]
+    lo, hi = bootstrap_speedup(uni, faster, 0.5, resamples=200)
+    assert 1.0 < lo <= speedup(uni, faster, 0.5) <= hi
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_speedup(uni, faster[:3], 0.5)
+    with pytest.raises(ValueError, match="target_at"):
+        speedup(uni, faster, 0.0)
+
+
+def test_running_max_target_ignores_a_late_dip():
+    from adaptive_rollouts.sim.regime_map import speedup
+
+    uni = [_curve_run([0.2, 0.4, 0.6, 0.8])]
+    dips = [_curve_run([0.45, 0.3, 0.3, 0.3])]  # reaches Uniform's half-run level (0.4) at once, then dips
+    assert speedup(uni, dips, 0.5) == pytest.approx(20 / 10)
+    never = [_curve_run([0.1, 0.2, 0.3, 0.35])]
+    assert speedup(uni, never, 0.5) == 0.0

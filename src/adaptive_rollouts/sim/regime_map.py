@@ -2,16 +2,25 @@
 
 Per cell (a `Cell`) and method:
 
-1. learning rate: every rate of the grid runs on the *tune* seeds; the best is the highest mean
-   held-out accuracy over the run (area under the curve). When the best is at the grid's edge the
-   grid is extended on that side (x ``lr_step``) up to ``max_extensions`` times; if the best is
-   still at an edge the method is recorded as failed for the cell, with no number reported.
+1. learning rate: every rate of the grid (x2 steps) runs on the *tune* seeds; the best is the
+   highest mean held-out accuracy over the last third of the run (the level a rate reaches and
+   holds, so a rate that rises fast and then stalls or collapses loses to one that keeps learning).
+   When the best is at the grid's edge the grid is extended on that side (x ``lr_step``) up to
+   ``max_extensions`` times; if the best is still at an edge the method is recorded as failed for
+   the cell, with no number reported.
 2. the *report* seeds (disjoint from the tune seeds) run at that rate; Uniform and the default
    allocator run on ``paired_seeds`` (>= 8) so the no-regret check pairs them seed by seed (same
    problem instance and sampling seed).
-3. speedup = rollouts Uniform's seed-mean curve needs to reach ``target_frac`` of its gain, over the
-   rollouts the method's seed-mean curve needs (both over the method's report seeds); min-max over
-   the same ratio per seed.
+3. speedup = rollouts Uniform needs to reach its target, over the rollouts the method needs, both
+   read off the *running maximum of the seed-mean curve* (the best accuracy reached so far,
+   averaged over seeds first: a single curve's wiggles cannot move the first crossing). The target
+   is the accuracy Uniform's curve has at ``target_at`` (half) of the run: on this toy curves end
+   on plateaus whose height varies from instance to instance, so a target near the final level
+   (e.g. 90% of the gain) falls on a plateau and its first crossing is decided by noise, while at
+   half the run the curves are still climbing. Uniform needs about ``target_at`` of the run's
+   rollouts; a method that has not reached it by the end of the run is reported as 0 (slower than
+   ``target_at`` x). Per-seed ratios and a paired bootstrap interval over seeds
+   give the spread.
 
 Every finished run is appended to ``runs.jsonl`` in the output folder as it ends; a rerun with the
 same folder skips what is there, so an interrupted map resumes where it stopped and gives the
@@ -33,7 +42,18 @@ from adaptive_rollouts.sim.bench import build_allocator, rollouts_to_target
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
 from adaptive_rollouts.sim.train import TrainConfig, train
 
-__all__ = ["MapConfig", "QUICK_MAP", "FULL_MAP", "run_map", "tune_grid", "LearningRateAtEdge"]
+__all__ = [
+    "MapConfig",
+    "QUICK_MAP",
+    "FULL_MAP",
+    "run_map",
+    "tune_grid",
+    "LearningRateAtEdge",
+    "final_level",
+    "seed_mean_curve",
+    "speedup",
+    "bootstrap_speedup",
+]
 
 DEFAULT = "default"
 
@@ -53,17 +73,18 @@ class MapConfig:
         "vip@true-p",
         "vigor",
     )
-    tune_seeds: Sequence[int] = (100,)
-    report_seeds: Sequence[int] = (0, 1, 2)
+    tune_seeds: Sequence[int] = (100, 101)
+    report_seeds: Sequence[int] = (0, 1, 2, 3)
     paired_seeds: Sequence[int] = tuple(range(8))  # Uniform and the default
-    lr_grid: Sequence[float] = (0.1, 0.3, 1.0)
-    lr_step: float = 3.0
-    max_extensions: int = 3
+    lr_grid: Sequence[float] = (0.1, 0.2, 0.4)
+    lr_step: float = 2.0
+    max_extensions: int = 4
     steps: int = 60
     n_test: int = 500
     estimator: str = "grpo"
     aggregation: str = "seq-mean"
-    target_frac: float = 0.9
+    target_at: float = 0.5  # the target: Uniform's (running-max seed-mean) accuracy at this fraction of the run
+    bootstrap: int = 1000  # paired bootstrap resamples of the seeds for the speedup's interval
     grad_var_every: int = 20
     grad_var_resamples: int = 6
     fingerprint_every: int = 20
@@ -75,15 +96,17 @@ def _grid_cells(scenarios, regimes) -> list[Cell]:
 
 
 _LOW = {"dim": 16, "batch_prompts": 32}
-_HIGH = {"dim": 512, "batch_prompts": 8}
-QUICK_MAP = MapConfig(cells=_grid_cells(("hard-heavy", "bimodal"), (_LOW, _HIGH)))
+_HIGH = {"dim": 1024, "batch_prompts": 8}
+QUICK_MAP = MapConfig(cells=_grid_cells(("hard-heavy", "pareto"), (_LOW, _HIGH)))
 FULL_MAP = MapConfig(
     cells=_grid_cells(
         ("hard-heavy", "bimodal", "pareto"),
         (
             _LOW,
             {"dim": 128, "batch_prompts": 16},
+            {"dim": 512, "batch_prompts": 8},
             _HIGH,
+            {"dim": 2048, "batch_prompts": 8},
             {"dim": 128, "batch_prompts": 16, "transfer": 0.3},
             {"dim": 128, "batch_prompts": 16, "n_prompts": 200},
         ),
@@ -107,7 +130,9 @@ FULL_MAP = MapConfig(
         "ar3po",
         "speedrl",
     ),
-    tune_seeds=(100, 101),
+    tune_seeds=(100, 101, 102),
+    report_seeds=tuple(range(8)),
+    paired_seeds=tuple(range(16)),
     steps=80,
 )
 
@@ -165,6 +190,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "accuracy": tr["accuracy"],
         "accuracy0": tr["accuracy0"],
         "auc": float(acc.mean()),
+        "final": final_level(acc),
         "probe": {k: tr[k] for k in ("probe_var", "probe_signal", "probe_oracle_var", "probe_oracle_signal")},
         "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
         "regime": {k: float(v) for k, v in tr["regime"].items()},
@@ -247,7 +273,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
         for cell in cfg.cells:
             try:
                 lr, _ = tune_grid(
-                    lambda lr: float(np.mean([run(cell, method, s, lr)["auc"] for s in cfg.tune_seeds])),
+                    lambda lr: float(np.mean([run(cell, method, s, lr)["final"] for s in cfg.tune_seeds])),
                     cfg.lr_grid,
                     cfg.lr_step,
                     cfg.max_extensions,
@@ -268,18 +294,63 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     return {**out, "missing": missing}
 
 
+def final_level(accuracy: Sequence[float]) -> float:
+    """Mean held-out accuracy over the last third of a run (the tuning criterion).
+
+    >>> final_level([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    0.45
+    """
+    a = np.asarray(accuracy, dtype=float)
+    if a.size == 0:
+        raise ValueError("accuracy curve is empty")
+    return float(a[-max(1, a.size // 3) :].mean())
+
+
 def seed_mean_curve(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, float]:
-    """(rollouts, accuracy, accuracy0) averaged over runs (equal budgets: same rollout axis)."""
+    """(rollouts, running max of the seed-mean accuracy, accuracy0) over runs (equal budgets: same
+    rollout axis). The running max is the best seed-mean accuracy reached so far: monotone, so the
+    first crossing of a target is well defined.
+
+    >>> r, a, a0 = seed_mean_curve([{"rollouts": [8, 16, 24], "accuracy": [0.3, 0.2, 0.5], "accuracy0": 0.1}])
+    >>> a.tolist(), a0
+    ([0.3, 0.3, 0.5], 0.1)
+    """
     r = np.mean([x["rollouts"] for x in runs], axis=0)
-    a = np.mean([x["accuracy"] for x in runs], axis=0)
+    a = np.maximum.accumulate(np.mean([x["accuracy"] for x in runs], axis=0))
     return r, a, float(np.mean([x["accuracy0"] for x in runs]))
 
 
-def speedup(uniform: Sequence[dict], method: Sequence[dict], target_frac: float) -> float:
-    """Rollouts to Uniform's target on the seed-mean curves: Uniform's / the method's (0 = never)."""
+def speedup(uniform: Sequence[dict], method: Sequence[dict], target_at: float) -> float:
+    """Rollouts to Uniform's target (the accuracy of its running-max seed-mean curve at the step
+    ``target_at`` of the way through the run): Uniform's / the method's (0 = never reached).
+
+    >>> u = [{"rollouts": [10, 20, 30, 40], "accuracy": [0.2, 0.4, 0.5, 0.6], "accuracy0": 0.0}]
+    >>> m = [{"rollouts": [10, 20, 30, 40], "accuracy": [0.4, 0.5, 0.6, 0.7], "accuracy0": 0.0}]
+    >>> speedup(u, m, 0.5), speedup(m, u, 0.5)
+    (2.0, 0.6666666666666666)
+    """
+    if not 0.0 < target_at <= 1.0:
+        raise ValueError(f"target_at must be in (0, 1], got {target_at}")
     ru, au, a0 = seed_mean_curve(uniform)
     rm, am, _ = seed_mean_curve(method)
-    target = a0 + target_frac * (au[-5:].mean() - a0)
+    target = au[max(0, int(round(target_at * au.size)) - 1)]
     need_u = rollouts_to_target(ru, au, target)
     need_m = rollouts_to_target(rm, am, target)
     return float(need_u / need_m) if np.isfinite(need_m) else 0.0
+
+
+def bootstrap_speedup(
+    uniform: Sequence[dict], method: Sequence[dict], target_at: float, resamples: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """5th and 95th percentiles of `speedup` over paired bootstrap resamples of the seeds (the same
+    resampled seeds for Uniform and the method; ``uniform[i]`` pairs with ``method[i]``)."""
+    if len(uniform) != len(method) or not uniform:
+        raise ValueError(f"need equally many paired runs, got {len(uniform)} and {len(method)}")
+    rng = np.random.default_rng(seed)
+    n = len(uniform)
+    draws = []
+    for _ in range(resamples):
+        i = rng.integers(0, n, n)
+        draws.append(speedup([uniform[j] for j in i], [method[j] for j in i], target_at))
+    lo, hi = np.percentile(draws, [5, 95])
+    return float(lo), float(hi)
