@@ -132,6 +132,7 @@ def recurring(seeds: list[int]) -> None:
 
     makers = {
         "GaussianProcess": lambda t: GaussianProcess(t.table),
+        "GP, abs blend": lambda t: GaussianProcess(t.table, blend_criterion="abs"),
         "GP, no blend": lambda t: GaussianProcess(t.table, history_blend=False),
         "last visit": lambda t: WindowedMean(1),
         "WindowedMean(4)": lambda t: WindowedMean(4),

@@ -24,6 +24,9 @@ def test_blend_beats_the_plain_gp_and_keeps_the_best_log_loss(trace):
     assert blended["mae"] < 0.85 * plain["mae"]
     assert blended["log_loss"] <= plain["log_loss"] and blended["log_loss"] < last["log_loss"]
     assert np.isfinite(blended_gp.blend.strength)  # history was worth weighting here
+    # the absolute-error criterion trades log-loss for point accuracy on these extreme p
+    by_abs = evaluate(GaussianProcess(trace.table, blend_criterion="abs"), trace, revisits_only=True)
+    assert by_abs["mae"] <= blended["mae"] and by_abs["log_loss"] < last["log_loss"]
 
 
 def test_blend_keeps_the_model_where_it_is_right():
@@ -53,6 +56,8 @@ def test_blend_formula_by_hand_and_state_round_trip():
     np.testing.assert_array_equal(clone.adjust(["a"], np.array([0.2]), np.array([0.05]))[0], mean[:1])
     with pytest.raises(ValueError, match="strengths"):
         LastVisitBlend(strengths=(0.0,))
+    with pytest.raises(ValueError, match="criterion"):
+        LastVisitBlend(criterion="mse")
     with pytest.raises(ValueError, match="shapes"):
         clone.load_state_dict({**blend.state_dict(), "scores": np.zeros(3)})
 

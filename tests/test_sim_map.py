@@ -126,6 +126,8 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
     assert set(row["methods"]) == {"uniform", "default", "default@true-p"}
     assert row["methods"]["uniform"]["speedup"] == pytest.approx(1.0)
     assert row["methods"]["default"]["seeds"] == [0, 1]  # paired with Uniform on every paired seed
+    assert np.isfinite(row["methods"]["default"]["same_rate_speedup"])  # also run at Uniform's rate
+    assert "at Uniform's best rate" in text
     assert np.isfinite(row["fingerprints"]["noise_to_signal_rollout"])
     # resume: nothing reruns, same numbers
     again = run_map(cfg, tmp_path, progress=False)

@@ -109,7 +109,8 @@ class GaussianProcess:
     History blend (``history_blend=True``, the default): the predicted (mean, var) of a prompt
     already seen is the Beta posterior with the GP's prediction as a prior of strength kappa,
     updated with the prompt's last visit; kappa is chosen online among a few strengths (inf = the
-    GP alone) by discounted log-loss on revisits (`LastVisitBlend`). On a simulator whose p is
+    GP alone) by discounted log-loss (``blend_criterion="log-loss"``) or absolute error ("abs") on
+    revisits (`LastVisitBlend`). On a simulator whose p is
     extreme per prompt in ways the features cannot see, this cut the GP's next-visit error by a
     third while keeping the best log-loss (docs/benchmark.md); where the GP already predicts
     better, kappa stays at inf.
@@ -142,6 +143,7 @@ class GaussianProcess:
         residual_half_life: float = 200.0,
         seed: int = 0,
         history_blend: bool = True,
+        blend_criterion: str = "log-loss",
     ):
         self.dim = check_features(features)
         for name, value in [
@@ -176,7 +178,7 @@ class GaussianProcess:
         self._u_mean: np.ndarray = np.zeros(0)
         self._u_var: np.ndarray = np.zeros(0)
         self._u_step: np.ndarray = np.zeros(0, dtype=np.int64)
-        self.blend = LastVisitBlend() if history_blend else None
+        self.blend = LastVisitBlend(criterion=blend_criterion) if history_blend else None
 
     # -- pieces ----------------------------------------------------------------------------------
     @property

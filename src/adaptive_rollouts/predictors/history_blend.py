@@ -21,10 +21,12 @@ class LastVisitBlend:
         mean = (kappa m + s) / (kappa + n),      var = mean (1 - mean) / (kappa + n + 1),
 
     (kappa = inf: the model's (m, v) unchanged; a prompt never seen: unchanged). kappa is the
-    candidate of ``strengths`` with the lowest discounted log-loss on revisits so far: each update,
+    candidate of ``strengths`` with the lowest discounted score on revisits so far: each update,
     before the new rewards enter, every candidate's prediction of the revisited prompts is scored
-    on those rewards (-log P, p clipped to [1e-3, 1 - 1e-3]); scores decay by ``discount`` per
-    update. So the per-prompt history gets exactly the weight that has predicted the next visit
+    on those rewards; scores decay by ``discount`` per update. ``criterion`` "log-loss" (default:
+    -log P of the rewards, p clipped to [1e-3, 1 - 1e-3], a proper scoring rule, so the belief
+    stays calibrated) or "abs" (|mean - the visit's mean reward|, which favours the median: lower
+    error on extreme p at some cost in log-loss). So the per-prompt history gets exactly the weight that has predicted the next visit
     best in this run: none where the model already knows better (kappa = inf), most where p is
     extreme and persistent in a way the model's features and prior cannot express.
 
@@ -36,14 +38,19 @@ class LastVisitBlend:
     (0.5, [0.018, 0.3])
     """
 
-    def __init__(self, strengths: Sequence[float] = BLEND_STRENGTHS, discount: float = 0.99):
+    def __init__(
+        self, strengths: Sequence[float] = BLEND_STRENGTHS, discount: float = 0.99, criterion: str = "log-loss"
+    ):
         s = np.asarray(strengths, dtype=float)
         if s.ndim != 1 or s.size == 0 or np.any(s <= 0):
             raise ValueError(f"strengths must be a non-empty list of values > 0 (inf allowed), got {list(strengths)}")
         if not 0.0 < discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {discount}")
+        if criterion not in ("log-loss", "abs"):
+            raise ValueError(f"criterion must be 'log-loss' or 'abs', got {criterion!r}")
         self.strengths = s
         self.discount = float(discount)
+        self.criterion = criterion
         self.scores = np.zeros(s.size)
         self._index = RowIndex()
         self._succ = np.zeros(0)
@@ -93,9 +100,12 @@ class LastVisitBlend:
         if seen.any():
             for j, kappa in enumerate(self.strengths):
                 p, _ = self._blend(kappa, m[seen], np.zeros(int(seen.sum())), s[seen], n[seen])
-                p = np.clip(p, 1e-3, 1.0 - 1e-3)
                 k, c = successes[seen], counts[seen]
-                self.scores[j] -= float(k @ np.log(p) + (c - k) @ np.log1p(-p))
+                if self.criterion == "abs":
+                    self.scores[j] += float(np.abs(p - k / c).sum())
+                else:
+                    p = np.clip(p, 1e-3, 1.0 - 1e-3)
+                    self.scores[j] -= float(k @ np.log(p) + (c - k) @ np.log1p(-p))
         rows = self._index.add(prompts, self._index.lookup(prompts))
         size = len(self._index)
         self._succ, self._count = grow(self._succ, size, 0.0), grow(self._count, size, 0.0)
@@ -106,6 +116,7 @@ class LastVisitBlend:
         return {
             "strengths": self.strengths.copy(),
             "discount": self.discount,
+            "criterion": self.criterion,
             "scores": self.scores.copy(),
             "keys": list(self._index.keys),
             "successes": self._succ[:n].copy(),
@@ -123,5 +134,6 @@ class LastVisitBlend:
                 f"{len(keys)} keys, successes {succ.shape}, counts {count.shape}"
             )
         self.strengths, self.discount, self.scores = strengths, float(state["discount"]), scores
+        self.criterion = str(state.get("criterion", "log-loss"))
         self._index = RowIndex(keys)
         self._succ, self._count = succ, count

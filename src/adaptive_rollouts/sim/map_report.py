@@ -17,8 +17,10 @@ __all__ = ["summarize_map", "write_map_report", "NOISE_DOMINATED"]
 NOISE_DOMINATED = 1.0  # batch noise-to-signal of Uniform's step (resampled) at or above this
 
 
-def _runs_at(result: dict, cell: str, method: str, seeds: Sequence[int] | None = None) -> list[dict]:
-    lr = result["lr"].get(cell, {}).get(method)
+def _runs_at(
+    result: dict, cell: str, method: str, seeds: Sequence[int] | None = None, lr: float | None = None
+) -> list[dict]:
+    lr = result["lr"].get(cell, {}).get(method) if lr is None else lr
     if lr is None:
         return []
     runs = [r for (c, m, s, x), r in result["runs"].items() if c == cell and m == method and abs(x - lr) < 1e-12]
@@ -89,6 +91,16 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 "seeds": seeds,
                 "lr": result["lr"][cell][method],
             }
+            uniform_lr = result["lr"][cell].get("uniform")
+            same = (
+                _runs_at(result, cell, method, lr=uniform_lr) if method in result["config"].get("same_rate", ()) else []
+            )
+            if len(same) == len(u_same) and same:
+                entry["same_rate_speedup"] = speedup(u_same, same, frac)
+                entry["same_rate_ci90"] = list(
+                    bootstrap_speedup(u_same, same, frac, result["config"].get("bootstrap", 1000))
+                )
+                entry["same_rate_per_seed"] = [speedup([u], [r], frac) for u, r in zip(u_same, same)]
             probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
             if probes:
                 nsr = _ratio_of_sums(
@@ -118,7 +130,13 @@ def _targets(rows: list[dict]) -> dict[str, Any]:
             s, m, t = max(cands)
             learned_best.append({"cell": r["cell"], "method": m, "speedup": s, "true_p": t})
     default = [
-        {"cell": r["cell"], **{k: r["methods"][DEFAULT][k] for k in ("speedup", "min", "max", "ci90", "seeds")}}
+        {
+            "cell": r["cell"],
+            **{
+                k: r["methods"][DEFAULT].get(k)
+                for k in ("speedup", "min", "max", "ci90", "seeds", "same_rate_speedup", "same_rate_ci90")
+            },
+        }
         for r in rows
         if DEFAULT in r["methods"]
     ]
@@ -134,6 +152,8 @@ def _targets(rows: list[dict]) -> dict[str, Any]:
         and all(x["speedup"] >= 1.5 and x["true_p"] and x["speedup"] >= 0.9 * x["true_p"] for x in learned_best),
         "default_vs_uniform": default,
         "no_regret_met": bool(default) and all(x["speedup"] >= 0.97 for x in default),
+        "no_regret_same_rate_met": bool(default)
+        and all(x["same_rate_speedup"] is not None and x["same_rate_speedup"] >= 0.97 for x in default),
         "default_batch_nsr_ratio": nsr,
         "nsr_target_met": bool(nsr) and all(np.isfinite(x["ratio"]) and x["ratio"] <= 1.10 for x in nsr),
     }
@@ -230,6 +250,26 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
                 f"[{_fmt(e['min'])}-{_fmt(e['max'])}] ({e['lr']:.3g})"
             )
         lines.append(f"| {r['cell']} | " + " | ".join(cells) + " |")
+    lines += ["", "## The default against Uniform (paired seeds)", ""]
+    lines.append(
+        "| cell | at its own best rate (90% CI) | at Uniform's best rate (90% CI) | batch noise/signal: Uniform "
+        "| default | true-p optimum | default@true-p |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
+    for r in summary["rows"]:
+        d = r["methods"].get(DEFAULT)
+        if d is None:
+            continue
+        same = d.get("same_rate_speedup")
+        same_txt = (
+            "-" if same is None else f"{_fmt(same)} ({_fmt(d['same_rate_ci90'][0])}-{_fmt(d['same_rate_ci90'][1])})"
+        )
+        tp = r["methods"].get(f"{DEFAULT}@true-p", {})
+        lines.append(
+            f"| {r['cell']} | {_fmt(d['speedup'])} ({_fmt(d['ci90'][0])}-{_fmt(d['ci90'][1])}) | {same_txt} | "
+            f"{_fmt(r['fingerprints'].get('noise_to_signal_batch'))} | {_fmt(d.get('batch_nsr'))} | "
+            f"{_fmt(d.get('batch_nsr_true_p_optimum'))} | {_fmt(tp.get('batch_nsr'))} |"
+        )
     t = summary["targets"]
     lines += ["", "## Targets", ""]
     lines.append(
@@ -250,6 +290,13 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
             else ""
         )
     )
+    same = [x for x in t["default_vs_uniform"] if x["same_rate_speedup"] is not None]
+    if same:
+        w = min(same, key=lambda x: x["same_rate_speedup"])
+        lines.append(
+            f"- no regret at Uniform's rate: {t['no_regret_same_rate_met']}; worst {w['cell']} "
+            f"{_fmt(w['same_rate_speedup'])}x"
+        )
     ratios = [x["ratio"] for x in t["default_batch_nsr_ratio"]]
     lines.append(
         f"- default's batch noise/signal <= 1.10x the true-p optimum's in every cell: {t['nsr_target_met']}"

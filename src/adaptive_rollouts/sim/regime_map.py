@@ -10,7 +10,9 @@ Per cell (a `Cell`) and method:
    the cell, with no number reported.
 2. the *report* seeds (disjoint from the tune seeds) run at that rate; Uniform and the default
    allocator run on ``paired_seeds`` (>= 8) so the no-regret check pairs them seed by seed (same
-   problem instance and sampling seed).
+   problem instance and sampling seed). Methods in ``same_rate`` (the default) also run at
+   Uniform's best rate: with AdamW the step size is normalised, so this paired comparison isolates
+   the allocation from the noise of choosing a rate on a few tune seeds.
 3. speedup = rollouts Uniform needs to reach its target, over the rollouts the method needs, both
    read off the *running maximum of the seed-mean curve* (the best accuracy reached so far,
    averaged over seeds first: a single curve's wiggles cannot move the first crossing). The target
@@ -73,7 +75,7 @@ class MapConfig:
         "vip@true-p",
         "vigor",
     )
-    tune_seeds: Sequence[int] = (100, 101)
+    tune_seeds: Sequence[int] = (100, 101, 102)
     report_seeds: Sequence[int] = (0, 1, 2, 3)
     paired_seeds: Sequence[int] = tuple(range(8))  # Uniform and the default
     lr_grid: Sequence[float] = (0.1, 0.2, 0.4)
@@ -88,6 +90,7 @@ class MapConfig:
     grad_var_every: int = 20
     grad_var_resamples: int = 6
     fingerprint_every: int = 20
+    same_rate: Sequence[str] = (DEFAULT,)  # also run at Uniform's best rate (paired, no rate-choice noise)
     extra: dict = field(default_factory=dict)
 
 
@@ -130,7 +133,7 @@ FULL_MAP = MapConfig(
         "ar3po",
         "speedrl",
     ),
-    tune_seeds=(100, 101, 102),
+    tune_seeds=(100, 101, 102, 103),
     report_seeds=tuple(range(8)),
     paired_seeds=tuple(range(16)),
     steps=80,
@@ -174,7 +177,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         estimator=cfg.estimator,
         aggregation=cfg.aggregation,
         seed=seed,
-        grad_var_every=cfg.grad_var_every if method in ("uniform", DEFAULT) else 0,
+        grad_var_every=cfg.grad_var_every if method == "uniform" or method.startswith(DEFAULT) else 0,
         grad_var_resamples=cfg.grad_var_resamples,
         fingerprint_every=cfg.fingerprint_every if method == "uniform" else 0,
     )
@@ -280,6 +283,10 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
                 )
                 for s in _seeds_for(cfg, method):
                     run(cell, method, s, lr)
+                uniform_lr = best_lr.get(cell.key, {}).get("uniform")
+                if method in cfg.same_rate and uniform_lr is not None:
+                    for s in _seeds_for(cfg, method):
+                        run(cell, method, s, uniform_lr)
             except (LearningRateAtEdge, ValueError) as err:
                 errors[f"{cell.key} {method}"] = f"{type(err).__name__}: {err}"
                 continue
