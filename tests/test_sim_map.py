@@ -164,3 +164,18 @@ def test_running_max_target_ignores_a_late_dip():
     assert speedup(uni, dips, 0.5) == pytest.approx(20 / 10)
     never = [_curve_run([0.1, 0.2, 0.3, 0.35])]
     assert speedup(uni, never, 0.5) == 0.0
+
+
+def test_true_p_optimum_method_is_the_probes_reference():
+    from adaptive_rollouts.allocators import VIP
+    from adaptive_rollouts.sim.bench import build_allocator
+
+    pb = Cell(scenario="pareto", dim=8, batch_prompts=8, n_prompts=40).problem(0, 20)
+    alloc, pred = build_allocator("optimum@true-p", pb, 0, aggregation="token-mean", estimator="rloo")
+    assert isinstance(alloc, VIP) and pred is None
+    assert alloc.aggregation == "token-mean" and alloc.estimator == "rloo"
+    p = pb.success(np.arange(8))
+    counts = alloc.plan(list(range(8)), 64)
+    assert counts.sum() == 64
+    # the optimum gives no more rollouts to a prompt at p ~ 0 than to the most uncertain one
+    assert counts[np.argmin(np.abs(p - 0.5))] >= counts[np.argmin(p)]

@@ -118,6 +118,7 @@ FULL_MAP = MapConfig(
         "uniform",
         DEFAULT,
         "default@true-p",
+        "optimum@true-p",
         "posterior-progressive@true-p",
         "vip@true-p",
         "vigor",
