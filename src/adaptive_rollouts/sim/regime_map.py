@@ -100,7 +100,11 @@ def _grid_cells(scenarios, regimes) -> list[Cell]:
 
 _LOW = {"dim": 16, "batch_prompts": 32}
 _HIGH = {"dim": 1024, "batch_prompts": 8}
-QUICK_MAP = MapConfig(cells=_grid_cells(("hard-heavy", "pareto"), (_LOW, _HIGH)))
+QUICK_MAP = MapConfig(
+    cells=_grid_cells(("hard-heavy", "pareto"), (_LOW, _HIGH)),
+    methods=("uniform", DEFAULT, "default@true-p", "posterior-progressive@true-p", "vigor"),
+    report_seeds=(0, 1, 2),
+)
 FULL_MAP = MapConfig(
     cells=_grid_cells(
         ("hard-heavy", "bimodal", "pareto"),
