@@ -239,8 +239,6 @@ class GaussianProcess:
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         prompts, successes, counts = check_batch(prompts, rewards)
         x = encode(self.features, prompts, self.dim)  # may raise: still nothing mutated
-        if self.blend is not None and len(prompts):
-            self.blend.observe(prompts, successes, counts, logistic_normal_moments(*self.latent(prompts))[0])
         observed = counts > 0
         prompts = [p for p, o in zip(prompts, observed) if o]
         x, successes, counts = x[observed], successes[observed], counts[observed].astype(np.float64)
@@ -258,6 +256,9 @@ class GaussianProcess:
             phi = self._phi(x, 1.0 if bandwidth is None else bandwidth)  # set above when prompts
             f_mean = phi @ w_mean
             f_var = np.einsum("ij,ij->i", phi @ w_cov, phi)
+            if self.blend is not None:  # score the blend on this visit with the prediction made before it
+                prior_p = logistic_normal_moments(self.prior_mean + f_mean + u_mean, f_var + u_var)[0]
+                self.blend.observe(prompts, successes, counts, prior_p)
             y, r = laplace_site(successes, counts, self.prior_mean + f_mean + u_mean, f_var + u_var)
             y = y - self.prior_mean
             # Kalman update of w, with u marginalised: y - E[u] = phi^T w + e, e ~ N(0, v_u + r)
