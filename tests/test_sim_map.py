@@ -160,10 +160,26 @@ def test_running_max_target_ignores_a_late_dip():
     from adaptive_rollouts.sim.regime_map import speedup
 
     uni = [_curve_run([0.2, 0.4, 0.6, 0.8])]
-    dips = [_curve_run([0.45, 0.3, 0.3, 0.3])]  # reaches Uniform's half-run level (0.4) at once, then dips
-    assert speedup(uni, dips, 0.5) == pytest.approx(20 / 10)
-    never = [_curve_run([0.1, 0.2, 0.3, 0.35])]
-    assert speedup(uni, never, 0.5) == 0.0
+    dips = [_curve_run([0.45, 0.3, 0.3, 0.3])]  # pooled running max at half the run: 0.35
+    assert speedup(uni, dips, 0.5) == pytest.approx(17.5 / 10)
+    assert speedup(uni, dips, 0.5) * speedup(dips, uni, 0.5) == pytest.approx(1.0)
+    assert speedup(uni, [_curve_run([0.0, 0.0, 0.0, 0.0])], 0.5) == 0.0
+
+
+def test_a_method_that_allocates_like_uniform_scores_one():
+    """Null control by Monte Carlo: two methods with the same learning curve and independent
+    noise; the pooled target makes the speedup's median 1 (a target from Uniform's curve alone
+    would include Uniform's own upward noise and score the twin below 1)."""
+    from adaptive_rollouts.sim.regime_map import speedup
+
+    rng = np.random.default_rng(0)
+    base = 0.6 * (1 - np.exp(-np.arange(1, 41) / 12))
+    logs = []
+    for _ in range(300):
+        a = [_curve_run(base + rng.normal(0, 0.05, 40), s) for s in range(8)]
+        b = [_curve_run(base + rng.normal(0, 0.05, 40), s) for s in range(8)]
+        logs.append(np.log(speedup(a, b, 0.5)))
+    assert abs(np.median(logs)) < 0.015  # a target from Uniform alone: about -0.03 here
 
 
 def test_true_p_optimum_method_is_the_probes_reference():

@@ -113,8 +113,11 @@ class GuardedProgressive(PosteriorProgressive):
         upper: int | None = None,
         improvement_options: dict | None = None,
         max_prior_strength: float = 8.0,
+        zero_variance_gate: tuple[float, float] | None = None,
         seed: int | None = 0,
     ):
+        if zero_variance_gate is not None and not 0.0 <= zero_variance_gate[0] < zero_variance_gate[1] <= 1.0:
+            raise ValueError(f"zero_variance_gate must be (low, high) with 0 <= low < high <= 1, got {zero_variance_gate}")
         if not (np.isfinite(trust_scale) or trust_scale == np.inf) or trust_scale <= 0:
             raise ValueError(f"trust_scale must be > 0, got {trust_scale}")
         super().__init__(
@@ -135,15 +138,29 @@ class GuardedProgressive(PosteriorProgressive):
         self.first_round_uniform = bool(first_round_uniform)
         self.last_trust: list[float] = []
         self.tracker = RegimeTracker()
+        self.zero_variance_gate = None if zero_variance_gate is None else tuple(map(float, zero_variance_gate))
         self._rho = 0.0
+        self._gate = 1.0
 
     def persistence(self) -> float:
         """rho: the measured persistence of p in this run, clipped to [0, 1]; 0 before it is measurable."""
         rho = self.tracker.metrics()["regime/p_persistence"]
         return float(np.clip(rho, 0.0, 1.0)) if np.isfinite(rho) else 0.0
 
+    def gate(self) -> float:
+        """g in [0, 1]: 1 without a ``zero_variance_gate``; else the run's mean zero-variance group
+        fraction z so far mapped linearly from (low, high) to (0, 1), clipped (1 before any step)."""
+        if self.zero_variance_gate is None:
+            return 1.0
+        z = self.tracker.metrics()["regime/zero_variance_fraction_mean"]
+        if not np.isfinite(z):
+            return 1.0
+        low, high = self.zero_variance_gate
+        return float(np.clip((z - low) / (high - low), 0.0, 1.0))
+
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         self._rho = self.persistence()
+        self._gate = self.gate()
         rewards = super().run(prompts, budget, sample)
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         if self.last_metrics is not None:
@@ -177,7 +194,7 @@ class GuardedProgressive(PosteriorProgressive):
             self.last_trust = []
         even = equal_split(round_budget, counts.size)
         evidence = self._rho * prior_strength + counts
-        lam = 0.0 if (r == 0 and self.first_round_uniform) else self.trust(evidence)
+        lam = 0.0 if (r == 0 and self.first_round_uniform) else self._gate * self.trust(evidence)
         fits = bool(np.all(counts + even <= upper) and np.all(counts + even >= self.lower))
         if lam == 0.0 and fits:
             self.last_trust.append(0.0)

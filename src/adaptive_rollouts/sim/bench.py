@@ -12,7 +12,9 @@ Method names: any name of ``adaptive_rollouts.allocators.make_allocator``, plus 
 references ``oracle-vip`` (VIP objective, true p) and ``oracle-fill`` (fill the largest p(1-p) to 32,
 skip the rest), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
 for the run's estimator and aggregation, with the true p: `VIP(aggregation=...)`); ``NAME@true-p``
-runs a predictor-based allocator with the true p as its prediction.
+runs a predictor-based allocator with the true p as its prediction; ``uniform-rounds`` is a null
+control (the default with no trust: Uniform's counts, drawn in three rounds, so only the sampling
+noise differs from Uniform's).
 """
 
 from __future__ import annotations
@@ -137,6 +139,8 @@ def build_allocator(
         from adaptive_rollouts.allocators import VIP
 
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
+    if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's three rounds
+        return make_allocator("default", trust_scale=float("inf"), seed=seed), None
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
     if name == "oracle-fill":

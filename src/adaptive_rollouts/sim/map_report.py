@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.regime_map import DEFAULT, bootstrap_speedup, speedup
+from adaptive_rollouts.sim.regime_map import DEFAULT, NULL, bootstrap_speedup, speedup
 
 __all__ = ["summarize_map", "write_map_report", "NOISE_DOMINATED"]
 
@@ -25,7 +25,7 @@ def _runs_at(
         return []
     runs = [r for (c, m, s, x), r in result["runs"].items() if c == cell and m == method and abs(x - lr) < 1e-12]
     seeds_ok = set(
-        result["config"]["paired_seeds"] if method in ("uniform", DEFAULT) else result["config"]["report_seeds"]
+        result["config"]["paired_seeds"] if method in ("uniform", DEFAULT, NULL) else result["config"]["report_seeds"]
     )
     runs = [r for r in runs if r["seed"] in seeds_ok and (seeds is None or r["seed"] in seeds)]
     return sorted(runs, key=lambda r: r["seed"])
@@ -252,10 +252,10 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
         lines.append(f"| {r['cell']} | " + " | ".join(cells) + " |")
     lines += ["", "## The default against Uniform (paired seeds)", ""]
     lines.append(
-        "| cell | at its own best rate (90% CI) | at Uniform's best rate (90% CI) | batch noise/signal: Uniform "
-        "| default | true-p optimum | default@true-p |"
+        "| cell | at its own best rate (90% CI) | at Uniform's best rate (90% CI) | null control (90% CI) "
+        "| batch noise/signal: Uniform | default | true-p optimum | default@true-p |"
     )
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for r in summary["rows"]:
         d = r["methods"].get(DEFAULT)
         if d is None:
@@ -265,8 +265,10 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
             "-" if same is None else f"{_fmt(same)} ({_fmt(d['same_rate_ci90'][0])}-{_fmt(d['same_rate_ci90'][1])})"
         )
         tp = r["methods"].get(f"{DEFAULT}@true-p", {})
+        nul = r["methods"].get(NULL)
+        null_txt = "-" if nul is None else f"{_fmt(nul['speedup'])} ({_fmt(nul['ci90'][0])}-{_fmt(nul['ci90'][1])})"
         lines.append(
-            f"| {r['cell']} | {_fmt(d['speedup'])} ({_fmt(d['ci90'][0])}-{_fmt(d['ci90'][1])}) | {same_txt} | "
+            f"| {r['cell']} | {_fmt(d['speedup'])} ({_fmt(d['ci90'][0])}-{_fmt(d['ci90'][1])}) | {same_txt} | {null_txt} | "
             f"{_fmt(r['fingerprints'].get('noise_to_signal_batch'))} | {_fmt(d.get('batch_nsr'))} | "
             f"{_fmt(d.get('batch_nsr_true_p_optimum'))} | {_fmt(tp.get('batch_nsr'))} |"
         )
