@@ -74,6 +74,11 @@ class GuardedProgressive(PosteriorProgressive):
     split (lambda_1 = 0, ``first_round_uniform``), so every prompt gets fresh evidence before any
     is favoured. Rounding keeps the exact budget and the bounds [L, U] (floor + largest remainder).
 
+    Opt-in ``zero_variance_gate=(low, high)`` multiplies every lambda_r by g = clip((z - low) /
+    (high - low), 0, 1), z = the run's mean zero-variance group fraction so far (the waste that
+    allocation can recover): below ``low`` the allocation is Uniform's. Off by default: the regime
+    map could not resolve whether it helps (docs/benchmark.md).
+
     So with no (persistent) history (e = k) the allocation stays close to Uniform; it moves
     toward the optimum only as history and in-step rollouts accumulate; kappa -> inf is Uniform
     (up to where the remainder of C / Q lands). Works with any hashable prompt keys (integer ids
@@ -117,7 +122,9 @@ class GuardedProgressive(PosteriorProgressive):
         seed: int | None = 0,
     ):
         if zero_variance_gate is not None and not 0.0 <= zero_variance_gate[0] < zero_variance_gate[1] <= 1.0:
-            raise ValueError(f"zero_variance_gate must be (low, high) with 0 <= low < high <= 1, got {zero_variance_gate}")
+            raise ValueError(
+                f"zero_variance_gate must be (low, high) with 0 <= low < high <= 1, got {zero_variance_gate}"
+            )
         if not (np.isfinite(trust_scale) or trust_scale == np.inf) or trust_scale <= 0:
             raise ValueError(f"trust_scale must be > 0, got {trust_scale}")
         super().__init__(
