@@ -69,7 +69,9 @@ class LastVisitBlend:
         return s, n
 
     @staticmethod
-    def _blend(kappa: float, m: np.ndarray, v: np.ndarray, s: np.ndarray, n: np.ndarray):
+    def _blend(
+        kappa: float, m: np.ndarray, v: np.ndarray, s: np.ndarray, n: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         if np.isinf(kappa):
             return m, v
         has = n > 0

@@ -309,7 +309,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     return {**out, "missing": missing}
 
 
-def final_level(accuracy: Sequence[float]) -> float:
+def final_level(accuracy: Sequence[float] | np.ndarray) -> float:
     """Mean held-out accuracy over the last third of a run (the tuning criterion).
 
     >>> final_level([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
