@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/predictors.py            # default run, < 3 min on 2 cores
     .venv/bin/python benchmarks/predictors.py --full     # adds the 1M-prompt pool and more seeds
+    .venv/bin/python benchmarks/predictors.py --recurring  # only the next-visit check on simulator traces
 
 Quality: every predictor predicts each step's batch before seeing its rewards (then updates);
 log-loss (per rollout, E[p] clipped to [1e-3, 1 - 1e-3]), Brier score and MAE against the true p,
@@ -27,11 +28,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
-from adaptive_rollouts.predictors import (
+from adaptive_rollouts.predictors import (  # noqa: E402
     CumulativeMean,
     DiscountedBeta,
     GaussianProcess,
-    PaperGP,  # noqa: E402
+    PaperGP,
     Ridge,
     WindowedMean,
 )
@@ -116,11 +117,49 @@ def cost(pool_sizes: list[int], batch: int = 512, dim: int = 32, steps: int = 10
         del table, x, keys
 
 
+RECURRING_CELLS = (
+    ("hard-heavy", 16, 32),
+    ("bimodal", 128, 16),
+    ("pareto", 128, 16),
+)
+
+
+def recurring(seeds: list[int]) -> None:
+    """Next-visit quality once a prompt has history, on simulator training traces whose 200
+    prompts recur every 6-13 steps (Uniform, AdamW lr 0.2, 150 steps, 8 rollouts per prompt)."""
+    from adaptive_rollouts.sim.regimes import Cell
+    from adaptive_rollouts.sim.traces import training_trace
+
+    makers = {
+        "GaussianProcess": lambda t: GaussianProcess(t.table),
+        "GP, abs blend": lambda t: GaussianProcess(t.table, blend_criterion="abs"),
+        "GP, no blend": lambda t: GaussianProcess(t.table, history_blend=False),
+        "last visit": lambda t: WindowedMean(1),
+        "WindowedMean(4)": lambda t: WindowedMean(4),
+        "DiscountedBeta": lambda t: DiscountedBeta(),
+        "CumulativeMean": lambda t: CumulativeMean(),
+    }
+    print("\n== next-visit quality on simulator traces (prompts with history only; lower is better)")
+    for scenario, dim, q in RECURRING_CELLS:
+        cell = Cell(scenario, dim=dim, batch_prompts=q, n_prompts=200)
+        traces = [training_trace(cell, seed=s, steps=150, lr=0.2) for s in seeds]
+        print(f"\n{cell.key} ({len(seeds)} seeds)\n  {'predictor':<16} {'log-loss':>9} {'MAE':>7}")
+        for name, make in makers.items():
+            r = [evaluate(make(t), t, revisits_only=True) for t in traces]
+            print(f"  {name:<16} {np.mean([x['log_loss'] for x in r]):9.4f} {np.mean([x['mae'] for x in r]):7.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="3 seeds and the 1M pool")
+    parser.add_argument("--recurring", action="store_true", help="only the next-visit check on simulator traces")
     args = parser.parse_args()
     t0 = time.time()
+    if args.recurring:
+        recurring(seeds=[0, 1, 2])
+        print(f"\ntotal {time.time() - t0:.0f} s")
+        return
+    recurring(seeds=[0, 1, 2] if args.full else [0])
     quality(seeds=[0, 1, 2] if args.full else [0])
     cost([1000, 10_000, 100_000, 1_000_000] if args.full else [1000, 10_000, 100_000])
     print(f"\ntotal {time.time() - t0:.0f} s")

@@ -117,3 +117,39 @@ def test_state_round_trip_resumes_identically():
     ra = [r.size for r in a.run(keys, 96, _sampler(p, 9))]
     rb = [r.size for r in b.run(keys, 96, _sampler(p, 9))]
     assert ra == rb
+
+
+def test_history_counts_only_as_far_as_p_persists():
+    """Where p is redrawn between visits (no persistence) the trust rests on this step's rollouts
+    alone; where p persists the same history raises it."""
+    keys = list(range(16))
+    rng = np.random.default_rng(5)
+    persistent, shuffled = GuardedProgressive(), GuardedProgressive()
+    fixed_p = np.r_[np.zeros(8), np.full(8, 0.5)]
+    for s in range(12):
+        persistent.run(keys, 128, _sampler(fixed_p, s))
+        shuffled.run(keys, 128, _sampler(rng.permutation(fixed_p), s))
+    assert persistent.last_metrics["persistence"] > 0.8
+    assert shuffled.last_metrics["persistence"] < 0.3
+    counts_only = GuardedProgressive()
+    counts_only.run(keys, 128, _sampler(fixed_p, 99))  # no history at all: e_q = k_q
+    t_none = counts_only.last_metrics["trust"][1]
+    assert persistent.last_metrics["trust"][1] > t_none + 0.1
+    assert shuffled.last_metrics["trust"][1] < t_none + 0.05
+
+
+def test_zero_variance_gate_falls_back_to_uniform_where_few_groups_are_dead():
+    keys = list(range(16))
+    informative = np.full(16, 0.5)  # almost no zero-variance groups: gate closes
+    gated = GuardedProgressive(zero_variance_gate=(0.8, 0.9))
+    for s in range(3):
+        counts = [r.size for r in gated.run(keys, 128, _sampler(informative, s))]
+    assert gated.gate() == 0.0 and counts == Uniform().plan(keys, 128).tolist()
+    mostly_dead = np.r_[np.zeros(15), 0.5]  # 15 of 16 groups all-fail: gate open
+    open_gate = GuardedProgressive(zero_variance_gate=(0.8, 0.9))
+    for s in range(3):
+        open_gate.run(keys, 128, _sampler(mostly_dead, s))
+    assert open_gate.gate() > 0.5 and max(open_gate.last_metrics["trust"]) > 0
+    assert GuardedProgressive().gate() == 1.0
+    with pytest.raises(ValueError, match="zero_variance_gate"):
+        GuardedProgressive(zero_variance_gate=(0.9, 0.8))

@@ -126,8 +126,72 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
     assert set(row["methods"]) == {"uniform", "default", "default@true-p"}
     assert row["methods"]["uniform"]["speedup"] == pytest.approx(1.0)
     assert row["methods"]["default"]["seeds"] == [0, 1]  # paired with Uniform on every paired seed
+    assert np.isfinite(row["methods"]["default"]["same_rate_speedup"])  # also run at Uniform's rate
+    assert "at Uniform's best rate" in text
     assert np.isfinite(row["fingerprints"]["noise_to_signal_rollout"])
     # resume: nothing reruns, same numbers
     again = run_map(cfg, tmp_path, progress=False)
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
     assert again["lr"] == result["lr"]
+
+
+def _curve_run(acc, seed=0):
+    return {"rollouts": list(range(10, 10 * len(acc) + 1, 10)), "accuracy": list(acc), "accuracy0": 0.0, "seed": seed}
+
+
+def test_bootstrap_interval_is_paired_and_brackets_the_speedup():
+    from adaptive_rollouts.sim.regime_map import bootstrap_speedup, speedup
+
+    rng = np.random.default_rng(0)
+    uni = [_curve_run(np.linspace(0.1, 0.6, 12) + rng.normal(0, 0.01, 12), s) for s in range(8)]
+    same = [dict(u) for u in uni]
+    assert bootstrap_speedup(uni, same, 0.5, resamples=200) == (1.0, 1.0)
+    # a method that reaches every accuracy two steps earlier on every seed: faster on every resample
+    faster = [_curve_run(np.r_[u["accuracy"][2:], [0.7, 0.7]], u["seed"]) for u in uni]
+    lo, hi = bootstrap_speedup(uni, faster, 0.5, resamples=200)
+    assert 1.0 < lo <= speedup(uni, faster, 0.5) <= hi
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_speedup(uni, faster[:3], 0.5)
+    with pytest.raises(ValueError, match="target_at"):
+        speedup(uni, faster, 0.0)
+
+
+def test_running_max_target_ignores_a_late_dip():
+    from adaptive_rollouts.sim.regime_map import speedup
+
+    uni = [_curve_run([0.2, 0.4, 0.6, 0.8])]
+    dips = [_curve_run([0.45, 0.3, 0.3, 0.3])]  # pooled running max at half the run: 0.35
+    assert speedup(uni, dips, 0.5) == pytest.approx(17.5 / 10)
+    assert speedup(uni, dips, 0.5) * speedup(dips, uni, 0.5) == pytest.approx(1.0)
+    assert speedup(uni, [_curve_run([0.0, 0.0, 0.0, 0.0])], 0.5) == 0.0
+
+
+def test_a_method_that_allocates_like_uniform_scores_one():
+    """Null control by Monte Carlo: two methods with the same learning curve and independent
+    noise; the pooled target makes the speedup's median 1 (a target from Uniform's curve alone
+    would include Uniform's own upward noise and score the twin below 1)."""
+    from adaptive_rollouts.sim.regime_map import speedup
+
+    rng = np.random.default_rng(0)
+    base = 0.6 * (1 - np.exp(-np.arange(1, 41) / 12))
+    logs = []
+    for _ in range(300):
+        a = [_curve_run(base + rng.normal(0, 0.05, 40), s) for s in range(8)]
+        b = [_curve_run(base + rng.normal(0, 0.05, 40), s) for s in range(8)]
+        logs.append(np.log(speedup(a, b, 0.5)))
+    assert abs(np.median(logs)) < 0.015  # a target from Uniform alone: about -0.03 here
+
+
+def test_true_p_optimum_method_is_the_probes_reference():
+    from adaptive_rollouts.allocators import VIP
+    from adaptive_rollouts.sim.bench import build_allocator
+
+    pb = Cell(scenario="pareto", dim=8, batch_prompts=8, n_prompts=40).problem(0, 20)
+    alloc, pred = build_allocator("optimum@true-p", pb, 0, aggregation="token-mean", estimator="rloo")
+    assert isinstance(alloc, VIP) and pred is None
+    assert alloc.aggregation == "token-mean" and alloc.estimator == "rloo"
+    p = pb.success(np.arange(8))
+    counts = alloc.plan(list(range(8)), 64)
+    assert counts.sum() == 64
+    # the optimum gives no more rollouts to a prompt at p ~ 0 than to the most uncertain one
+    assert counts[np.argmin(np.abs(p - 0.5))] >= counts[np.argmin(p)]

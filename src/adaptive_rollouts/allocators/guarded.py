@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..types import Prediction, Prompt, Rewards, SampleFn
+from ..fingerprints import RegimeTracker
+from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from .posterior_progressive import PosteriorProgressive
 
 __all__ = ["GuardedProgressive", "equal_split", "shrink_toward"]
@@ -59,16 +60,26 @@ class GuardedProgressive(PosteriorProgressive):
     with the s_q successes among the k_q rollouts drawn for q so far in this step. Round r draws
 
         d_q = round( u_q + lambda_r (d*_q - u_q) ),   sum_q d_q = C_r,
-        lambda_r = (1/Q) sum_q  e_q / (e_q + kappa),   e_q = a_q + b_q + k_q,
+        lambda_r = (1/Q) sum_q  e_q / (e_q + kappa),   e_q = rho (a_q + b_q) + k_q,
 
     where u = the equal split of C_r (Uniform's round), d* = `PosteriorProgressive`'s exact
     optimum of the round under the belief (objective for the trainer's ``estimator`` and loss
-    ``aggregation``), e_q the belief's evidence in pseudo-rollouts, and kappa (``trust_scale``,
-    default 16) the evidence at which the optimum is trusted half-way. Round one is the equal
+    ``aggregation``), e_q the evidence in pseudo-rollouts, and kappa (``trust_scale``,
+    default 16) the evidence at which the optimum is trusted half-way. rho in [0, 1] is how
+    persistent p has been *in this run*: the noise-corrected correlation of a prompt's mean reward
+    between consecutive visits (`fingerprints.RegimeTracker`, over the rewards this allocator has
+    drawn), clipped to [0, 1], and 0 until it can be measured. History counts only as far as it
+    has predicted the next visit: where p is not persistent (or prompts never recur) the trust
+    rests on this step's own rollouts k_q alone. Round one is the equal
     split (lambda_1 = 0, ``first_round_uniform``), so every prompt gets fresh evidence before any
     is favoured. Rounding keeps the exact budget and the bounds [L, U] (floor + largest remainder).
 
-    So with no history (Beta(1, 1), e = 2 + k) the allocation stays close to Uniform; it moves
+    Opt-in ``zero_variance_gate=(low, high)`` multiplies every lambda_r by g = clip((z - low) /
+    (high - low), 0, 1), z = the run's mean zero-variance group fraction so far (the waste that
+    allocation can recover): below ``low`` the allocation is Uniform's. Off by default: the regime
+    map could not resolve whether it helps (docs/benchmark.md).
+
+    So with no (persistent) history (e = k) the allocation stays close to Uniform; it moves
     toward the optimum only as history and in-step rollouts accumulate; kappa -> inf is Uniform
     (up to where the remainder of C / Q lands). Works with any hashable prompt keys (integer ids
     included) and rewards in [0, 1] (map a trainer's rewards with `SuccessSignal`).
@@ -78,10 +89,14 @@ class GuardedProgressive(PosteriorProgressive):
     >>> def sample(idx, counts):  # prompt 1 always fails, the others alternate
     ...     return [np.zeros(c) if i == 1 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
     >>> alloc = GuardedProgressive(estimator="rloo", objective="variance")
-    >>> [len(r) for r in alloc.run([10, 11, 12], 24, sample)]   # no history: near Uniform
-    [9, 7, 8]
-    >>> [len(r) for r in alloc.run([10, 11, 12], 24, sample)]   # with history: away from prompt 11
-    [9, 6, 9]
+    >>> [len(r) for r in alloc.run([10, 11, 12, 13], 32, sample)]   # no history: Uniform's counts
+    [8, 8, 8, 8]
+    >>> [len(r) for r in alloc.run([10, 11, 12, 13], 32, sample)]   # history, persistence not yet measured
+    [8, 8, 8, 8]
+    >>> [len(r) for r in alloc.run([10, 11, 12, 13], 32, sample)]   # p persistent: away from prompt 11
+    [9, 6, 9, 8]
+    >>> alloc.last_metrics["persistence"], [round(t, 2) for t in alloc.last_metrics["trust"]]
+    (1.0, [0.0, 0.43, 0.47])
     >>> [len(r) for r in GuardedProgressive(trust_scale=1e9).run([10, 11, 12], 24, sample)]
     [8, 8, 8]
     """
@@ -103,8 +118,13 @@ class GuardedProgressive(PosteriorProgressive):
         upper: int | None = None,
         improvement_options: dict | None = None,
         max_prior_strength: float = 8.0,
+        zero_variance_gate: tuple[float, float] | None = None,
         seed: int | None = 0,
     ):
+        if zero_variance_gate is not None and not 0.0 <= zero_variance_gate[0] < zero_variance_gate[1] <= 1.0:
+            raise ValueError(
+                f"zero_variance_gate must be (low, high) with 0 <= low < high <= 1, got {zero_variance_gate}"
+            )
         if not (np.isfinite(trust_scale) or trust_scale == np.inf) or trust_scale <= 0:
             raise ValueError(f"trust_scale must be > 0, got {trust_scale}")
         super().__init__(
@@ -124,12 +144,43 @@ class GuardedProgressive(PosteriorProgressive):
         self.trust_scale = float(trust_scale)
         self.first_round_uniform = bool(first_round_uniform)
         self.last_trust: list[float] = []
+        self.tracker = RegimeTracker()
+        self.zero_variance_gate = None if zero_variance_gate is None else tuple(map(float, zero_variance_gate))
+        self._rho = 0.0
+        self._gate = 1.0
+
+    def persistence(self) -> float:
+        """rho: the measured persistence of p in this run, clipped to [0, 1]; 0 before it is measurable."""
+        rho = self.tracker.metrics()["regime/p_persistence"]
+        return float(np.clip(rho, 0.0, 1.0)) if np.isfinite(rho) else 0.0
+
+    def gate(self) -> float:
+        """g in [0, 1]: 1 without a ``zero_variance_gate``; else the run's mean zero-variance group
+        fraction z so far mapped linearly from (low, high) to (0, 1), clipped (1 before any step)."""
+        if self.zero_variance_gate is None:
+            return 1.0
+        z = self.tracker.metrics()["regime/zero_variance_fraction_mean"]
+        if not np.isfinite(z):
+            return 1.0
+        low, high = self.zero_variance_gate
+        return float(np.clip((z - low) / (high - low), 0.0, 1.0))
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        self._rho = self.persistence()
+        self._gate = self.gate()
         rewards = super().run(prompts, budget, sample)
+        self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         if self.last_metrics is not None:
             self.last_metrics["trust"] = list(self.last_trust)
+            self.last_metrics["persistence"] = self._rho
         return rewards
+
+    def _extra_state(self) -> StateDict:
+        return {**super()._extra_state(), "tracker": self.tracker.state_dict()}
+
+    def _load_extra_state(self, state: StateDict) -> None:
+        super()._load_extra_state(state)
+        self.tracker.load_state_dict(state["tracker"])
 
     def trust(self, evidence: np.ndarray) -> float:
         """lambda = mean_q e_q / (e_q + kappa) for evidence e_q in pseudo-rollouts (0 = Uniform)."""
@@ -149,7 +200,8 @@ class GuardedProgressive(PosteriorProgressive):
         if r == 0:
             self.last_trust = []
         even = equal_split(round_budget, counts.size)
-        lam = 0.0 if (r == 0 and self.first_round_uniform) else self.trust(prior_strength + counts)
+        evidence = self._rho * prior_strength + counts
+        lam = 0.0 if (r == 0 and self.first_round_uniform) else self._gate * self.trust(evidence)
         fits = bool(np.all(counts + even <= upper) and np.all(counts + even >= self.lower))
         if lam == 0.0 and fits:
             self.last_trust.append(0.0)

@@ -89,25 +89,35 @@ def synthetic_trace(
     return SyntheticTrace([f"q{i}" for i in range(n_prompts)], x, steps)
 
 
-def evaluate(predictor: Predictor, trace: SyntheticTrace, clip: float = 1e-3, warmup: int = 0) -> dict:
+def evaluate(
+    predictor: Predictor, trace: SyntheticTrace, clip: float = 1e-3, warmup: int = 0, revisits_only: bool = False
+) -> dict:
     """Next-step quality: predict each batch before seeing its rewards, then update.
 
     log_loss: mean over rollouts of -log P(reward) with E[p] clipped to [clip, 1 - clip];
     brier: mean over rollouts of (reward - E[p])^2; mae: mean over prompts of |E[p] - true p|.
-    Steps before `warmup` update the predictor but are not scored.
+    Steps before `warmup` update the predictor but are not scored; with ``revisits_only`` only
+    prompts seen before are scored (next-visit quality once a prompt has history).
     """
     log_loss = brier = mae = 0.0
     n_rollouts = n_prompts = 0
+    seen: set = set()
     for t, step in enumerate(trace.steps):
         keys = [trace.keys[i] for i in step.indices]
-        mean = predictor.predict(keys).mean
-        if t >= warmup:
-            p = np.clip(mean, clip, 1 - clip)
-            succ = np.array([r.sum() for r in step.rewards])
-            log_loss -= float(succ @ np.log(p) + (step.counts - succ) @ np.log1p(-p))
-            brier += float(sum(((r - m) ** 2).sum() for r, m in zip(step.rewards, mean)))
-            mae += float(np.abs(mean - step.true_p).sum())
-            n_rollouts += int(step.counts.sum())
-            n_prompts += len(keys)
+        mean = np.asarray(predictor.predict(keys).mean, dtype=float)
+        scored = np.array([k in seen for k in keys]) if revisits_only else np.ones(len(keys), dtype=bool)
+        if t >= warmup and scored.any():
+            m, truth, counts = mean[scored], step.true_p[scored], step.counts[scored]
+            rewards = [r for r, s in zip(step.rewards, scored) if s]
+            p = np.clip(m, clip, 1 - clip)
+            succ = np.array([r.sum() for r in rewards])
+            log_loss -= float(succ @ np.log(p) + (counts - succ) @ np.log1p(-p))
+            brier += float(sum(((r - x) ** 2).sum() for r, x in zip(rewards, m)))
+            mae += float(np.abs(m - truth).sum())
+            n_rollouts += int(counts.sum())
+            n_prompts += int(scored.sum())
+        seen.update(keys)
         predictor.update(keys, step.rewards)
+    if n_prompts == 0:
+        raise ValueError("nothing was scored: no step after warmup (or no revisit with revisits_only)")
     return {"log_loss": log_loss / n_rollouts, "brier": brier / n_rollouts, "mae": mae / n_prompts}

@@ -10,7 +10,11 @@ method needs, per seed (same problem instance and sampling seed for every method
 
 Method names: any name of ``adaptive_rollouts.allocators.make_allocator``, plus the simulator's
 references ``oracle-vip`` (VIP objective, true p) and ``oracle-fill`` (fill the largest p(1-p) to 32,
-skip the rest); ``NAME@true-p`` runs a predictor-based allocator with the true p as its prediction.
+skip the rest), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
+for the run's estimator and aggregation, with the true p: `VIP(aggregation=...)`); ``NAME@true-p``
+runs a predictor-based allocator with the true p as its prediction; ``uniform-rounds`` is a null
+control (the default with no trust: Uniform's counts, drawn in three rounds, so only the sampling
+noise differs from Uniform's).
 """
 
 from __future__ import annotations
@@ -131,6 +135,12 @@ def build_allocator(
     would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
     estimator) goes to every allocator that takes one."""
     truth = _truth_fn(problem)
+    if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
+        from adaptive_rollouts.allocators import VIP
+
+        return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
+    if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's three rounds
+        return make_allocator("default", trust_scale=float("inf"), seed=seed), None
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
     if name == "oracle-fill":
@@ -138,7 +148,9 @@ def build_allocator(
     base, _, variant = name.partition("@")
     base = base.lower().replace("_", "-")
     if base not in ALLOCATORS:
-        raise ValueError(f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill")
+        raise ValueError(
+            f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, optimum@true-p"
+        )
     if variant not in ("", "true-p"):
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
     factory = ALLOCATORS[base]
