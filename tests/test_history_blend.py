@@ -58,7 +58,7 @@ def test_blend_formula_by_hand_and_state_round_trip():
         LastVisitBlend(strengths=(0.0,))
     with pytest.raises(ValueError, match="criterion"):
         LastVisitBlend(criterion="mse")
-    with pytest.raises(ValueError, match="shapes"):
+    with pytest.raises(ValueError, match="shape"):
         clone.load_state_dict({**blend.state_dict(), "scores": np.zeros(3)})
 
 
