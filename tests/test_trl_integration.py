@@ -53,8 +53,10 @@ def run_pair(tmp_path, config=None, **kwargs):
     for a, b in zip(caps[0].advantages, caps[1].advantages, strict=True):
         assert a.abs().sum() > 0  # the check is not vacuous
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    # float32 sums in another order differ by ~1e-7 per step; Adam divides by sqrt(v), which turns
+    # that into up to ~1e-5 on a weight whose gradient is small (seen: 1.4e-5 after two steps)
     for p, q in zip(stock.model.parameters(), ours.model.parameters(), strict=True):
-        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(p, q, atol=5e-5, rtol=1e-4)
     assert_logs_equal_stock(stock, ours)
     return stock, ours
 
