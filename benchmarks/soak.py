@@ -104,7 +104,7 @@ def main() -> None:
         pos += args.batch
         t0, c0 = time.perf_counter(), time.process_time()
         returned = alloc.run(prompts, args.budget, sim.sampler(prompts))
-        q, answers, rewards = sim.drain()
+        q, answers, rewards, _ = sim.drain()
         if sum(len(r) for r in returned) != args.budget or q.size != args.budget:
             raise AssertionError(f"step {step}: budget not spent exactly")
         problem.W = problem.W + args.lr * sim.batch_gradient(q, answers, rewards, cfg)

@@ -87,6 +87,46 @@ def test_transfer_knob_and_per_prompt_gradient():
         assert (f(theta + e) - f(theta - e)) / (2 * h) == pytest.approx(g[j], abs=1e-6)
 
 
+def test_reasoning_tokens_add_score_noise_with_zero_mean():
+    """The gradient with reasoning tokens is that of sum_i w_i A_i log pi(rollout_i), log pi(rollout) =
+    log pi(answer) + sum_k c_k log pi(k); averaged over many draws of the tokens it is the gradient
+    without them (they carry no reward signal), and its per-rollout noise grows with L."""
+    pb = make_problem("graded", n_prompts=20, n_test=5, dim=8, seed=0, reasoning_tokens=16)
+    rng = np.random.default_rng(0)
+    pb.set_parameters(rng.normal(size=pb.n_params))
+    sim = Simulator(pb, seed=1)
+    cfg = TrainConfig(budget=12, aggregation="seq-mean")
+    q = np.array([0, 0, 0, 5, 5, 5, 7, 7, 7, 7, 2, 2])
+    a, r = pb.sample(q, rng)
+    c = pb.sample_reasoning(q, rng)
+    assert c.shape == (12, 6) and np.all(c.sum(axis=1) == 16)
+    g = sim.batch_gradient(q, a, r, cfg, c)
+    np.testing.assert_allclose(sim.rollout_gradients(q, a, r, cfg, c).sum(axis=0), g, atol=1e-12)
+    pb.reasoning_tokens = 0
+    g0 = sim.batch_gradient(q, a, r, cfg)
+    coef_rows = sim.rollout_coefficients(q, a, r, cfg)
+    coef = coef_rows[np.arange(q.size), a] / (1 - pb.probs(q)[np.arange(q.size), a])  # w_i A_i
+    pb.reasoning_tokens = 16
+
+    def f(theta):
+        old = pb.parameters()
+        pb.set_parameters(theta)
+        logp = np.log(pb.probs(q))
+        out = float(np.sum(coef * (logp[np.arange(q.size), a] + (c * logp).sum(axis=1))))
+        pb.set_parameters(old)
+        return out
+
+    theta, h = pb.parameters(), 1e-6
+    for j in (3, 17, 40):
+        e = np.zeros_like(theta)
+        e[j] = h
+        assert (f(theta + e) - f(theta - e)) / (2 * h) == pytest.approx(g[j], abs=1e-6)
+    draws = np.array([sim.batch_gradient(q, a, r, cfg) for _ in range(4000)])  # fresh tokens each time
+    se = draws.std(axis=0) / np.sqrt(len(draws))
+    assert np.all(np.abs(draws.mean(axis=0) - g0) < 5 * se + 1e-12)
+    assert draws.std(axis=0).sum() > 0.5 * np.abs(g0).sum()  # L = 16 tokens: noise of the order of the signal
+
+
 def test_measured_transfer_falls_with_the_knob():
     high = np.mean(
         [measured_transfer(Cell(dim=16, transfer=1.0, n_prompts=400).problem(s, 20), seed=s) for s in (0, 1)]

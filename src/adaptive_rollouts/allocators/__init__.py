@@ -78,12 +78,25 @@ def takes_keyword(factory: Any, keyword: str) -> bool:
 
     >>> takes_keyword(VIP, "aggregation"), takes_keyword(Uniform, "aggregation")
     (True, False)
+    >>> takes_keyword(GuardedProgressive, "features"), takes_keyword(GuardedProgressive, "colour")
+    (True, False)
     """
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return False
-    return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    # a class whose __init__ forwards **options to its base takes what the base takes
+    chain = (
+        [vars(c)["__init__"] for c in factory.__mro__ if "__init__" in vars(c)]
+        if isinstance(factory, type)
+        else [factory]
+    )
+    for fn in chain:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return False
+        if keyword in params:
+            return True
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return False
+    return False
 
 
 def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:

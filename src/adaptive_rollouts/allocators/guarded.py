@@ -107,40 +107,24 @@ class GuardedProgressive(PosteriorProgressive):
         self,
         predictor: Any = "beta",
         *,
-        features: Any = None,
-        round_fractions: Sequence[float] = (0.5, 0.25, 0.25),
         trust_scale: float = 16.0,
         first_round_uniform: bool = True,
-        objective: str | None = None,
-        estimator: str = "grpo",
-        aggregation: str | None = None,
-        lower: int = 2,
-        upper: int | None = None,
-        improvement_options: dict | None = None,
-        max_prior_strength: float = 8.0,
         zero_variance_gate: tuple[float, float] | None = None,
-        seed: int | None = 0,
+        **options: Any,
     ):
+        """``options``: the keywords of `PosteriorProgressive` (features, round_fractions, objective,
+        estimator, aggregation, lower, upper, improvement_options, max_prior_strength, seed), except
+        ``allow_skip`` / ``skip_cost``: the default never skips a prompt."""
         if zero_variance_gate is not None and not 0.0 <= zero_variance_gate[0] < zero_variance_gate[1] <= 1.0:
             raise ValueError(
                 f"zero_variance_gate must be (low, high) with 0 <= low < high <= 1, got {zero_variance_gate}"
             )
         if not (np.isfinite(trust_scale) or trust_scale == np.inf) or trust_scale <= 0:
             raise ValueError(f"trust_scale must be > 0, got {trust_scale}")
-        super().__init__(
-            predictor,
-            features=features,
-            round_fractions=round_fractions,
-            objective=objective,
-            estimator=estimator,
-            aggregation=aggregation,
-            lower=lower,
-            upper=upper,
-            allow_skip=False,
-            improvement_options=improvement_options,
-            max_prior_strength=max_prior_strength,
-            seed=seed,
-        )
+        for never in ("allow_skip", "skip_cost"):
+            if never in options:
+                raise TypeError(f"GuardedProgressive never skips a prompt: it takes no {never!r}")
+        super().__init__(predictor, allow_skip=False, **options)
         self.trust_scale = float(trust_scale)
         self.first_round_uniform = bool(first_round_uniform)
         self.last_trust: list[float] = []

@@ -8,7 +8,11 @@ correct answer). The policy is
     pi(k | q) = softmax_k( s_shared x_q . W[:, k] + s_own E[q, k] + b_q[k] )
 
 with W shared by all prompts and E a per-prompt table (both learned; E only when s_own > 0) and
-b_q fixed. ``transfer`` t in (0, 1] sets s_shared = sqrt(t), s_own = sqrt(1 - t): how much of a
+b_q fixed. ``reasoning_tokens`` L > 0 adds what makes an LLM's policy gradient noisy: before
+its answer, every rollout emits L reasoning tokens from the same head pi(. | q); the reward
+depends on the answer only, so their score terms (counts c of each symbol minus L pi) are pure
+noise in the gradient of log pi(rollout), on the same parameters the answer needs.
+``transfer`` t in (0, 1] sets s_shared = sqrt(t), s_own = sqrt(1 - t): how much of a
 rollout's learning signal goes to parameters every prompt shares (held-out prompts have no E, so
 only W generalises). Verifier reward of answer k:
 R[q, k] (binary: 1 for the correct answer; graded: partial credit in [0, 1] for wrong answers).
@@ -64,6 +68,7 @@ class Problem:
     shared_scale: float = 1.0
     own_scale: float = 0.0
     E: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.W.size == 0:
@@ -142,6 +147,14 @@ class Problem:
         answers = np.minimum((u > cdf).sum(axis=1), self.n_answers - 1)
         return answers, self.rewards[idx, answers]
 
+    def sample_reasoning(self, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """Counts [len(idx), K] of each symbol among the ``reasoning_tokens`` tokens every rollout of
+        ``idx`` emits before its answer (None when there are none): multinomial(L, pi(. | q))."""
+        if self.reasoning_tokens <= 0:
+            return None
+        idx = np.asarray(idx, dtype=np.int64)
+        return rng.multinomial(self.reasoning_tokens, self.probs(idx)).astype(float)
+
 
 def _cluster_hardness(scenario: str, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
     """Per-cluster chance that a prompt is hard (Beta with the scenario's mean share)."""
@@ -208,11 +221,13 @@ def make_problem(
     features: np.ndarray | None = None,
     test_features: np.ndarray | None = None,
     transfer: float = 1.0,
+    reasoning_tokens: int = 0,
 ) -> Problem:
     """Build one problem instance; every random choice comes from ``seed``.
 
     ``transfer`` in (0, 1]: share of the learning signal on parameters all prompts share (1: W
-    only, the model of earlier versions). ``features`` / ``test_features`` (optional, [N, d]) replace the synthetic clustered
+    only, the model of earlier versions). ``reasoning_tokens``: score-noise tokens per rollout (see
+    `Problem`). ``features`` / ``test_features`` (optional, [N, d]) replace the synthetic clustered
     embeddings (for example MiniLM embeddings of real questions, see ``sim.realdata``).
 
     >>> pb = make_problem("bimodal", n_prompts=200, n_test=100, seed=1)
@@ -228,6 +243,8 @@ def make_problem(
         raise ValueError(f"n_prompts and n_test must be >= 1, got {n_prompts}, {n_test}")
     if not 0.0 < transfer <= 1.0:
         raise ValueError(f"transfer must be in (0, 1], got {transfer}")
+    if reasoning_tokens < 0:
+        raise ValueError(f"reasoning_tokens must be >= 0, got {reasoning_tokens}")
     rng = np.random.default_rng(seed)
     K = n_answers
     if features is None:
@@ -281,4 +298,5 @@ def make_problem(
         graded=scenario == "graded",
         shared_scale=float(np.sqrt(transfer)),
         own_scale=float(np.sqrt(1.0 - transfer)),
+        reasoning_tokens=int(reasoning_tokens),
     )

@@ -3,7 +3,8 @@
 Knobs (what a cell configures):
 
 - gradient noise: feature dimension ``dim`` (parameters = dim x answers) against rollouts per step
-  (``batch_prompts`` x ``per_prompt``);
+  (``batch_prompts`` x ``per_prompt``), and ``reasoning_tokens`` per rollout (the score noise of the
+  tokens an LLM emits before its answer, which carry no reward signal);
 - transfer between prompts: ``transfer`` t, the share of the learning signal that lands on weights
   all prompts share (the rest on a per-prompt component, `Problem.own_scale`);
 - difficulty: the ``scenario`` (share of prompts near p = 0 and p = 1);
@@ -37,6 +38,7 @@ class Cell:
     per_prompt: int = 8
     transfer: float = 1.0
     n_prompts: int = 1000
+    reasoning_tokens: int = 0
 
     @property
     def budget(self) -> int:
@@ -50,6 +52,8 @@ class Cell:
             label += f"-t{self.transfer:g}"
         if self.n_prompts != 1000:
             label += f"-pool{self.n_prompts}"
+        if self.reasoning_tokens:
+            label += f"-L{self.reasoning_tokens}"
         return label
 
     @property
@@ -58,7 +62,13 @@ class Cell:
 
     def problem(self, seed: int, n_test: int = 500) -> Problem:
         return make_problem(
-            self.scenario, n_prompts=self.n_prompts, n_test=n_test, dim=self.dim, seed=seed, transfer=self.transfer
+            self.scenario,
+            n_prompts=self.n_prompts,
+            n_test=n_test,
+            dim=self.dim,
+            seed=seed,
+            transfer=self.transfer,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
     def as_dict(self) -> dict:

@@ -53,6 +53,9 @@ class Simulator:
     def __init__(self, problem: Problem, seed: int = 0):
         self.problem = problem
         self.rng = np.random.default_rng(seed)
+        # a stream of its own, so reasoning tokens leave the answers' draws as they are without them
+        self.token_rng = np.random.default_rng([seed, 1])
+        self._log_tokens: list[np.ndarray] = []
         self._log_prompt: list[np.ndarray] = []
         self._log_answer: list[np.ndarray] = []
         self._log_reward: list[np.ndarray] = []
@@ -78,6 +81,9 @@ class Simulator:
                 raise ValueError(f"counts must be >= 0, got {counts[counts < 0][:5].tolist()}")
             q = np.repeat(idx_of[indices], counts)
             answers, rewards = self.problem.sample(q, self.rng)
+            tokens = self.problem.sample_reasoning(q, self.token_rng)
+            if tokens is not None:
+                self._log_tokens.append(tokens)
             self._log_prompt.append(q)
             self._log_answer.append(answers)
             self._log_reward.append(rewards)
@@ -88,14 +94,17 @@ class Simulator:
 
         return sample
 
-    def drain(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(prompt, answer, reward) of every rollout since the last drain, in sampling order."""
+    def drain(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(prompt, answer, reward, reasoning-token counts or None) of every rollout since the last
+        drain, in sampling order."""
+        pb_tokens = self.problem.reasoning_tokens
         if not self._log_prompt:
             e = np.zeros(0, dtype=np.int64)
-            return e, e, np.zeros(0)
+            return e, e, np.zeros(0), None if pb_tokens == 0 else np.zeros((0, self.problem.n_answers))
         out = (np.concatenate(self._log_prompt), np.concatenate(self._log_answer), np.concatenate(self._log_reward))
-        self._log_prompt, self._log_answer, self._log_reward = [], [], []
-        return out
+        tokens = np.concatenate(self._log_tokens) if self._log_tokens else None
+        self._log_prompt, self._log_answer, self._log_reward, self._log_tokens = [], [], [], []
+        return (*out, tokens)
 
     def _index(self, prompts) -> np.ndarray:
         idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
@@ -105,24 +114,44 @@ class Simulator:
         return idx
 
     # -- the update ----------------------------------------------------------------------
-    def rollout_coefficients(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig):
-        """Per-rollout logit-gradient rows w_i A_i (e_{a_i} - pi(. | q_i)): [N, K]."""
+    def rollout_coefficients(
+        self,
+        q: np.ndarray,
+        answers: np.ndarray,
+        rewards: np.ndarray,
+        cfg: TrainConfig,
+        tokens: np.ndarray | None = None,
+    ):
+        """Per-rollout logit-gradient rows w_i A_i (e_{a_i} - pi(. | q_i) + c_i - L pi(. | q_i)): [N, K],
+        c_i the rollout's reasoning-token counts (``tokens``; drawn here when the problem has reasoning
+        tokens and none are given; no such term without them)."""
         pb = self.problem
         _, group = np.unique(q, return_inverse=True)
         adv = group_advantages_np(rewards, group, cfg.estimator)
         w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length)
         coef = w * adv
-        M = -pb.probs(q) * coef[:, None]
+        pi = pb.probs(q)
+        M = -pi * coef[:, None]
         M[np.arange(q.size), answers] += coef
+        if pb.reasoning_tokens > 0:
+            c = pb.sample_reasoning(q, self.token_rng) if tokens is None else tokens
+            M += coef[:, None] * (c - pb.reasoning_tokens * pi)
         return M
 
-    def batch_gradient(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig) -> np.ndarray:
+    def batch_gradient(
+        self,
+        q: np.ndarray,
+        answers: np.ndarray,
+        rewards: np.ndarray,
+        cfg: TrainConfig,
+        tokens: np.ndarray | None = None,
+    ) -> np.ndarray:
         """The loss gradient (ascent direction) from rollouts (q, answers, rewards), flat over the
         parameters (W, then E when the problem has a per-prompt component)."""
         pb = self.problem
         if q.size == 0:
             return np.zeros(pb.n_params)
-        M = self.rollout_coefficients(q, answers, rewards, cfg)
+        M = self.rollout_coefficients(q, answers, rewards, cfg, tokens)
         gW = pb.shared_scale * (pb.features[q].T @ M)
         if not pb.own_scale:
             return gW.ravel()
@@ -130,10 +159,17 @@ class Simulator:
         np.add.at(gE, q, pb.own_scale * M)
         return np.concatenate([gW.ravel(), gE.ravel()])
 
-    def rollout_gradients(self, q: np.ndarray, answers: np.ndarray, rewards: np.ndarray, cfg: TrainConfig):
-        """Per-rollout gradients [N, n_params] (their sum is `batch_gradient`)."""
+    def rollout_gradients(
+        self,
+        q: np.ndarray,
+        answers: np.ndarray,
+        rewards: np.ndarray,
+        cfg: TrainConfig,
+        tokens: np.ndarray | None = None,
+    ):
+        """Per-rollout gradients [N, n_params] (their sum is `batch_gradient` with the same ``tokens``)."""
         pb = self.problem
-        M = self.rollout_coefficients(q, answers, rewards, cfg)
+        M = self.rollout_coefficients(q, answers, rewards, cfg, tokens)
         gW = pb.shared_scale * pb.features[q][:, :, None] * M[:, None, :]
         rows = [gW.reshape(q.size, -1)]
         if pb.own_scale:
@@ -164,10 +200,10 @@ class Simulator:
         for _ in range(repeats):
             probe = Simulator(self.problem, seed=int(rng.integers(2**31)))
             returned = copy.deepcopy(allocator).run(prompts, cfg.budget, probe.sampler(prompts))
-            q, a, r = probe.drain()
+            q, a, r, c = probe.drain()
             kept = np.array([int(prompts[i]) for i, x in enumerate(returned) if len(x) > 0], dtype=np.int64)
             keep = np.isin(q, kept)
-            out.append(self.batch_gradient(q[keep], a[keep], r[keep], cfg))
+            out.append(self.batch_gradient(q[keep], a[keep], r[keep], cfg, None if c is None else c[keep]))
         return np.array(out)
 
 
@@ -256,13 +292,14 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
         returned = allocator.run(prompts, cfg.budget, sim.sampler(prompts))
         tracker.update(prompts, [np.asarray(r, dtype=float) for r in returned])
         tr["alloc_seconds"].append(time.perf_counter() - t0 - sim.sample_seconds)
-        q, answers, rewards = sim.drain()
+        q, answers, rewards, tokens = sim.drain()
         step_total = q.size
         total += step_total
         # Keep the groups the allocator returned (all of a prompt's rollouts, or none if dropped).
         kept_prompts = {int(idx[i]) for i, r in enumerate(returned) if len(r) > 0}
         keep = np.isin(q, np.fromiter(kept_prompts, dtype=np.int64, count=len(kept_prompts)))
         q, answers, rewards = q[keep], answers[keep], rewards[keep]
+        tokens = None if tokens is None else tokens[keep]
         counts = np.bincount(q, minlength=N)[idx]
         for i, r in enumerate(returned):
             if len(r) and len(r) != counts[i]:
@@ -270,7 +307,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
                     f"allocator returned {len(r)} rewards for prompt {prompts[i]} "
                     f"but sampled {counts[i]}; the simulator needs whole groups"
                 )
-        grad = sim.batch_gradient(q, answers, rewards, cfg)
+        grad = sim.batch_gradient(q, answers, rewards, cfg, tokens)
         # Statistics of the groups that entered the update.
         if q.size:
             uq, group = np.unique(q, return_inverse=True)
@@ -288,7 +325,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             tr["alloc_p"] = true_p.tolist()
             tr["alloc_n"] = counts.tolist()
         if cfg.fingerprint_every and step % cfg.fingerprint_every == 0 and q.size >= 2:
-            tr["nsr_rollout"].append(noise_to_signal(sim.rollout_gradients(q, answers, rewards, cfg)))
+            tr["nsr_rollout"].append(noise_to_signal(sim.rollout_gradients(q, answers, rewards, cfg, tokens)))
         if probing and counts.sum() >= 2 * idx.size:
             oracle = VIP(TruePredictor(sim.truth), estimator=cfg.estimator, aggregation=cfg.aggregation)
             oracle_n = oracle.plan(prompts, cfg.budget)
