@@ -21,6 +21,7 @@ __all__ = [
     "check_choice",
     "check_probabilities",
     "check_prompts",
+    "check_range",
     "check_real",
     "check_real_array",
     "check_rewards",
@@ -219,6 +220,36 @@ def check_real(value: Any, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     return float(value)
+
+
+def check_range(
+    value: Any,
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_closed: bool = False,
+    high_closed: bool = False,
+) -> float:
+    """`value` as a finite float (`check_real`) strictly between ``low`` and ``high`` (either end
+    included when told; None: unbounded), else a ValueError naming `name`.
+
+    >>> check_range(0.7, "clip", 0.0, 0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: clip must be in (0, 0.5), got 0.7
+    """
+    v = check_real(value, name)
+    above = low is None or v > low or (low_closed and v == low)
+    below = high is None or v < high or (high_closed and v == high)
+    if np.isfinite(v) and above and below:
+        return v
+    if low is not None and high is not None:
+        interval = f"{'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
+        raise ValueError(f"{name} must be in {interval}, got {v}")
+    bound = "" if low is None else f" and {'>=' if low_closed else '>'} {low:g}"
+    bound += "" if high is None else f" and {'<=' if high_closed else '<'} {high:g}"
+    raise ValueError(f"{name} must be finite{bound}, got {v}")
 
 
 def check_real_array(values: Any, name: str) -> np.ndarray:

@@ -8,17 +8,15 @@ import numpy as np
 
 from ..state_checks import StateReader, real_number
 from ..types import StateDict
+from ..validation import check_range
 from .base import SingleShotAllocator
 
 
 def _check_probabilities(p_easy: float, p_hard: float, floor: float = 0.01) -> tuple[float, float, float]:
     """The constructor's checks (also applied to a loaded state)."""
     values = {"p_easy": p_easy, "p_hard": p_hard, "floor": floor}
-    for name, v in values.items():
-        values[name] = real_number(name, v)
-        if not 0 < values[name] <= 1:
-            raise ValueError(f"{name} must be in (0, 1], got {v}")
-    return values["p_easy"], values["p_hard"], values["floor"]
+    p_easy, p_hard, floor = (check_range(v, name, 0.0, 1.0, high_closed=True) for name, v in values.items())
+    return p_easy, p_hard, floor
 
 
 __all__ = ["GRESO"]

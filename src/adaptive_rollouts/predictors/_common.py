@@ -10,9 +10,8 @@ import numpy as np
 from scipy.special import expit
 
 from ..state import check_savable_keys
-from ..state_checks import real_number
 from ..types import Encoder, Prediction
-from ..validation import check_prompts, check_rewards_flat, group_sums, names
+from ..validation import check_prompts, check_range, check_rewards_flat, group_sums, names
 
 # Gauss-Hermite nodes for E[f(g)], g ~ N(m, s): 32 nodes; error < 1e-4 for sd <= 3 (tested)
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(32)
@@ -122,7 +121,4 @@ def grow(array: np.ndarray, size: int, fill: Any) -> np.ndarray:
 
 def check_prior_mean(prior_mean: float) -> float:
     """A prior success probability strictly inside (0, 1) (the empirical predictors' constructor check)."""
-    value = real_number("prior_mean", prior_mean)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"prior_mean must be in (0, 1), got {prior_mean}")
-    return value
+    return check_range(prior_mean, "prior_mean", 0.0, 1.0)

@@ -6,21 +6,19 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from ..state_checks import StateReader, real_number, restore_on_error
+from ..state_checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
-from ..validation import check_prompts
+from ..validation import check_prompts, check_range
 from ._common import RowIndex, check_batch, grow
 
 
 def _hyperparameters(discount: float, prior_alpha: float, prior_beta: float) -> tuple[float, float, float]:
     """The constructor's checks (also applied to a loaded state)."""
-    discount = real_number("discount", discount)
-    prior_alpha, prior_beta = real_number("prior_alpha", prior_alpha), real_number("prior_beta", prior_beta)
-    if not 0.0 <= discount <= 1.0:
-        raise ValueError(f"discount must be in [0, 1], got {discount}")
-    if not (0 < prior_alpha < np.inf and 0 < prior_beta < np.inf):
-        raise ValueError(f"prior_alpha and prior_beta must be finite and > 0, got {prior_alpha}, {prior_beta}")
-    return discount, prior_alpha, prior_beta
+    return (
+        check_range(discount, "discount", 0.0, 1.0, low_closed=True, high_closed=True),
+        check_range(prior_alpha, "prior_alpha", 0.0),
+        check_range(prior_beta, "prior_beta", 0.0),
+    )
 
 
 class DiscountedBeta:

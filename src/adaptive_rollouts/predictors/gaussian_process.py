@@ -9,9 +9,9 @@ from scipy.linalg import lapack
 from scipy.special import expit
 
 from ..embeddings import FeatureTable
-from ..state_checks import StateReader, real_number, restore_on_error
+from ..state_checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
-from ..validation import check_prompts
+from ..validation import check_prompts, check_range
 from ._common import RowIndex, check_batch, check_features, encode, grow, logistic_normal_moments
 from .history_blend import LastVisitBlend
 from .paper_gp import median_heuristic
@@ -39,15 +39,9 @@ def _hyperparameters(
     out: dict = {"n_features": int(n_features), "seed": int(seed)}
     values = dict(zip(_POSITIVE, (signal_var, bias_var, residual_var, shared_half_life, residual_half_life)))
     for name, value in values.items():
-        out[name] = real_number(name, value)
-        if not 0 < out[name] < np.inf:
-            raise ValueError(f"{name} must be finite and > 0, got {value}")
-    out["prior_mean"] = real_number("prior_mean", prior_mean)
-    if not np.isfinite(out["prior_mean"]):
-        raise ValueError(f"prior_mean must be finite, got {prior_mean}")
-    out["bandwidth"] = None if bandwidth is None else real_number("bandwidth", bandwidth)
-    if out["bandwidth"] is not None and not 0 < out["bandwidth"] < np.inf:
-        raise ValueError(f"bandwidth must be finite and > 0, got {bandwidth}")
+        out[name] = check_range(value, name, 0.0)
+    out["prior_mean"] = check_range(prior_mean, "prior_mean")
+    out["bandwidth"] = None if bandwidth is None else check_range(bandwidth, "bandwidth", 0.0)
     return out
 
 

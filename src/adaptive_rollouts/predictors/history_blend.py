@@ -8,11 +8,13 @@ import numpy as np
 
 from ..state_checks import StateReader
 from ..types import StateDict
+from ..validation import check_choice, check_range
 from ._common import RowIndex, grow
 
 __all__ = ["LastVisitBlend", "BLEND_STRENGTHS"]
 
 BLEND_STRENGTHS = (np.inf, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)
+CRITERIA = ("log-loss", "abs")  # how a blend strength is scored on revisits
 
 
 class LastVisitBlend:
@@ -45,13 +47,9 @@ class LastVisitBlend:
         s = np.asarray(strengths, dtype=float)
         if s.ndim != 1 or s.size == 0 or np.any(s <= 0):
             raise ValueError(f"strengths must be a non-empty list of values > 0 (inf allowed), got {list(strengths)}")
-        if not 0.0 < discount <= 1.0:
-            raise ValueError(f"discount must be in (0, 1], got {discount}")
-        if criterion not in ("log-loss", "abs"):
-            raise ValueError(f"criterion must be 'log-loss' or 'abs', got {criterion!r}")
         self.strengths = s
-        self.discount = float(discount)
-        self.criterion = criterion
+        self.discount = check_range(discount, "discount", 0.0, 1.0, high_closed=True)
+        self.criterion = check_choice("criterion", criterion, CRITERIA)
         self.scores = np.zeros(s.size)
         self._index = RowIndex()
         self._succ = np.zeros(0)
@@ -140,12 +138,10 @@ class LastVisitBlend:
         count = reader.array("counts", (len(keys),), low=0.0)
         if np.any(succ > count):
             raise reader.error("successes", "more successes than rollouts for some prompt")
-        discount = reader.real("discount")
-        if not 0.0 < discount <= 1.0:
-            raise reader.error("discount", f"must be in (0, 1], got {discount}")
-        criterion = str(state.get("criterion", "log-loss"))
-        if criterion not in ("log-loss", "abs"):
-            raise reader.error("criterion", f"must be 'log-loss' or 'abs', got {criterion!r}")
+        discount = reader.real("discount", low=0.0, high=1.0, low_open=True)
+        criterion = reader.hyperparameters(
+            check_choice, [], name="criterion", value=str(state.get("criterion", "log-loss")), allowed=CRITERIA
+        )
         self.strengths, self.discount, self.scores = strengths, discount, scores
         self.criterion = criterion
         self._index = RowIndex(keys)

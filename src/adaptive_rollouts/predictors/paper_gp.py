@@ -13,7 +13,7 @@ from ..embeddings import FeatureTable
 from ..state import check_savable_keys
 from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
-from ..validation import check_prompts, names
+from ..validation import check_prompts, check_range, names
 from ._common import check_batch, check_features, delta_method, encode
 
 _GIB = 2.0**30
@@ -21,17 +21,12 @@ _GIB = 2.0**30
 
 def _hyperparameters(bandwidth: float, prior_mean: float, jitter: float, clip: float) -> tuple[float, ...]:
     """The constructor's checks (also applied to a loaded state)."""
-    bandwidth, prior_mean = real_number("bandwidth", bandwidth), real_number("prior_mean", prior_mean)
-    jitter, clip = real_number("jitter", jitter), real_number("clip", clip)
-    if not 0 < bandwidth < np.inf:
-        raise ValueError(f"bandwidth must be finite and > 0, got {bandwidth}")
-    if not np.isfinite(prior_mean):
-        raise ValueError(f"prior_mean must be finite, got {prior_mean}")
-    if not 0 < jitter < np.inf:
-        raise ValueError(f"jitter must be finite and > 0, got {jitter}")
-    if not 0.0 < clip < 0.5:
-        raise ValueError(f"clip must be in (0, 0.5), got {clip}")
-    return bandwidth, prior_mean, jitter, clip
+    return (
+        check_range(bandwidth, "bandwidth", 0.0),
+        check_range(prior_mean, "prior_mean"),
+        check_range(jitter, "jitter", 0.0),
+        check_range(clip, "clip", 0.0, 0.5),
+    )
 
 
 def batch_memory_bytes(batch_size: int, chunk_rows: int) -> float:

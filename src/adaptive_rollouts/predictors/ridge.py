@@ -9,25 +9,20 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
-from ..state_checks import StateReader, real_number, restore_on_error
+from ..state_checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
-from ..validation import check_prompts
+from ..validation import check_prompts, check_range
 from ._common import check_batch, check_features, delta_method, encode
 
 
 def _hyperparameters(alpha: float, prior_mean: float, clip: float, forgetting: float) -> tuple[float, ...]:
     """The constructor's checks (also applied to a loaded state)."""
-    alpha, prior_mean = real_number("alpha", alpha), real_number("prior_mean", prior_mean)
-    clip, forgetting = real_number("clip", clip), real_number("forgetting", forgetting)
-    if not 0 < alpha < np.inf:
-        raise ValueError(f"alpha must be finite and > 0, got {alpha}")
-    if not np.isfinite(prior_mean):
-        raise ValueError(f"prior_mean must be finite, got {prior_mean}")
-    if not 0.0 < clip < 0.5:
-        raise ValueError(f"clip must be in (0, 0.5), got {clip}")
-    if not 0.0 < forgetting <= 1.0:
-        raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
-    return alpha, prior_mean, clip, forgetting
+    return (
+        check_range(alpha, "alpha", 0.0),
+        check_range(prior_mean, "prior_mean"),
+        check_range(clip, "clip", 0.0, 0.5),
+        check_range(forgetting, "forgetting", 0.0, 1.0, high_closed=True),
+    )
 
 
 class Ridge:
