@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .state import check_savable_keys, describe
-from .validation import check_real
+from .validation import check_range, check_real
 
 __all__ = ["StateReader", "restore_on_error", "real_number"]
 
@@ -67,25 +67,12 @@ class StateReader:
         return self.state[key]
 
     # -- scalars -------------------------------------------------------------------------------
-    def real(
-        self,
-        key: str,
-        low: float | None = None,
-        high: float | None = None,
-        low_open: bool = False,
-        high_open: bool = False,
-    ) -> float:
-        value = self.state[key]
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise self.error(key, f"must be a real number, got {type(value).__name__} {value!r}")
-        value = float(value)
-        if not np.isfinite(value):
-            raise self.error(key, f"must be finite, got {value}")
-        if low is not None and (value < low or (low_open and value == low)):
-            raise self.error(key, f"must be {'>' if low_open else '>='} {low}, got {value}")
-        if high is not None and (value > high or (high_open and value == high)):
-            raise self.error(key, f"must be {'<' if high_open else '<='} {high}, got {value}")
-        return value
+    def real(self, key: str, low: float | None = None, high: float | None = None, low_open: bool = False) -> float:
+        """A finite real number within [low, high] (`validation.check_range`; ``low_open``: > low)."""
+        try:
+            return check_range(self.state[key], key, low, high, low_closed=not low_open, high_closed=True)
+        except ValueError as err:
+            raise self.error(key, str(err)) from None
 
     def integer(self, key: str, low: int | None = None, high: int | None = None) -> int:
         value = self.state[key]

@@ -7,7 +7,7 @@ from itertools import repeat
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, logit
 
 from ..state import check_savable_keys
 from ..types import Encoder, Prediction
@@ -43,6 +43,19 @@ def delta_method(p: np.ndarray, latent_var: np.ndarray) -> np.ndarray:
     probability whose mean is p)."""
     bernoulli = p * (1.0 - p)
     return np.minimum(bernoulli * bernoulli * latent_var, bernoulli)
+
+
+def delta_prediction(g_mean: np.ndarray, g_var: np.ndarray) -> Prediction:
+    """The prediction of p = sigmoid(g) for a latent logit g of mean ``g_mean`` and variance
+    ``g_var``: mean sigmoid(g_mean), variance by `delta_method`."""
+    p = expit(g_mean)
+    return Prediction(p, delta_method(p, g_var))
+
+
+def empirical_logit(successes: np.ndarray, counts: np.ndarray, clip: float) -> np.ndarray:
+    """logit of the success rate clipped to [clip, 1 - clip] (a finite pseudo-observation of g even
+    for an all-correct or all-wrong group)."""
+    return logit(np.clip(successes / counts, clip, 1.0 - clip))
 
 
 def check_batch(prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> tuple[list, np.ndarray, np.ndarray]:
@@ -107,6 +120,11 @@ class RowIndex:
         self.rows.update(zip(added, range(first, first + new.size)))  # distinct prompts: one row each
         self.keys.extend(added)
         return rows
+
+    def state(self, **columns: np.ndarray) -> dict:
+        """The per-prompt part of a state dict: the keys, then a copy of each column's used rows."""
+        n = len(self.keys)
+        return {"keys": list(self.keys), **{name: column[:n].copy() for name, column in columns.items()}}
 
 
 def grow(array: np.ndarray, size: int, fill: Any) -> np.ndarray:

@@ -53,13 +53,10 @@ class CumulativeMean:
         self._count[rows] += counts
 
     def state_dict(self) -> StateDict:
-        n = len(self._index)
         return {
             "class": "CumulativeMean",
             "prior_mean": self.prior_mean,
-            "keys": list(self._index.keys),
-            "sum": self._sum[:n].copy(),
-            "count": self._count[:n].copy(),
+            **self._index.state(sum=self._sum, count=self._count),
         }
 
     def load_state_dict(self, state: StateDict) -> None:

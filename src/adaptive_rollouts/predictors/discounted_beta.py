@@ -79,15 +79,12 @@ class DiscountedBeta:
         self._beta[rows] = beta
 
     def state_dict(self) -> StateDict:
-        n = len(self._index)
         return {
             "class": "DiscountedBeta",
             "discount": self.discount,
             "prior_alpha": self.prior_alpha,
             "prior_beta": self.prior_beta,
-            "keys": list(self._index.keys),
-            "alpha": self._alpha[:n].copy(),
-            "beta": self._beta[:n].copy(),
+            **self._index.state(alpha=self._alpha, beta=self._beta),
         }
 
     def load_state_dict(self, state: StateDict) -> None:

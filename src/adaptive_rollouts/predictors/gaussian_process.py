@@ -322,7 +322,6 @@ class GaussianProcess:
         self._w_mean, self._w_cov, self.step = w_mean, w_cov, step
 
     def state_dict(self) -> StateDict:
-        n = len(self._index)
         return {
             "class": "GaussianProcess",
             "dim": self.dim,
@@ -340,10 +339,7 @@ class GaussianProcess:
             "phase": self._phase.copy(),
             "w_mean": self._w_mean.copy(),
             "w_cov": self._w_cov.copy(),
-            "keys": list(self._index.keys),
-            "u_mean": self._u_mean[:n].copy(),
-            "u_var": self._u_var[:n].copy(),
-            "u_step": self._u_step[:n].copy(),
+            **self._index.state(u_mean=self._u_mean, u_var=self._u_var, u_step=self._u_step),
             "history_blend": self.blend is not None,
             **({} if self.blend is None else {f"blend_{k}": v for k, v in self.blend.state_dict().items()}),
         }

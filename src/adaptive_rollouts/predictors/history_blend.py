@@ -113,15 +113,12 @@ class LastVisitBlend:
         self._succ[rows], self._count[rows] = successes, counts
 
     def state_dict(self) -> StateDict:
-        n = len(self._index)
         return {
             "strengths": self.strengths.copy(),
             "discount": self.discount,
             "criterion": self.criterion,
             "scores": self.scores.copy(),
-            "keys": list(self._index.keys),
-            "successes": self._succ[:n].copy(),
-            "counts": self._count[:n].copy(),
+            **self._index.state(successes=self._succ, counts=self._count),
         }
 
     def load_state_dict(self, state: StateDict) -> None:

@@ -7,14 +7,13 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.spatial.distance import pdist
-from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
 from ..state import check_savable_keys
 from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts, check_range, names
-from ._common import check_batch, check_features, delta_method, encode
+from ._common import check_batch, check_features, delta_prediction, empirical_logit, encode
 
 _GIB = 2.0**30
 
@@ -186,9 +185,7 @@ class PaperGP:
 
     # -- protocol ------------------------------------------------------------------------------
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
-        g_mean, g_var = self.latent(prompts)
-        p = expit(g_mean)
-        return Prediction(p, delta_method(p, g_var))
+        return delta_prediction(*self.latent(prompts))
 
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         prompts, successes, counts = check_batch(prompts, rewards)
@@ -198,9 +195,8 @@ class PaperGP:
         if rows.size == 0:
             self.step += 1
             return
-        rate = np.clip(successes / counts, self.clip, 1.0 - self.clip)
         chol = self._factor(rows)  # may raise: nothing mutated before this point
-        alpha = cho_solve(chol, logit(rate) - self._mean[rows])
+        alpha = cho_solve(chol, empirical_logit(successes, counts, self.clip) - self._mean[rows])
         self.step += 1
         xb = np.asarray(self._x[rows], dtype=np.float64)
         sq_b = self._sq[rows]

@@ -6,13 +6,12 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
-from scipy.special import expit, logit
 
 from ..embeddings import FeatureTable
 from ..state_checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts, check_range
-from ._common import check_batch, check_features, delta_method, encode
+from ._common import check_batch, check_features, delta_prediction, empirical_logit, encode
 
 
 def _hyperparameters(alpha: float, prior_mean: float, clip: float, forgetting: float) -> tuple[float, ...]:
@@ -88,15 +87,14 @@ class Ridge:
             s = self._noise * np.einsum("ij,ji->i", z, cho_solve(self._chol, z.T))
         else:
             s = np.ones(len(z))
-        p = expit(g)
-        return Prediction(p, delta_method(p, s))
+        return delta_prediction(g, s)
 
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         prompts, successes, counts = check_batch(prompts, rewards)
         z = self._design(prompts)
         observed = counts > 0
         z = z[observed]
-        y = logit(np.clip(successes[observed] / counts[observed], self.clip, 1.0 - self.clip)) - self.prior_mean
+        y = empirical_logit(successes[observed], counts[observed], self.clip) - self.prior_mean
         f = self.forgetting
         self._gram = f * self._gram + z.T @ z
         self._zy = f * self._zy + z.T @ y

@@ -68,15 +68,11 @@ class WindowedMean:
         self._next[rows] = (slots + 1) % self.window
 
     def state_dict(self) -> StateDict:
-        n = len(self._index)
         return {
             "class": "WindowedMean",
             "window": self.window,
             "prior_mean": self.prior_mean,
-            "keys": list(self._index.keys),
-            "sums": self._sums[:n].copy(),
-            "counts": self._counts[:n].copy(),
-            "next": self._next[:n].copy(),
+            **self._index.state(sums=self._sums, counts=self._counts, next=self._next),
         }
 
     def load_state_dict(self, state: StateDict) -> None:
