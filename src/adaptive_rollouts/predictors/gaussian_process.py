@@ -171,14 +171,14 @@ class GaussianProcess:
     def __init__(
         self,
         features: FeatureTable | Encoder,
-        n_features: int = 128,
-        bandwidth: float | None = None,
-        signal_var: float = 1.0,
-        bias_var: float = 4.0,
-        residual_var: float = 1.0,
-        prior_mean: float = 0.0,
-        shared_half_life: float = 50.0,
-        residual_half_life: float = 200.0,
+        n_features: int = 128,  # D
+        bandwidth: float | None = None,  # h (None: the median heuristic)
+        signal_var: float = 1.0,  # s_f^2
+        bias_var: float = 4.0,  # s_b^2
+        residual_var: float = 1.0,  # tau^2
+        prior_mean: float = 0.0,  # m_0, on the logit scale
+        shared_half_life: float = 50.0,  # steps, of w
+        residual_half_life: float = 200.0,  # steps, of each u_q
         seed: int = 0,
         history_blend: bool = True,
         blend_criterion: str = "log-loss",

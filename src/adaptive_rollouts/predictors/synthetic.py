@@ -44,17 +44,17 @@ def synthetic_trace(
     n_prompts: int = 2000,
     n_steps: int = 200,
     batch_size: int = 64,
-    dim: int = 16,
+    dim: int = 16,  # of the features x_q
     n_clusters: int = 20,
-    shared_scale: float = 1.5,
-    identity_scale: float = 0.7,
-    wander_scale: float = 0.4,
-    wander_half_life: float = 100.0,
-    level_start: float = -1.5,
-    level_end: float = 1.0,
-    tilt_end: float = 1.5,
+    shared_scale: float = 1.5,  # std of f(x_q) over the prompts
+    identity_scale: float = 0.7,  # std of u_q
+    wander_scale: float = 0.4,  # stationary std of o_q(t)
+    wander_half_life: float = 100.0,  # steps, of o_q(t)
+    level_start: float = -1.5,  # level(t) at the first step
+    level_end: float = 1.0,  # and at the last
+    tilt_end: float = 1.5,  # tilt(t) at the last step (0 at the first)
     count_choices: tuple = (1, 2, 4, 8, 16, 32),
-    count_probs: tuple = (0.1, 0.15, 0.2, 0.3, 0.15, 0.1),
+    count_probs: tuple = (0.1, 0.15, 0.2, 0.3, 0.15, 0.1),  # of each count choice
     seed: int = 0,
 ) -> SyntheticTrace:
     """A drifting, embedding-correlated success trace; see the module docstring for the model."""

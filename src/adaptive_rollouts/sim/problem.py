@@ -212,11 +212,11 @@ def make_problem(
     scenario: str = "hard-heavy",
     *,
     n_prompts: int = 4000,
-    n_test: int = 1000,
-    n_answers: int = 6,
+    n_test: int = 1000,  # held-out prompts, for the accuracy
+    n_answers: int = 6,  # K
     dim: int = 16,
     n_clusters: int = 24,
-    spread: float = 0.6,
+    spread: float = 0.6,  # of a prompt's features around its cluster centre
     seed: int = 0,
     features: np.ndarray | None = None,
     test_features: np.ndarray | None = None,
