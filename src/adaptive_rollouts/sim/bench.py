@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from adaptive_rollouts.allocators import ALLOCATORS, make_allocator, takes_keyword
 from adaptive_rollouts.embeddings import FeatureTable
+from adaptive_rollouts.sim.bench_summary import summarize
 from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
+from adaptive_rollouts.sim.progress import progress_bar
+from adaptive_rollouts.sim.speedup import rollouts_to_target
 from adaptive_rollouts.sim.train import TrainConfig, train
 from adaptive_rollouts.validation import check_choice
 
@@ -69,10 +72,10 @@ class BenchConfig:
     estimator: str = "grpo"
     steps: int = 120
     batch_prompts: int = 64
-    budget: int = 512
+    budget: int = 512  # rollouts per step, over the batch's prompts
     n_prompts: int = 4000
-    n_test: int = 1000
-    target_frac: float = 0.9
+    n_test: int = 1000  # held-out prompts, for the accuracy
+    target_frac: float = 0.9  # of Uniform's final gain: the speedup's target
     grad_var_every: int = 10
     features: str = "synthetic"  # or "minilm"
     # "all": the lr grid runs on every seed; "first-seed": the grid runs on the first seed and the
@@ -165,23 +168,6 @@ def build_allocator(
     return alloc, predictor
 
 
-def rollouts_to_target(
-    rollouts: Sequence[float] | np.ndarray, accuracy: Sequence[float] | np.ndarray, target: float
-) -> float:
-    """Rollouts at which ``accuracy`` first reaches ``target`` (linear interpolation); inf if never."""
-    r = np.concatenate([[0.0], np.asarray(rollouts, float)])
-    a = np.asarray(accuracy, float)
-    hit = np.flatnonzero(a >= target)
-    if hit.size == 0:
-        return float("inf")
-    i = hit[0]
-    prev_acc = a[i - 1] if i > 0 else -np.inf
-    if not np.isfinite(prev_acc) or a[i] == prev_acc:
-        return float(r[i + 1])
-    frac = (target - prev_acc) / (a[i] - prev_acc)
-    return float(r[i] + frac * (r[i + 1] - r[i]))
-
-
 def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
     pv, po = np.asarray(tr["probe_var"]), np.asarray(tr["probe_oracle_var"])
     ps, pso = np.asarray(tr["probe_signal"]), np.asarray(tr["probe_oracle_signal"])
@@ -216,12 +202,19 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
         n_runs = len(jobs) * per_cell * len(cfg.lr_multipliers)
     else:
         n_runs = len(cfg.scenarios) * per_cell * (len(cfg.lr_multipliers) + len(cfg.seeds) - 1)
-    bar = _progress(n_runs, progress)
+    bar = progress_bar(n_runs, progress)
     runs: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
     t_start = time.perf_counter()
     if problem_factory is None and cfg.features == "minilm":
         problem_factory = _minilm_factory(cfg)
+    base = TrainConfig(
+        steps=cfg.steps,
+        batch_prompts=cfg.batch_prompts,
+        budget=cfg.budget,
+        estimator=cfg.estimator,
+        grad_var_every=cfg.grad_var_every,
+    )
     for sc, seed in jobs:
         if problem_factory is not None:
             problem = problem_factory(sc, seed)
@@ -239,16 +232,7 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
                     if first:
                         grid = [max(first, key=lambda r: r["auc"])["lr"]]
                 for lr in grid:
-                    tcfg = TrainConfig(
-                        steps=cfg.steps,
-                        batch_prompts=cfg.batch_prompts,
-                        budget=cfg.budget,
-                        lr=lr,
-                        estimator=cfg.estimator,
-                        aggregation=agg,
-                        seed=seed,
-                        grad_var_every=cfg.grad_var_every,
-                    )
+                    tcfg = replace(base, lr=lr, aggregation=agg, seed=seed)
                     try:
                         alloc, predictor = build_allocator(method, problem, seed, aggregation=agg)
                     except (ImportError, AttributeError, ValueError, TypeError) as err:
@@ -285,94 +269,3 @@ def _minilm_factory(cfg: BenchConfig) -> Callable:
         return make_problem(scenario, n_prompts=x.shape[0], n_test=xt.shape[0], seed=seed, features=x, test_features=xt)
 
     return factory
-
-
-class _NoBar:
-    def set_postfix_str(self, *a, **k): ...
-    def update(self, *a): ...
-    def close(self): ...
-
-
-def _progress(total: int, enabled: bool):
-    if not enabled:
-        return _NoBar()
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _NoBar()
-    return tqdm(total=total, desc="bench", unit="run")
-
-
-def summarize(runs: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
-    """Best learning rate per (scenario, aggregation, method) and the metrics at that rate."""
-    by: dict[tuple, list] = {}
-    for r in runs:
-        by.setdefault((r["scenario"], r["aggregation"], r["method"], r["lr"]), []).append(r)
-    best: dict[tuple, tuple[float, list]] = {}
-    first_seed = cfg.seeds[0]
-    for (sc, agg, m, _lr), rs in by.items():
-        chosen_on = [r for r in rs if r["seed"] == first_seed] if cfg.lr_select == "first-seed" else rs
-        auc = float(np.mean([r["auc"] for r in chosen_on])) if chosen_on else -np.inf
-        key = (sc, agg, m)
-        if key not in best or auc > best[key][0]:
-            best[key] = (auc, rs)
-    table = []
-    for (sc, agg, m), (_, rs) in sorted(best.items()):
-        ref = best.get((sc, agg, "uniform"))
-        speed, r_m, r_u, finals, eq_acc = [], [], [], [], []
-        for r in sorted(rs, key=lambda r: r["seed"]):
-            finals.append(r["final"])
-            if ref is None:
-                continue
-            u = next(x for x in ref[1] if x["seed"] == r["seed"])
-            target = u["accuracy0"] + cfg.target_frac * (u["final"] - u["accuracy0"])
-            ru = rollouts_to_target(u["rollouts"], u["accuracy"], target)
-            rm = rollouts_to_target(r["rollouts"], r["accuracy"], target)
-            r_u.append(ru)
-            r_m.append(rm)
-            speed.append(ru / rm if np.isfinite(rm) else 0.0)
-            # accuracy at equal rollouts: at the rollouts Uniform spent by half of the run
-            half = u["rollouts"][len(u["rollouts"]) // 2]
-            eq_acc.append(float(np.interp(half, r["rollouts"], r["accuracy"])))
-        # The same comparison with the method at Uniform's best rate (the learning-rate confound).
-        same_lr = []
-        if ref is not None:
-            for u in ref[1]:
-                twin: dict[str, Any] | None = next(
-                    (x for x in by.get((sc, agg, m, u["lr"]), []) if x["seed"] == u["seed"]), None
-                )
-                if twin is None:
-                    continue
-                target = u["accuracy0"] + cfg.target_frac * (u["final"] - u["accuracy0"])
-                rm = rollouts_to_target(twin["rollouts"], twin["accuracy"], target)
-                ru = rollouts_to_target(u["rollouts"], u["accuracy"], target)
-                same_lr.append(ru / rm if np.isfinite(rm) else 0.0)
-        grid = sorted({lr for (s2, a2, m2, lr) in by if (s2, a2, m2) == (sc, agg, m)})
-        calib_p = np.concatenate([np.asarray(r["calib_pred"], float) for r in rs]) if rs else np.zeros(0)
-        calib_t = np.concatenate([np.asarray(r["calib_true"], float) for r in rs]) if rs else np.zeros(0)
-        table.append(
-            {
-                "scenario": sc,
-                "aggregation": agg,
-                "method": m,
-                "lr": rs[0]["lr"],
-                "lr_at_grid_edge": bool(len(grid) > 1 and rs[0]["lr"] in (grid[0], grid[-1])),
-                "speedup_at_uniform_lr": float(np.mean(same_lr)) if same_lr else float("nan"),
-                "speedup_mean": float(np.mean(speed)) if speed else float("nan"),
-                "speedup_min": float(np.min(speed)) if speed else float("nan"),
-                "speedup_max": float(np.max(speed)) if speed else float("nan"),
-                "rollouts_to_target": r_m,
-                "uniform_rollouts_to_target": r_u,
-                "final_accuracy": float(np.mean(finals)),
-                "accuracy_at_half": float(np.mean(eq_acc)) if eq_acc else float("nan"),
-                "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
-                "noise_to_signal_ratio": float(np.nanmean([r["noise_to_signal_ratio"] for r in rs])),
-                "zero_var_frac": float(np.mean([r["zero_var_frac"] for r in rs])),
-                "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
-                "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),
-                "alloc_ms": float(np.median([r["alloc_ms"] for r in rs])),
-                "calib_brier": float(np.mean((calib_p - calib_t) ** 2)) if calib_p.size else float("nan"),
-                "calib_mae": float(np.mean(np.abs(calib_p - calib_t))) if calib_p.size else float("nan"),
-            }
-        )
-    return {"table": table}

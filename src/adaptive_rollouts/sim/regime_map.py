@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.sim.bench import build_allocator
+from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.sim.train import TrainConfig, train
@@ -246,13 +247,11 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     """Run (or resume) the map into ``folder``; return {"config", "cells", "lr", "errors", "runs",
     "missing"}. ``run_missing=False`` only reads what is there (a partial map): method/cell pairs
     with runs still missing are listed in "missing" and left out of the results."""
-    from adaptive_rollouts.sim.bench import _progress
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     store = _Store(folder)
     n_est = len(cfg.cells) * sum(len(cfg.tune_seeds) * len(cfg.lr_grid) + len(_seeds_for(cfg, m)) for m in cfg.methods)
-    bar = _progress(n_est, progress)
+    bar = progress_bar(n_est, progress)
 
     def run(cell: Cell, method: str, seed: int, lr: float) -> dict:
         r = store.get(cell.key, method, seed, lr)

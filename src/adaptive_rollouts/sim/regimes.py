@@ -35,8 +35,8 @@ class Cell:
     scenario: str = "hard-heavy"
     dim: int = 16
     batch_prompts: int = 16
-    per_prompt: int = 8
-    transfer: float = 1.0
+    per_prompt: int = 8  # mean rollouts per prompt: budget = batch_prompts x per_prompt
+    transfer: float = 1.0  # share of the learning signal on the shared weights
     n_prompts: int = 1000
     reasoning_tokens: int = 0
 

@@ -1,5 +1,6 @@
-"""Reading a speedup off learning curves: the tuning criterion, seed-mean curves, the speedup to a
-common target and its paired-bootstrap interval (used by `regime_map` and `map_report`)."""
+"""Reading a speedup off learning curves: rollouts to a target, the tuning criterion, seed-mean
+curves, the speedup to a common target and its paired-bootstrap interval (used by `bench`,
+`regime_map` and `map_report`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adaptive_rollouts.sim.bench import rollouts_to_target
+__all__ = ["final_level", "rollouts_to_target", "seed_mean_curve", "speedup", "bootstrap_speedup"]
 
-__all__ = ["final_level", "seed_mean_curve", "speedup", "bootstrap_speedup"]
+
+def rollouts_to_target(
+    rollouts: Sequence[float] | np.ndarray, accuracy: Sequence[float] | np.ndarray, target: float
+) -> float:
+    """Rollouts at which ``accuracy`` first reaches ``target`` (linear interpolation); inf if never."""
+    r = np.concatenate([[0.0], np.asarray(rollouts, float)])
+    a = np.asarray(accuracy, float)
+    hit = np.flatnonzero(a >= target)
+    if hit.size == 0:
+        return float("inf")
+    i = hit[0]
+    prev_acc = a[i - 1] if i > 0 else -np.inf
+    if not np.isfinite(prev_acc) or a[i] == prev_acc:
+        return float(r[i + 1])
+    frac = (target - prev_acc) / (a[i] - prev_acc)
+    return float(r[i] + frac * (r[i + 1] - r[i]))
 
 
 def final_level(accuracy: Sequence[float] | np.ndarray) -> float:
