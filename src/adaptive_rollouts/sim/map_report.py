@@ -1,170 +1,25 @@
-"""The regime map's outputs: summary table, target checks, map.md, map.json, one heatmap per method."""
+"""The regime map's outputs: map.md, map.json and one heatmap per method (the summary table and
+target checks are `map_summary`'s)."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.regime_map import DEFAULT, NULL, bootstrap_speedup, speedup
+from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
+from adaptive_rollouts.sim.markdown import fmt as _fmt
+from adaptive_rollouts.sim.markdown import section, table
+from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
 
 __all__ = ["summarize_map", "write_map_report", "NOISE_DOMINATED"]
 
-NOISE_DOMINATED = 1.0  # batch noise-to-signal of Uniform's step (resampled) at or above this
 
-
-def _runs_at(
-    result: dict, cell: str, method: str, seeds: Sequence[int] | None = None, lr: float | None = None
-) -> list[dict]:
-    lr = result["lr"].get(cell, {}).get(method) if lr is None else lr
-    if lr is None:
-        return []
-    runs = [r for (c, m, s, x), r in result["runs"].items() if c == cell and m == method and abs(x - lr) < 1e-12]
-    seeds_ok = set(
-        result["config"]["paired_seeds"] if method in ("uniform", DEFAULT, NULL) else result["config"]["report_seeds"]
-    )
-    runs = [r for r in runs if r["seed"] in seeds_ok and (seeds is None or r["seed"] in seeds)]
-    return sorted(runs, key=lambda r: r["seed"])
-
-
-def _nanmean(values) -> float:
-    v = np.asarray(list(values), dtype=float)
-    v = v[np.isfinite(v)]
-    return float(v.mean()) if v.size else float("nan")
-
-
-def _ratio_of_sums(num: list[float], den: list[float]) -> float:
-    n, d = float(np.sum(num)), float(np.sum(den))
-    return n / d if d > 0 else float("inf")
-
-
-def _fingerprints(result: dict, cell: str) -> dict[str, float]:
-    uni = _runs_at(result, cell, "uniform")
-    info = result["cells"][cell]
-    if not uni:
-        return {"transfer": info.get("transfer_measured", float("nan"))}
-    nsr = float(np.median([x for r in uni for x in r["nsr_rollout"] if np.isfinite(x)] or [np.nan]))
-    probes = [r["probe"] for r in uni if r["probe"]["probe_var"]]
-    batch = (
-        _ratio_of_sums([x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]])
-        if probes
-        else float("nan")
-    )
-    return {
-        "noise_to_signal_rollout": nsr,
-        "noise_to_signal_rollout_over_budget": nsr / info["budget"],
-        "noise_to_signal_batch": batch,
-        "zero_variance_fraction": float(np.mean([r["regime"]["regime/zero_variance_fraction_mean"] for r in uni])),
-        "p_persistence": _nanmean(r["regime"]["regime/p_persistence"] for r in uni),
-        "transfer": info.get("transfer_measured", float("nan")),
-    }
-
-
-def summarize_map(result: dict) -> dict[str, Any]:
-    """Per cell: fingerprints, and per method speedup (seed-mean curves) with per-seed min-max."""
-    frac = result["config"]["target_at"]
-    rows = []
-    for cell in result["cells"]:
-        uni = _runs_at(result, cell, "uniform")
-        row: dict[str, Any] = {"cell": cell, **result["cells"][cell], "fingerprints": _fingerprints(result, cell)}
-        row["methods"] = {}
-        for method in result["config"]["methods"]:
-            runs = _runs_at(result, cell, method)
-            if not runs or not uni:
-                continue
-            seeds = [r["seed"] for r in runs]
-            u_same = [u for u in uni if u["seed"] in seeds]
-            if len(u_same) != len(runs):
-                continue
-            per_seed = [speedup([u], [r], frac) for u, r in zip(u_same, runs)]
-            lo, hi = bootstrap_speedup(u_same, runs, frac, result["config"].get("bootstrap", 1000))
-            entry = {
-                "speedup": speedup(u_same, runs, frac),
-                "min": float(np.min(per_seed)),
-                "max": float(np.max(per_seed)),
-                "per_seed": per_seed,
-                "ci90": [lo, hi],
-                "seeds": seeds,
-                "lr": result["lr"][cell][method],
-            }
-            uniform_lr = result["lr"][cell].get("uniform")
-            same = (
-                _runs_at(result, cell, method, lr=uniform_lr) if method in result["config"].get("same_rate", ()) else []
-            )
-            if len(same) == len(u_same) and same:
-                entry["same_rate_speedup"] = speedup(u_same, same, frac)
-                entry["same_rate_ci90"] = list(
-                    bootstrap_speedup(u_same, same, frac, result["config"].get("bootstrap", 1000))
-                )
-                entry["same_rate_per_seed"] = [speedup([u], [r], frac) for u, r in zip(u_same, same)]
-            probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
-            if probes:
-                nsr = _ratio_of_sums(
-                    [x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]]
-                )
-                nsr_o = _ratio_of_sums(
-                    [x for p in probes for x in p["probe_oracle_var"]],
-                    [x for p in probes for x in p["probe_oracle_signal"]],
-                )
-                entry["batch_nsr"], entry["batch_nsr_true_p_optimum"] = nsr, nsr_o
-                entry["batch_nsr_ratio"] = nsr / nsr_o if nsr_o > 0 and np.isfinite(nsr_o) else float("nan")
-            row["methods"][method] = entry
-        rows.append(row)
-    return {"rows": rows, "targets": _targets(rows), "errors": result["errors"]}
-
-
-def _targets(rows: list[dict]) -> dict[str, Any]:
-    noisy = [r for r in rows if r["fingerprints"].get("noise_to_signal_batch", 0) >= NOISE_DOMINATED]
-    learned_best = []
-    for r in noisy:
-        cands = [
-            (e["speedup"], m, r["methods"].get(f"{m}@true-p", {}).get("speedup"))
-            for m, e in r["methods"].items()
-            if "@" not in m and m != "uniform"
-        ]
-        if cands:
-            s, m, t = max(cands)
-            learned_best.append({"cell": r["cell"], "method": m, "speedup": s, "true_p": t})
-    default = [
-        {
-            "cell": r["cell"],
-            **{
-                k: r["methods"][DEFAULT].get(k)
-                for k in ("speedup", "min", "max", "ci90", "seeds", "same_rate_speedup", "same_rate_ci90")
-            },
-        }
-        for r in rows
-        if DEFAULT in r["methods"]
-    ]
-    nsr = [
-        {"cell": r["cell"], "ratio": r["methods"][DEFAULT].get("batch_nsr_ratio", float("nan"))}
-        for r in rows
-        if DEFAULT in r["methods"]
-    ]
-    return {
-        "noise_dominated_cells": [r["cell"] for r in noisy],
-        "learned_best_in_noise_dominated": learned_best,
-        "learned_target_met": bool(learned_best)
-        and all(x["speedup"] >= 1.5 and x["true_p"] and x["speedup"] >= 0.9 * x["true_p"] for x in learned_best),
-        "default_vs_uniform": default,
-        "no_regret_met": bool(default) and all(x["speedup"] >= 0.97 for x in default),
-        "no_regret_same_rate_met": bool(default)
-        and all(x["same_rate_speedup"] is not None and x["same_rate_speedup"] >= 0.97 for x in default),
-        "default_batch_nsr_ratio": nsr,
-        "nsr_target_met": bool(nsr) and all(np.isfinite(x["ratio"]) and x["ratio"] <= 1.10 for x in nsr),
-    }
-
-
-def _fmt(x: Any, nd: int = 2) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf"
-    return f"{x:.{nd}f}"
+def _with_ci(value: float | None, ci: Sequence[float]) -> str:
+    """A speedup and its interval, "1.20 (1.05-1.31)"."""
+    return f"{_fmt(value)} ({_fmt(ci[0])}-{_fmt(ci[1])})"
 
 
 def _heatmaps(summary: dict, methods: Sequence[str], folder: Path) -> list[str]:
@@ -204,6 +59,35 @@ def _heatmaps(summary: dict, methods: Sequence[str], folder: Path) -> list[str]:
     return files
 
 
+def _fingerprint_cells(f: dict) -> list[str]:
+    keys = ["noise_to_signal_rollout_over_budget", "noise_to_signal_batch", "zero_variance_fraction"]
+    keys += ["p_persistence", "transfer"]
+    return [_fmt(f.get("noise_to_signal_rollout"), 0), *(_fmt(f.get(k)) for k in keys)]
+
+
+def _speedup_cell(e: dict | None) -> str:
+    if e is None:
+        return "-"
+    return f"{_with_ci(e['speedup'], e['ci90'])} [{_fmt(e['min'])}-{_fmt(e['max'])}] ({e['lr']:.3g})"
+
+
+def _default_cells(row: dict) -> list[str]:
+    """The default's row of the paired comparison against Uniform."""
+    d = row["methods"][DEFAULT]
+    same = d.get("same_rate_speedup")
+    nul = row["methods"].get(NULL)
+    tp = row["methods"].get(f"{DEFAULT}@true-p", {})
+    return [
+        row["cell"],
+        _with_ci(d["speedup"], d["ci90"]),
+        "-" if same is None else _with_ci(same, d["same_rate_ci90"]),
+        "-" if nul is None else _with_ci(nul["speedup"], nul["ci90"]),
+        _fmt(row["fingerprints"].get("noise_to_signal_batch")),
+        *(_fmt(d.get(k)) for k in ("batch_nsr", "batch_nsr_true_p_optimum")),
+        _fmt(tp.get("batch_nsr")),
+    ]
+
+
 def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Path:
     """map.md, map.json (summary + config; the runs stay in runs.jsonl) and heatmaps in ``folder``."""
     folder = Path(folder)
@@ -222,58 +106,30 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
         f"{list(cfg['tune_seeds'])} (grid {list(cfg['lr_grid'])}, extended x{cfg['lr_step']:g} at an edge), "
         f"reported on seeds {list(cfg['report_seeds'])} (Uniform and the default: {list(cfg['paired_seeds'])}, paired)."
     )
-    lines += ["", "## Fingerprints (measured on Uniform's rollouts)", ""]
-    lines.append(
-        "| cell | noise/signal per rollout | same / rollouts per step | batch noise/signal (resampled step) "
-        "| zero-var fraction | persistence of p | transfer |"
+    lines += section("Fingerprints (measured on Uniform's rollouts)")
+    lines += table(
+        [
+            "cell",
+            "noise/signal per rollout",
+            "same / rollouts per step",
+            "batch noise/signal (resampled step)",
+            "zero-var fraction",
+            "persistence of p",
+            "transfer",
+        ],
+        ([r["cell"], *_fingerprint_cells(r["fingerprints"])] for r in summary["rows"]),
     )
-    lines.append("|---|---|---|---|---|---|---|")
-    for r in summary["rows"]:
-        f = r["fingerprints"]
-        lines.append(
-            f"| {r['cell']} | {_fmt(f.get('noise_to_signal_rollout'), 0)} | "
-            f"{_fmt(f.get('noise_to_signal_rollout_over_budget'))} | {_fmt(f.get('noise_to_signal_batch'))} | "
-            f"{_fmt(f.get('zero_variance_fraction'))} | {_fmt(f.get('p_persistence'))} | {_fmt(f.get('transfer'))} |"
-        )
-    lines += ["", "## Speedup vs Uniform: seed-mean (90% paired-bootstrap interval) [per-seed min-max] (rate)", ""]
+    lines += section("Speedup vs Uniform: seed-mean (90% paired-bootstrap interval) [per-seed min-max] (rate)")
     shown = [m for m in methods if m != "uniform"]
-    lines.append("| cell | " + " | ".join(shown) + " |")
-    lines.append("|---|" + "---|" * len(shown))
-    for r in summary["rows"]:
-        cells = []
-        for m in shown:
-            e = r["methods"].get(m)
-            cells.append(
-                "-"
-                if e is None
-                else f"{_fmt(e['speedup'])} ({_fmt(e['ci90'][0])}-{_fmt(e['ci90'][1])}) "
-                f"[{_fmt(e['min'])}-{_fmt(e['max'])}] ({e['lr']:.3g})"
-            )
-        lines.append(f"| {r['cell']} | " + " | ".join(cells) + " |")
-    lines += ["", "## The default against Uniform (paired seeds)", ""]
-    lines.append(
-        "| cell | at its own best rate (90% CI) | at Uniform's best rate (90% CI) | null control (90% CI) "
-        "| batch noise/signal: Uniform | default | true-p optimum | default@true-p |"
+    lines += table(
+        ["cell", *shown], ([r["cell"], *(_speedup_cell(r["methods"].get(m)) for m in shown)] for r in summary["rows"])
     )
-    lines.append("|---|---|---|---|---|---|---|---|")
-    for r in summary["rows"]:
-        d = r["methods"].get(DEFAULT)
-        if d is None:
-            continue
-        same = d.get("same_rate_speedup")
-        same_txt = (
-            "-" if same is None else f"{_fmt(same)} ({_fmt(d['same_rate_ci90'][0])}-{_fmt(d['same_rate_ci90'][1])})"
-        )
-        tp = r["methods"].get(f"{DEFAULT}@true-p", {})
-        nul = r["methods"].get(NULL)
-        null_txt = "-" if nul is None else f"{_fmt(nul['speedup'])} ({_fmt(nul['ci90'][0])}-{_fmt(nul['ci90'][1])})"
-        lines.append(
-            f"| {r['cell']} | {_fmt(d['speedup'])} ({_fmt(d['ci90'][0])}-{_fmt(d['ci90'][1])}) | {same_txt} | {null_txt} | "
-            f"{_fmt(r['fingerprints'].get('noise_to_signal_batch'))} | {_fmt(d.get('batch_nsr'))} | "
-            f"{_fmt(d.get('batch_nsr_true_p_optimum'))} | {_fmt(tp.get('batch_nsr'))} |"
-        )
+    lines += section("The default against Uniform (paired seeds)")
+    header = ["cell", "at its own best rate (90% CI)", "at Uniform's best rate (90% CI)", "null control (90% CI)"]
+    header += ["batch noise/signal: Uniform", "default", "true-p optimum", "default@true-p"]
+    lines += table(header, (_default_cells(r) for r in summary["rows"] if DEFAULT in r["methods"]))
     t = summary["targets"]
-    lines += ["", "## Targets", ""]
+    lines += section("Targets")
     lines.append(
         f"- noise-dominated cells (batch noise/signal >= {NOISE_DOMINATED:g}): {t['noise_dominated_cells'] or 'none'}"
     )
@@ -305,14 +161,14 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
         + (f" (ratios {_fmt(min(ratios))}-{_fmt(max(ratios))})" if ratios else "")
     )
     if summary["errors"]:
-        lines += ["", "## Not reported (learning rate at the grid's edge after extensions, or errors)", ""]
+        lines += section("Not reported (learning rate at the grid's edge after extensions, or errors)")
         lines += [f"- {k}: {v}" for k, v in summary["errors"].items()]
     if result.get("missing"):
-        lines += ["", f"## Not run yet (partial map: {len(result['missing'])} method/cell pairs)", ""]
+        lines += section(f"Not run yet (partial map: {len(result['missing'])} method/cell pairs)")
         lines.append(", ".join(result["missing"]))
     if plots:
         files = _heatmaps(summary, shown, folder)
-        lines += ["", "## Heatmaps", ""] + [f"![{f}]({f})" for f in files]
+        lines += section("Heatmaps") + [f"![{f}]({f})" for f in files]
     path = folder / "map.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.problem import PARETO_TAIL_INDEX, make_problem
-from adaptive_rollouts.sim.theory import hill_tail_index, monte_carlo_variance, variance_formula, vigor_speedup
+from adaptive_rollouts.sim.markdown import fmt, section
+from adaptive_rollouts.sim.markdown import table as markdown_table
+from adaptive_rollouts.sim.theory import theory_checks
 
 __all__ = ["theory_checks", "write_report"]
 
@@ -19,40 +20,8 @@ PUBLISHED = ("vip-paper", "vigor")
 ORACLES = ("oracle-vip", "oracle-fill")
 
 
-def theory_checks(draws: int = 200_000) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = []
-    for est in ("drgrpo", "rloo", "grpo"):
-        for p in (0.1, 0.3, 0.5):
-            for n in (2, 4, 8, 16):
-                mc, se = monte_carlo_variance(p, n, est, draws=draws, seed=len(rows))
-                rows.append(
-                    {
-                        "estimator": est,
-                        "p": p,
-                        "n": n,
-                        "formula": variance_formula(p, n, est),
-                        "monte_carlo": mc,
-                        "se": se,
-                    }
-                )
-    pb = make_problem("pareto", n_prompts=4000, n_test=10, seed=0)
-    sigma = np.sqrt(pb.reward_variance())
-    k_hat = hill_tail_index(sigma[sigma < 0.5 - 1e-9], tail=0.3)
-    return {
-        "variance": rows,
-        "pareto_k": PARETO_TAIL_INDEX,
-        "pareto_k_hill": k_hat,
-        "vigor_predicted": vigor_speedup(PARETO_TAIL_INDEX),
-        "vigor_predicted_hill": vigor_speedup(k_hat) if np.isfinite(k_hat) else float("nan"),
-    }
-
-
 def _fmt(x: float, nd: int = 2) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if isinstance(x, float) and math.isinf(x):
-        return "never"
-    return f"{x:.{nd}f}"
+    return fmt(x, nd, inf="never")  # an infinite rollouts-to-target: the target was never reached
 
 
 def _verdicts(table: list[dict[str, Any]]) -> list[str]:
@@ -115,6 +84,30 @@ def _verdicts(table: list[dict[str, Any]]) -> list[str]:
                     + "."
                 )
     return lines
+
+
+_METHOD_COLUMNS = ["scenario", "method", "lr", "speedup", "speedup at Uniform's lr", "final acc", "acc @ half"]
+_METHOD_COLUMNS += ["grad var / oracle", "noise-to-signal / oracle", "zero-var groups", "wasted rollouts", "skipped"]
+_METHOD_COLUMNS += ["calib MAE", "alloc ms/step"]
+
+
+def _method_cells(r: dict[str, Any]) -> list[str]:
+    """One method's row of an aggregation's table (``*``: the best rate is at the grid's edge)."""
+    return [
+        r["scenario"],
+        r["method"],
+        f"{r['lr']:g}{'*' if r.get('lr_at_grid_edge') else ''}",
+        f"{_fmt(r['speedup_mean'])} [{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}]",
+        _fmt(r.get("speedup_at_uniform_lr", float("nan"))),
+        _fmt(r["final_accuracy"], 3),
+        _fmt(r["accuracy_at_half"], 3),
+        *(
+            _fmt(r[k])
+            for k in ("grad_var_ratio", "noise_to_signal_ratio", "zero_var_frac", "wasted_frac", "skipped_frac")
+        ),
+        _fmt(r["calib_mae"], 3),
+        _fmt(r["alloc_ms"], 2),
+    ]
 
 
 def _plots(out: Path, result: dict[str, Any]) -> list[str]:
@@ -256,43 +249,30 @@ def write_report(
     )
     if result.get("errors"):
         L += ["", "Methods not run (could not be built):"] + [f"- {m}: {e}" for m, e in result["errors"].items()]
-    L += ["", "## Verdict (computed from the table below)", ""] + _verdicts(table)
+    L += section("Verdict (computed from the table below)") + _verdicts(table)
     for agg in dict.fromkeys(r["aggregation"] for r in table):
-        L += [
-            "",
-            f"## Aggregation: {agg}",
-            "",
-            "| scenario | method | lr | speedup | speedup at Uniform's lr | final acc | acc @ half | grad var / oracle | noise-to-signal / oracle "
-            "| zero-var groups | wasted rollouts | skipped | calib MAE | alloc ms/step |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in table:
-            if r["aggregation"] != agg:
-                continue
-            edge = "*" if r.get("lr_at_grid_edge") else ""
-            L.append(
-                f"| {r['scenario']} | {r['method']} | {r['lr']:g}{edge} | {_fmt(r['speedup_mean'])} "
-                f"[{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}] | {_fmt(r.get('speedup_at_uniform_lr', float('nan')))} | "
-                f"{_fmt(r['final_accuracy'], 3)} | "
-                f"{_fmt(r['accuracy_at_half'], 3)} | {_fmt(r['grad_var_ratio'])} | {_fmt(r['noise_to_signal_ratio'])} | "
-                f"{_fmt(r['zero_var_frac'])} | {_fmt(r['wasted_frac'])} | {_fmt(r['skipped_frac'])} | "
-                f"{_fmt(r['calib_mae'], 3)} | {_fmt(r['alloc_ms'], 2)} |"
-            )
-    L += [
-        "",
-        "## Theory checks",
-        "",
+        L += section(f"Aggregation: {agg}")
+        L += markdown_table(_METHOD_COLUMNS, (_method_cells(r) for r in table if r["aggregation"] == agg))
+    L += section("Theory checks") + [
         "Per-prompt gradient variance g = mean_i A_i Z_i, rewards in {-1,+1}, "
         "Z ~ N(0,1) independent of the reward; formula from `adaptive_rollouts.objectives` (GRPO: exact sum over "
         "the binomial number of successes, eps = 1e-6):",
         "",
-        "| estimator | p | n | formula | Monte Carlo | s.e. |",
-        "|---|---|---|---|---|---|",
     ]
-    for v in theory["variance"]:
-        L.append(
-            f"| {v['estimator']} | {v['p']} | {v['n']} | {_fmt(v['formula'], 4)} | {v['monte_carlo']:.4f} | {v['se']:.4f} |"
-        )
+    L += markdown_table(
+        ["estimator", "p", "n", "formula", "Monte Carlo", "s.e."],
+        (
+            [
+                v["estimator"],
+                str(v["p"]),
+                str(v["n"]),
+                _fmt(v["formula"], 4),
+                f"{v['monte_carlo']:.4f}",
+                f"{v['se']:.4f}",
+            ]
+            for v in theory["variance"]
+        ),
+    )
     L += [
         "",
         f"VIGOR Theorem 2 (alpha 0.5, gamma 2, T 4): the pareto scenario draws the reward std with tail "
@@ -308,7 +288,7 @@ def write_report(
                 f"[{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}]"
             )
     if files:
-        L += ["", "## Plots", ""] + [f"![{f}]({f})" for f in files]
+        L += section("Plots") + [f"![{f}]({f})" for f in files]
     report = out / "report.md"
     report.write_text("\n".join(L) + "\n")
     (out / "results.json").write_text(json.dumps(_json_safe(result)))

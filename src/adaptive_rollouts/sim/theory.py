@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from adaptive_rollouts.sim.estimators import group_advantages_np
+from adaptive_rollouts.sim.problem import PARETO_TAIL_INDEX, make_problem
 
-__all__ = ["variance_formula", "monte_carlo_variance", "vigor_speedup", "hill_tail_index"]
+__all__ = ["variance_formula", "monte_carlo_variance", "vigor_speedup", "hill_tail_index", "theory_checks"]
 
 
 def variance_formula(p: float, n: int, estimator: str, s: float = 1.0) -> float:
@@ -70,3 +73,32 @@ def hill_tail_index(x: np.ndarray, tail: float = 0.2) -> float:
     if x.size <= m:
         return float("nan")
     return float(1.0 / np.mean(np.log(x[:m] / x[m])))
+
+
+def theory_checks(draws: int = 200_000) -> dict[str, Any]:
+    """Every check of the module docstring, as the benchmark report prints them."""
+    rows: list[dict[str, Any]] = []
+    for est in ("drgrpo", "rloo", "grpo"):
+        for p in (0.1, 0.3, 0.5):
+            for n in (2, 4, 8, 16):
+                mc, se = monte_carlo_variance(p, n, est, draws=draws, seed=len(rows))
+                rows.append(
+                    {
+                        "estimator": est,
+                        "p": p,
+                        "n": n,
+                        "formula": variance_formula(p, n, est),
+                        "monte_carlo": mc,
+                        "se": se,
+                    }
+                )
+    pb = make_problem("pareto", n_prompts=4000, n_test=10, seed=0)
+    sigma = np.sqrt(pb.reward_variance())
+    k_hat = hill_tail_index(sigma[sigma < 0.5 - 1e-9], tail=0.3)
+    return {
+        "variance": rows,
+        "pareto_k": PARETO_TAIL_INDEX,
+        "pareto_k_hill": k_hat,
+        "vigor_predicted": vigor_speedup(PARETO_TAIL_INDEX),
+        "vigor_predicted_hill": vigor_speedup(k_hat) if np.isfinite(k_hat) else float("nan"),
+    }
