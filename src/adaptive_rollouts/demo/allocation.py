@@ -10,6 +10,8 @@ and written into ``LEARNING_RATES`` (docs/demo.md gives the table it picked them
 
 from __future__ import annotations
 
+from adaptive_rollouts.validation import check_choice
+
 METHODS = ("uniform", "vip", "vigor", "default")
 LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 TUNE_SEEDS = (100,)
@@ -36,6 +38,7 @@ def make_allocator_for(method: str, aggregation: str, features, seed: int, mean_
     `FeatureTable` of the RL pool (VIP's GP lives on a known pool)."""
     from adaptive_rollouts.allocators import VIGOR, VIP, Uniform, make_allocator
 
+    check_choice("method", method, METHODS)
     if method == "uniform":
         return Uniform(seed=seed)
     if method == "vip":
@@ -45,6 +48,4 @@ def make_allocator_for(method: str, aggregation: str, features, seed: int, mean_
         )
     if method == "vigor":
         return VIGOR(seed=seed)
-    if method == "default":
-        return make_allocator(aggregation=aggregation, seed=seed)
-    raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return make_allocator(aggregation=aggregation, seed=seed)  # "default"

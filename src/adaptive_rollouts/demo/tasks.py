@@ -19,6 +19,8 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
+from adaptive_rollouts.validation import check_choice
+
 TASK = "number_sorting"
 TASK_OPTIONS = dict(min_numbers=3, max_numbers=8, min_decimals=0, max_decimals=0, min_value=0, max_value=9)
 SPLITS = ("held_out", "pool", "sft")
@@ -84,8 +86,7 @@ def prompt_of(entry: dict) -> str:
 def make_problems(n: int, split: str, exclude: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
     """``n`` distinct problems of ``split`` (``"held_out"``, ``"pool"`` or ``"sft"``), none in ``exclude``,
     drawn in order from reasoning-gym with the split's seed (deterministic)."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_choice("split", split, SPLITS)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     size = 40 * n + 10_000
