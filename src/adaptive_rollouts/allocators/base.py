@@ -26,6 +26,7 @@ from ..state import check_savable_keys, describe
 from ..state_checks import restore_on_error
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ..validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards_flat
+from .collector import RolloutCollector
 
 __all__ = [
     "BaseAllocator",
@@ -40,79 +41,6 @@ def random_order(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
     scores = np.asarray(scores, dtype=float)
     tiebreak = rng.random(scores.size)
     return np.lexsort((tiebreak, -scores))
-
-
-class RolloutCollector:
-    """Accumulates rewards per prompt over several calls to `sample` and checks each answer.
-
-    A trainer whose reward functions may leave a rollout unscored (TRL: every reward function returned
-    None) marks its sample function with ``sample.may_leave_unscored = True`` and returns, per prompt,
-    only the rewards it has (possibly fewer than asked). Such rollouts are spent (`counts`, the budget)
-    but are not observations (`scored`, `unscored`): allocators learn from the rewards only, never
-    from a made-up 0. Without the mark, an answer of the wrong length is an error.
-    """
-
-    def __init__(self, prompts: Sequence[Prompt], sample: SampleFn):
-        self.prompts = prompts if type(prompts) is list else list(prompts)
-        self.sample = sample
-        self.counts = np.zeros(len(self.prompts), dtype=np.int64)
-        self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
-        self._partial = bool(getattr(sample, "may_leave_unscored", False))
-        self._draws: list[tuple[np.ndarray, list[np.ndarray], np.ndarray]] = []
-        self.sample_time_s = 0.0
-
-    def draw(self, increments: np.ndarray) -> None:
-        """Sample increments[q] more rollouts for every prompt q with increments[q] > 0 (checked with
-        one concatenation per answer, `validation.check_rewards_flat`)."""
-        increments = np.asarray(increments, dtype=np.int64)
-        if np.any(increments < 0):
-            raise RuntimeError(f"internal error: negative increments {increments[increments < 0].tolist()}")
-        indices = np.flatnonzero(increments > 0)
-        if indices.size == 0:
-            return
-        start = time.perf_counter()
-        answer = self.sample(indices, increments[indices])
-        self.sample_time_s += time.perf_counter() - start
-        everyone = indices.size == len(self.prompts)
-        sub_prompts = self.prompts if everyone else [self.prompts[i] for i in indices.tolist()]
-        asked = increments[indices]
-        expected = None if self._partial else asked
-        groups, flat, sizes = check_rewards_flat(sub_prompts, answer, expected, source="sample(...)")
-        over = np.flatnonzero(sizes > asked)
-        if over.size:
-            i = int(over[0])
-            raise ValueError(
-                f"sample(...) for prompt {sub_prompts[i]!r} has {sizes[i]} rewards, expected at most {asked[i]}"
-            )
-        assert groups is not None
-        self._draws.append((indices, groups, flat))
-        self.counts[indices] += asked
-        self.unscored[indices] += asked - sizes
-
-    @property
-    def scored(self) -> np.ndarray:
-        """Rollouts of each prompt that have a reward (= `counts` unless some were left unscored)."""
-        return self.counts - self.unscored
-
-    def rewards(self) -> Rewards:
-        q = len(self.prompts)
-        if len(self._draws) == 1 and self._draws[0][0].size == q:
-            return list(self._draws[0][1])  # one draw for every prompt: the checked arrays as they are
-        parts: list[list[np.ndarray]] = [[] for _ in range(q)]
-        for indices, groups, _ in self._draws:
-            for i, g in zip(indices.tolist(), groups):
-                parts[i].append(g)
-        return [np.concatenate(g) if len(g) > 1 else g[0] if g else np.zeros(0) for g in parts]
-
-    def flat(self) -> np.ndarray | None:
-        """All rewards in prompt order, when that is how they were drawn (one draw for everyone)."""
-        if len(self._draws) == 1 and self._draws[0][0].size == len(self.prompts):
-            return self._draws[0][2]
-        return None
-
-    def reward_variance(self) -> np.ndarray:
-        """Population variance of each prompt's rewards so far (0 for fewer than 2)."""
-        return np.array([np.var(r) if r.size >= 2 else 0.0 for r in self.rewards()])
 
 
 def _restores_rng_on_error(method: Callable[..., Any]) -> Callable[..., Any]:
