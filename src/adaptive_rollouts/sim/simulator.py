@@ -1,0 +1,197 @@
+"""A training run's settings (`TrainConfig`) and the `Simulator`: sampling rollouts from a problem
+and turning them into policy gradients (the update itself is `train`'s)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
+from adaptive_rollouts.sim.problem import Problem
+
+__all__ = ["TrainConfig", "Simulator"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. ``budget`` rollouts per step over ``batch_prompts`` prompts."""
+
+    steps: int = 100
+    batch_prompts: int = 64
+    budget: int = 512
+    lr: float = 0.03
+    optimizer: str = "adamw"  # or "sgd"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = None
+    estimator: str = "grpo"
+    aggregation: str = "seq-mean"
+    seed: int = 0
+    grad_var_every: int = 10  # 0 disables the gradient-variance probe
+    grad_var_resamples: int = 8
+    fingerprint_every: int = 0  # > 0: noise-to-signal of the per-rollout gradients every k steps
+    snapshot_step: int | None = None  # step whose (p, n) pairs are kept for the allocation plot
+
+
+class Simulator:
+    """Owns a problem, a sampling generator and the rollout log of the current step."""
+
+    def __init__(self, problem: Problem, seed: int = 0):
+        self.problem = problem
+        self.rng = np.random.default_rng(seed)
+        # a stream of its own, so reasoning tokens leave the answers' draws as they are without them
+        self.token_rng = np.random.default_rng([seed, 1])
+        self._log_tokens: list[np.ndarray] = []
+        self._log_prompt: list[np.ndarray] = []
+        self._log_answer: list[np.ndarray] = []
+        self._log_reward: list[np.ndarray] = []
+        self.sample_seconds = 0.0
+        self.rollouts = 0
+
+    # -- what allocators see -------------------------------------------------------------
+    def truth(self, prompts) -> tuple[np.ndarray, np.ndarray]:
+        idx = self._index(prompts)
+        return self.problem.success(idx), self.problem.reward_variance(idx)
+
+    def sampler(self, prompts):
+        """The ``sample(indices, counts)`` callback for one step's prompt list."""
+        idx_of = self._index(prompts)
+
+        def sample(indices, counts):
+            t0 = time.perf_counter()
+            indices = np.asarray(indices, dtype=np.int64)
+            counts = np.asarray(counts, dtype=np.int64)
+            if indices.shape != counts.shape:
+                raise ValueError(f"indices {indices.shape} and counts {counts.shape} differ in shape")
+            if np.any(counts < 0):
+                raise ValueError(f"counts must be >= 0, got {counts[counts < 0][:5].tolist()}")
+            q = np.repeat(idx_of[indices], counts)
+            answers, rewards = self.problem.sample(q, self.rng)
+            tokens = self.problem.sample_reasoning(q, self.token_rng)
+            if tokens is not None:
+                self._log_tokens.append(tokens)
+            self._log_prompt.append(q)
+            self._log_answer.append(answers)
+            self._log_reward.append(rewards)
+            self.rollouts += int(q.size)
+            out = np.split(rewards, np.cumsum(counts)[:-1]) if counts.size else []
+            self.sample_seconds += time.perf_counter() - t0
+            return [np.array(r) for r in out]
+
+        return sample
+
+    def drain(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(prompt, answer, reward, reasoning-token counts or None) of every rollout since the last
+        drain, in sampling order."""
+        pb_tokens = self.problem.reasoning_tokens
+        if not self._log_prompt:
+            e = np.zeros(0, dtype=np.int64)
+            return e, e, np.zeros(0), None if pb_tokens == 0 else np.zeros((0, self.problem.n_answers))
+        out = (np.concatenate(self._log_prompt), np.concatenate(self._log_answer), np.concatenate(self._log_reward))
+        tokens = np.concatenate(self._log_tokens) if self._log_tokens else None
+        self._log_prompt, self._log_answer, self._log_reward, self._log_tokens = [], [], [], []
+        return (*out, tokens)
+
+    def _index(self, prompts) -> np.ndarray:
+        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.problem.n_prompts):
+            bad = idx[(idx < 0) | (idx >= self.problem.n_prompts)][:5].tolist()
+            raise KeyError(f"unknown prompts {bad}")
+        return idx
+
+    # -- the update ----------------------------------------------------------------------
+    def rollout_coefficients(
+        self,
+        q: np.ndarray,
+        answers: np.ndarray,
+        rewards: np.ndarray,
+        cfg: TrainConfig,
+        tokens: np.ndarray | None = None,
+    ):
+        """Per-rollout logit-gradient rows w_i A_i (e_{a_i} - pi(. | q_i) + c_i - L pi(. | q_i)): [N, K],
+        c_i the rollout's reasoning-token counts (``tokens``; drawn here when the problem has reasoning
+        tokens and none are given; no such term without them)."""
+        pb = self.problem
+        _, group = np.unique(q, return_inverse=True)
+        adv = group_advantages_np(rewards, group, cfg.estimator)
+        w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length)
+        coef = w * adv
+        pi = pb.probs(q)
+        M = -pi * coef[:, None]
+        M[np.arange(q.size), answers] += coef
+        if pb.reasoning_tokens > 0:
+            c = pb.sample_reasoning(q, self.token_rng) if tokens is None else tokens
+            M += coef[:, None] * (c - pb.reasoning_tokens * pi)
+        return M
+
+    def batch_gradient(
+        self,
+        q: np.ndarray,
+        answers: np.ndarray,
+        rewards: np.ndarray,
+        cfg: TrainConfig,
+        tokens: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The loss gradient (ascent direction) from rollouts (q, answers, rewards), flat over the
+        parameters (W, then E when the problem has a per-prompt component)."""
+        pb = self.problem
+        if q.size == 0:
+            return np.zeros(pb.n_params)
+        M = self.rollout_coefficients(q, answers, rewards, cfg, tokens)
+        gW = pb.shared_scale * (pb.features[q].T @ M)
+        if not pb.own_scale:
+            return gW.ravel()
+        gE = np.zeros_like(pb.E)
+        np.add.at(gE, q, pb.own_scale * M)
+        return np.concatenate([gW.ravel(), gE.ravel()])
+
+    def rollout_gradients(
+        self,
+        q: np.ndarray,
+        answers: np.ndarray,
+        rewards: np.ndarray,
+        cfg: TrainConfig,
+        tokens: np.ndarray | None = None,
+    ):
+        """Per-rollout gradients [N, n_params] (their sum is `batch_gradient` with the same ``tokens``)."""
+        pb = self.problem
+        M = self.rollout_coefficients(q, answers, rewards, cfg, tokens)
+        gW = pb.shared_scale * pb.features[q][:, :, None] * M[:, None, :]
+        rows = [gW.reshape(q.size, -1)]
+        if pb.own_scale:
+            gE = np.zeros((q.size,) + pb.E.shape)
+            gE[np.arange(q.size), q] = pb.own_scale * M
+            rows.append(gE.reshape(q.size, -1))
+        return np.concatenate(rows, axis=1)
+
+    def resampled_gradients(
+        self, idx: np.ndarray, counts: np.ndarray, cfg: TrainConfig, repeats: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Batch gradients of ``repeats`` fresh samples with fixed counts: [repeats, n_params]."""
+        q = np.repeat(idx, counts)
+        out = []
+        for _ in range(repeats):
+            a, r = self.problem.sample(q, rng)
+            out.append(self.batch_gradient(q, a, r, cfg))
+        return np.array(out)
+
+    def rerun_gradients(
+        self, allocator: Any, prompts: list, cfg: TrainConfig, repeats: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Batch gradients of ``repeats`` fresh runs of a copy of ``allocator`` on ``prompts``
+        (its allocation is redrawn too, so progressive allocators are measured as they act)."""
+        import copy
+
+        out = []
+        for _ in range(repeats):
+            probe = Simulator(self.problem, seed=int(rng.integers(2**31)))
+            returned = copy.deepcopy(allocator).run(prompts, cfg.budget, probe.sampler(prompts))
+            q, a, r, c = probe.drain()
+            kept = np.array([int(prompts[i]) for i, x in enumerate(returned) if len(x) > 0], dtype=np.int64)
+            keep = np.isin(q, kept)
+            out.append(self.batch_gradient(q[keep], a[keep], r[keep], cfg, None if c is None else c[keep]))
+        return np.array(out)
