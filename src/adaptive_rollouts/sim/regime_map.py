@@ -46,6 +46,7 @@ from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
 __all__ = [
     "MapConfig",
@@ -62,10 +63,6 @@ __all__ = [
 
 DEFAULT = "default"
 NULL = "uniform-rounds"  # null control: Uniform's allocation with independent sampling noise
-
-
-class LearningRateAtEdge(RuntimeError):
-    """The best learning rate stayed at the grid's edge after every allowed extension."""
 
 
 @dataclass
@@ -210,33 +207,6 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
         "seconds": time.perf_counter() - t0,
     }
-
-
-def tune_grid(score, grid: Sequence[float], step: float, max_extensions: int) -> tuple[float, list[float]]:
-    """The rate of best ``score(lr)`` (higher is better), extending ``grid`` geometrically by
-    ``step`` on the side where the best lies until it is interior; raises `LearningRateAtEdge`
-    after ``max_extensions`` extensions. Returns (best rate, every rate tried).
-
-    >>> best, tried = tune_grid(lambda lr: -abs(np.log(lr / 0.5)), [0.01, 0.03, 0.1], 3.0, 3)
-    >>> round(best, 6), [round(x, 6) for x in tried]
-    (0.3, [0.01, 0.03, 0.1, 0.3, 0.9])
-    """
-    if len(grid) < 3:
-        raise ValueError(f"the learning-rate grid needs >= 3 rates to have an interior, got {list(grid)}")
-    scores = {float(lr): score(float(lr)) for lr in grid}
-    extensions = 0
-    while True:
-        tried = sorted(scores)
-        best = max(tried, key=lambda lr: scores[lr])
-        if tried[0] < best < tried[-1]:
-            return best, tried
-        if extensions == max_extensions:
-            raise LearningRateAtEdge(
-                f"best learning rate {best:g} is at the edge of {tried} after {max_extensions} extensions"
-            )
-        new = best * step if best == tried[-1] else best / step
-        scores[new] = score(new)
-        extensions += 1
 
 
 class _NotRunYet(Exception):
