@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..fingerprints import RegimeTracker
-from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
-from .posterior_progressive import PosteriorProgressive
+from ..types import Prompt, Rewards, SampleFn, StateDict
+from .posterior_progressive import PosteriorProgressive, Round
 
 __all__ = ["GuardedProgressive", "equal_split", "shrink_toward"]
 
@@ -171,26 +171,17 @@ class GuardedProgressive(PosteriorProgressive):
         e = np.clip(np.asarray(evidence, dtype=float), 0.0, None)
         return float(np.mean(e / (e + self.trust_scale)))
 
-    def _round_increments(
-        self,
-        r: int,
-        belief: Prediction,
-        counts: np.ndarray,
-        round_budget: int,
-        upper: int,
-        budget: int,
-        prior_strength: np.ndarray,
-    ) -> np.ndarray | None:
-        if r == 0:
+    def _round_increments(self, rnd: Round) -> np.ndarray | None:
+        if rnd.number == 0:
             self.last_trust = []
-        even = equal_split(round_budget, counts.size)
-        evidence = self._rho * prior_strength + counts
-        lam = 0.0 if (r == 0 and self.first_round_uniform) else self._gate * self.trust(evidence)
-        fits = bool(np.all(counts + even <= upper) and np.all(counts + even >= self.lower))
+        even = equal_split(rnd.size, rnd.counts.size)
+        evidence = self._rho * rnd.prior_strength + rnd.counts
+        lam = 0.0 if (rnd.number == 0 and self.first_round_uniform) else self._gate * self.trust(evidence)
+        fits = bool(np.all(rnd.counts + even <= rnd.upper) and np.all(rnd.counts + even >= self.lower))
         if lam == 0.0 and fits:
             self.last_trust.append(0.0)
             return even
-        best = super()._round_increments(r, belief, counts, round_budget, upper, budget, prior_strength)
+        best = super()._round_increments(rnd)
         if best is None or not fits:
             self.last_trust.append(1.0 if best is not None else float("nan"))
             return best

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ._objective import OBJECTIVES, cost_table, solve_increments
 from .base import BaseAllocator, RolloutCollector
 from .predictive import PredictorSlot
 
-__all__ = ["PosteriorProgressive", "beta_prior", "beta_posterior"]
+__all__ = ["PosteriorProgressive", "Round", "beta_prior", "beta_posterior"]
 
 
 def beta_prior(prediction: Prediction, max_strength: float) -> tuple[np.ndarray, np.ndarray]:
@@ -33,6 +33,18 @@ def beta_posterior(a: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: 
     a2, b2 = a + successes, b + trials - successes
     s = a2 + b2
     return Prediction(a2 / s, a2 * b2 / (s * s * (s + 1)))
+
+
+class Round(NamedTuple):
+    """What one round of a step is planned from."""
+
+    number: int  # 0 for the step's first round
+    belief: Prediction  # Beta posterior of p: the prediction updated with this step's rollouts
+    counts: np.ndarray  # rollouts drawn per prompt so far in this step
+    size: int  # rollouts to spend in this round
+    upper: int  # per-prompt upper bound
+    budget: int  # the whole step's budget
+    prior_strength: np.ndarray  # a + b of the prediction's Beta prior, in pseudo-rollouts
 
 
 class PosteriorProgressive(BaseAllocator):
@@ -190,7 +202,7 @@ class PosteriorProgressive(BaseAllocator):
                 continue
             successes = np.array([g.sum() for g in collector.rewards()])
             belief = beta_posterior(a, b, successes, collector.scored.astype(float))
-            inc = self._round_increments(r, belief, collector.counts, round_budget, upper, budget, a + b)
+            inc = self._round_increments(Round(r, belief, collector.counts, round_budget, upper, budget, a + b))
             if inc is None:  # this round's size cannot be spent exactly (e.g. 1 rollout, all skipped)
                 if r == len(budgets) - 1:
                     raise RuntimeError(
@@ -207,20 +219,11 @@ class PosteriorProgressive(BaseAllocator):
             self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
         return self._finish(prompts, collector, start, prediction)
 
-    def _round_increments(
-        self,
-        r: int,
-        belief: Prediction,
-        counts: np.ndarray,
-        round_budget: int,
-        upper: int,
-        budget: int,
-        prior_strength: np.ndarray,
-    ) -> np.ndarray | None:
-        """Round r's increments: the exact minimiser of the objective under `belief` (None when
-        `round_budget` cannot be spent within the bounds). Subclasses may temper it."""
-        table = self._table(belief, upper, budget)
-        return solve_increments(table, counts, round_budget, self.lower, upper, self.allow_skip)
+    def _round_increments(self, rnd: Round) -> np.ndarray | None:
+        """The round's increments: the exact minimiser of the objective under its belief (None when
+        its size cannot be spent within the bounds). Subclasses may temper it."""
+        table = self._table(rnd.belief, rnd.upper, rnd.budget)
+        return solve_increments(table, rnd.counts, rnd.size, self.lower, rnd.upper, self.allow_skip)
 
     def _extra_state(self) -> StateDict:
         return {"predictor": self.slot.state_dict()}

@@ -14,6 +14,8 @@ from adaptive_rollouts.sim.problem import Problem
 
 __all__ = ["TrainConfig", "Simulator"]
 
+Arr = np.ndarray
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -105,13 +107,8 @@ class Simulator:
 
     # -- the update ----------------------------------------------------------------------
     def rollout_coefficients(
-        self,
-        q: np.ndarray,
-        answers: np.ndarray,
-        rewards: np.ndarray,
-        cfg: TrainConfig,
-        tokens: np.ndarray | None = None,
-    ):
+        self, q: Arr, answers: Arr, rewards: Arr, cfg: TrainConfig, tokens: Arr | None = None
+    ) -> Arr:
         """Per-rollout logit-gradient rows w_i A_i (e_{a_i} - pi(. | q_i) + c_i - L pi(. | q_i)): [N, K],
         c_i the rollout's reasoning-token counts (``tokens``; drawn here when the problem has reasoning
         tokens and none are given; no such term without them)."""
@@ -128,14 +125,7 @@ class Simulator:
             M += coef[:, None] * (c - pb.reasoning_tokens * pi)
         return M
 
-    def batch_gradient(
-        self,
-        q: np.ndarray,
-        answers: np.ndarray,
-        rewards: np.ndarray,
-        cfg: TrainConfig,
-        tokens: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def batch_gradient(self, q: Arr, answers: Arr, rewards: Arr, cfg: TrainConfig, tokens: Arr | None = None) -> Arr:
         """The loss gradient (ascent direction) from rollouts (q, answers, rewards), flat over the
         parameters (W, then E when the problem has a per-prompt component)."""
         pb = self.problem
@@ -149,14 +139,7 @@ class Simulator:
         np.add.at(gE, q, pb.own_scale * M)
         return np.concatenate([gW.ravel(), gE.ravel()])
 
-    def rollout_gradients(
-        self,
-        q: np.ndarray,
-        answers: np.ndarray,
-        rewards: np.ndarray,
-        cfg: TrainConfig,
-        tokens: np.ndarray | None = None,
-    ):
+    def rollout_gradients(self, q: Arr, answers: Arr, rewards: Arr, cfg: TrainConfig, tokens: Arr | None = None) -> Arr:
         """Per-rollout gradients [N, n_params] (their sum is `batch_gradient` with the same ``tokens``)."""
         pb = self.problem
         M = self.rollout_coefficients(q, answers, rewards, cfg, tokens)
