@@ -29,3 +29,10 @@ def test_allocate_command_grpo_sums_to_budget(capsys):
     assert main(["allocate", "--p", "0.1,0.5,0.9", "--budget", "24", "--lower", "2", "--objective", "grpo"]) == 0
     counts = [int(c) for c in capsys.readouterr().out.split()]
     assert sum(counts) == 24 and counts[1] == max(counts)
+
+
+def test_map_cells_must_be_known(tmp_path, capsys):
+    assert main(["bench", "--map", "--cells", "d16-Q32,nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown cells ['nope']" in err and "d128-Q16-L16" in err
+    assert not (tmp_path / "runs.jsonl").exists()

@@ -31,6 +31,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
+    parser.add_argument(
+        "--cells", type=_csv, help="with --map: comma list of cells (hard-heavy/d16-Q32) or regimes (d128-Q16-L16)"
+    )
     parser.add_argument("--aggregations", type=_csv, help=f"comma list from {','.join(AGGREGATIONS)}")
     parser.add_argument("--seeds", type=positive_int, help="number of seeds")
     parser.add_argument("--steps", type=positive_int, help="training steps per run")
@@ -93,6 +96,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 def run_map_command(args: argparse.Namespace) -> int:
     from adaptive_rollouts.sim.map_report import write_map_report
     from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
+    from adaptive_rollouts.sim.regimes import select_cells
 
     cfg = FULL_MAP if getattr(args, "full", False) or not getattr(args, "quick", False) else QUICK_MAP
     changes: dict[str, Any] = {}
@@ -102,6 +106,12 @@ def run_map_command(args: argparse.Namespace) -> int:
         changes["steps"] = args.steps
     if getattr(args, "estimator", None):
         changes["estimator"] = args.estimator
+    if getattr(args, "cells", None):
+        try:
+            changes["cells"] = select_cells(cfg.cells, args.cells)
+        except ValueError as err:
+            print(f"adaptive-rollouts bench --map: {err}", file=sys.stderr)
+            return 2
     if getattr(args, "aggregations", None):
         if len(args.aggregations) != 1:
             print("adaptive-rollouts bench --map: give one aggregation", file=sys.stderr)

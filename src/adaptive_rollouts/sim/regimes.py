@@ -18,6 +18,7 @@ noise-to-signal ratio, zero-variance fraction and persistence of p that `train` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ import numpy as np
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.train import Simulator, TrainConfig
 
-__all__ = ["Cell", "measured_transfer"]
+__all__ = ["Cell", "measured_transfer", "select_cells"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,20 @@ class Cell:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "budget": self.budget, "regime": self.regime, "key": self.key}
+
+
+def select_cells(cells: Sequence[Cell], names: Sequence[str]) -> list[Cell]:
+    """The cells whose key ("pareto/d16-Q32") or regime ("d16-Q32") is among ``names``, in map order.
+
+    >>> grid = [Cell("pareto", dim=16), Cell("bimodal", dim=16), Cell("pareto", dim=128)]
+    >>> [c.key for c in select_cells(grid, ["d16-Q16", "pareto/d128-Q16"])]
+    ['pareto/d16-Q16', 'bimodal/d16-Q16', 'pareto/d128-Q16']
+    """
+    known = {c.key for c in cells} | {c.regime for c in cells}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown cells {unknown}; known: {sorted(known)}")
+    return [c for c in cells if c.key in names or c.regime in names]
 
 
 def measured_transfer(problem: Problem, seed: int = 0, clusters: int = 4, per_prompt: int = 8) -> float:
