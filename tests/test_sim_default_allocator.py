@@ -31,6 +31,11 @@ def test_default_is_guarded_and_takes_trainer_kwargs():
     assert ALLOCATORS["default"] is GuardedProgressive
     assert alloc.estimator == "rloo" and alloc.aggregation == "token-mean" and alloc.seed == 3
     assert takes_keyword(ALLOCATORS["default"], "aggregation")
+    # GuardedProgressive forwards **options to PosteriorProgressive: takes what that takes, no more
+    assert takes_keyword(GuardedProgressive, "features") and not takes_keyword(GuardedProgressive, "colour")
+    with pytest.raises(TypeError, match="allow_skip"):
+        GuardedProgressive(allow_skip=True)
+    assert takes_keyword(lambda **kw: None, "anything")  # a function with **kw may pass it on
 
 
 @pytest.mark.parametrize("budget", [64, 77, 200])

@@ -96,7 +96,8 @@ def takes_keyword(factory: Any, keyword: str) -> bool:
             return True
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             return False
-    return False
+    # **kwargs all the way: a class reaches object (takes nothing more), a function may pass anything on
+    return not isinstance(factory, type)
 
 
 def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:
