@@ -235,3 +235,20 @@ def test_true_p_optimum_method_is_the_probes_reference():
     assert counts.sum() == 64
     # the optimum gives no more rollouts to a prompt at p ~ 0 than to the most uncertain one
     assert counts[np.argmin(np.abs(p - 0.5))] >= counts[np.argmin(p)]
+
+
+def test_best_learned_allocator_is_never_the_null_control():
+    from adaptive_rollouts.sim.map_summary import _targets
+
+    row = {
+        "cell": "pareto/d128-Q16-L64",
+        "fingerprints": {"noise_to_signal_batch": 14.0},
+        "methods": {
+            "uniform": {"speedup": 1.0},
+            "uniform-rounds": {"speedup": 1.3},
+            "vigor": {"speedup": 1.2},
+            "default@true-p": {"speedup": 2.0},
+        },
+    }
+    best = _targets([row])["learned_best_in_noise_dominated"]
+    assert [(b["method"], b["speedup"]) for b in best] == [("vigor", 1.2)]

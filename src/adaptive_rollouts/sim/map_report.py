@@ -136,7 +136,7 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
     for x in t["learned_best_in_noise_dominated"]:
         lines.append(
             f"  - {x['cell']}: best learned-predictor allocator {x['method']} {_fmt(x['speedup'])}x "
-            f"(same allocator with true p: {_fmt(x['true_p'])}x)"
+            + (f"(same allocator with true p: {_fmt(x['true_p'])}x)" if x["true_p"] else "(no true-p variant run)")
         )
     lines.append(f"- learned >= 1.5x and >= 90% of true p in every noise-dominated cell: {t['learned_target_met']}")
     worst = min(t["default_vs_uniform"], key=lambda x: x["speedup"], default=None)

@@ -122,7 +122,7 @@ def _targets(rows: list[dict]) -> dict[str, Any]:
         cands = [
             (e["speedup"], m, r["methods"].get(f"{m}@true-p", {}).get("speedup"))
             for m, e in r["methods"].items()
-            if "@" not in m and m != "uniform"
+            if "@" not in m and m not in ("uniform", NULL)  # the null control allocates like Uniform
         ]
         if cands:
             s, m, t = max(cands)
