@@ -19,6 +19,7 @@ noise differs from Uniform's).
 
 from __future__ import annotations
 
+import ast
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -118,6 +119,32 @@ def _truth_fn(problem: Problem) -> Callable:
     return truth
 
 
+def method_options(name: str) -> tuple[str, dict[str, Any]]:
+    """Split "name[key=value;key=value]" into the name and constructor options (values are Python
+    literals), so the bench can run a variant of an allocator under its own label.
+
+    >>> method_options("default[trust_scale=4;round_fractions=(0.5,0.5)]")
+    ('default', {'trust_scale': 4, 'round_fractions': (0.5, 0.5)})
+    >>> method_options("vigor")
+    ('vigor', {})
+    """
+    if not name.endswith("]") or "[" not in name:
+        if "[" in name or "]" in name:
+            raise ValueError(f"method options go in one trailing [key=value;...], got {name!r}")
+        return name, {}
+    base, _, body = name[:-1].partition("[")
+    options: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in body.split(";"))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().isidentifier():
+            raise ValueError(f"method option {item!r} in {name!r} is not key=value")
+        try:
+            options[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError) as err:
+            raise ValueError(f"method option {item!r} in {name!r}: the value is not a Python literal") from err
+    return base, options
+
+
 def build_allocator(
     name: str, problem: Problem, seed: int, aggregation: str | None = None, estimator: str | None = None
 ) -> tuple[Any, Any]:
@@ -138,7 +165,8 @@ def build_allocator(
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
     if name == "oracle-fill":
         return OracleAllocator(truth, mode="fill"), TruePredictor(truth)
-    base, _, variant = name.partition("@")
+    head, _, variant = name.partition("@")
+    base, options = method_options(head)
     base = base.lower().replace("_", "-")
     if base not in ALLOCATORS:
         raise ValueError(
@@ -161,7 +189,7 @@ def build_allocator(
     kwargs = {k: v for k, v in candidates.items() if takes_keyword(factory, k)}
     if variant == "true-p" and "predictor" not in kwargs:
         raise ValueError(f"method {base!r} has no predictor to replace with the true p ({name!r})")
-    alloc = make_allocator(base, **kwargs)
+    alloc = make_allocator(base, **kwargs, **options)
     predictor = getattr(alloc, "predictor", None)
     if predictor is not None and not hasattr(predictor, "predict"):
         predictor = None

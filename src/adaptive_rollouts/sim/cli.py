@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from typing import Any
 
@@ -16,7 +17,8 @@ __all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_a
 
 
 def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+    """Comma list; commas inside [...] (method options such as default[round_fractions=(0.5,0.5)]) stay."""
+    return [t.strip() for t in re.split(r",(?![^\[]*\])", text) if t.strip()]
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:

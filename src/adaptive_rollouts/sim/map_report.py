@@ -4,6 +4,7 @@ target checks are `map_summary`'s)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def _heatmaps(summary: dict, methods: Sequence[str], folder: Path) -> list[str]:
         ax.set_title(f"{method}: speedup vs Uniform (AdamW, best rate each)", fontsize=9)
         fig.colorbar(im, ax=ax, label="log2 speedup")
         fig.tight_layout()
-        name = f"heatmap_{method.replace('@', '_at_')}.png"
+        name = "heatmap_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", method.replace("@", "_at_")).strip("_") + ".png"
         fig.savefig(folder / name, dpi=110)
         plt.close(fig)
         files.append(name)
