@@ -59,15 +59,19 @@ def test_grid_extends_when_best_is_at_an_edge():
         tune_grid(lambda lr: lr, [0.1, 1.0], 3.0, 2)
 
 
+def _random_policy_rollouts(pb):
+    """A random policy for ``pb`` and 12 rollouts on four prompts: (sim, cfg, rng, q, answers, rewards)."""
+    rng = np.random.default_rng(0)
+    pb.set_parameters(rng.normal(size=pb.n_params))
+    q = np.array([0, 0, 0, 5, 5, 5, 7, 7, 7, 7, 2, 2])
+    a, r = pb.sample(q, rng)
+    return Simulator(pb, seed=1), TrainConfig(budget=12, aggregation="seq-mean"), rng, q, a, r
+
+
 def test_transfer_knob_and_per_prompt_gradient():
     pb = make_problem("graded", n_prompts=30, n_test=5, dim=8, seed=0, transfer=0.4)
     assert pb.own_scale == pytest.approx(np.sqrt(0.6)) and pb.n_params == 8 * 6 + 30 * 6
-    rng = np.random.default_rng(0)
-    pb.set_parameters(rng.normal(size=pb.n_params))
-    sim = Simulator(pb, seed=1)
-    cfg = TrainConfig(budget=12, aggregation="seq-mean")
-    q = np.array([0, 0, 0, 5, 5, 5, 7, 7, 7, 7, 2, 2])
-    a, r = pb.sample(q, rng)
+    sim, cfg, rng, q, a, r = _random_policy_rollouts(pb)
     g = sim.batch_gradient(q, a, r, cfg)
     np.testing.assert_allclose(sim.rollout_gradients(q, a, r, cfg).sum(axis=0), g, atol=1e-12)
     coef_rows = sim.rollout_coefficients(q, a, r, cfg)
@@ -92,12 +96,7 @@ def test_reasoning_tokens_add_score_noise_with_zero_mean():
     log pi(answer) + sum_k c_k log pi(k); averaged over many draws of the tokens it is the gradient
     without them (they carry no reward signal), and its per-rollout noise grows with L."""
     pb = make_problem("graded", n_prompts=20, n_test=5, dim=8, seed=0, reasoning_tokens=16)
-    rng = np.random.default_rng(0)
-    pb.set_parameters(rng.normal(size=pb.n_params))
-    sim = Simulator(pb, seed=1)
-    cfg = TrainConfig(budget=12, aggregation="seq-mean")
-    q = np.array([0, 0, 0, 5, 5, 5, 7, 7, 7, 7, 2, 2])
-    a, r = pb.sample(q, rng)
+    sim, cfg, rng, q, a, r = _random_policy_rollouts(pb)
     c = pb.sample_reasoning(q, rng)
     assert c.shape == (12, 6) and np.all(c.sum(axis=1) == 16)
     g = sim.batch_gradient(q, a, r, cfg, c)
