@@ -102,7 +102,8 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
     lines.append(
         f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
         f"Uniform's accuracy at {cfg['target_at']:.0%} of the run, on the running max of the seed-mean curves "
-        f"(0 = not reached by the end, i.e. slower than {cfg['target_at']:g}x); rates tuned "
+        f"(0 = not reached by the end, i.e. slower than {cfg['target_at']:g}x; inf = Uniform did not reach "
+        f"it by the end, the method did); rates tuned "
         f"(mean accuracy over the last third of the run) on seeds "
         f"{list(cfg['tune_seeds'])} (grid {list(cfg['lr_grid'])}, extended x{cfg['lr_step']:g} at an edge), "
         f"reported on seeds {list(cfg['report_seeds'])} (Uniform and the default: {list(cfg['paired_seeds'])}, paired)."
