@@ -146,6 +146,7 @@ FULL_MAP = MapConfig(
     tune_seeds=tuple(range(100, 116)),
     lr_grid=(0.1, 0.141, 0.2, 0.283, 0.4),
     lr_step=2**0.5,
+    max_extensions=8,  # x sqrt(2) steps: up to 16x beyond the grid (the d16 rows want 1-2)
     report_seeds=tuple(range(16)),
     paired_seeds=tuple(range(32)),
     steps=100,
