@@ -29,6 +29,16 @@ import numpy as np
 RATE_SAMPLES = 16
 
 
+def _per_checkpoint(path: Path, checkpoints: list[int], compute) -> dict[str, object]:
+    """{step: compute(step)} for every checkpoint, saved to ``path`` after each one and reused on a rerun."""
+    done = json.loads(path.read_text()) if path.exists() else {}
+    for step in checkpoints:
+        if str(step) not in done:
+            done[str(step)] = compute(step)
+            path.write_text(json.dumps(done) + "\n")
+    return done
+
+
 def main(argv=None) -> int:
     from adaptive_rollouts.demo.evaluate import success_rates
     from adaptive_rollouts.demo.jobs import one_thread, problem_sets
@@ -53,41 +63,37 @@ def main(argv=None) -> int:
             res = run_one("uniform", 0, cfg, None, pool, held_out, out, save_models=models)
             run_path.write_text(json.dumps({"result": asdict(res)}) + "\n")
         checkpoints = sorted({*range(0, cfg.steps + 1, cfg.eval_every), cfg.steps})  # where run_one saved weights
-        grads_path = out / "gradients.json"
-        grads = json.loads(grads_path.read_text()) if grads_path.exists() else {}
+
         tok = build_tokenizer()
-        rng = np.random.default_rng(0)
-        batches = [rng.choice(len(pool), cfg.prompts_per_step, replace=False) for _ in range(args.batches)]
-        for step in checkpoints:
-            if str(step) in grads:
-                continue
+
+        def load(step: int):
             from safetensors.torch import load_file
 
             model = load_warm_start(tok)
             model.load_state_dict(load_file(str(models / f"step-{step}.safetensors")), strict=False)
             model.tie_weights()
+            return model
+
+        rng = np.random.default_rng(0)
+        batches = [rng.choice(len(pool), cfg.prompts_per_step, replace=False) for _ in range(args.batches)]
+
+        def gradients(model, step: int) -> list[dict]:
             per_batch = [
                 gradient_noise_to_signal(model, tok, [pool[i].prompt for i in b], cfg.mean_rollouts, seed=1000 + k)
                 for k, b in enumerate(batches)
             ]
-            grads[str(step)] = per_batch
-            grads_path.write_text(json.dumps(grads, indent=1) + "\n")
             print(f"step {step}: noise-to-signal {[round(x['noise_to_signal'], 1) for x in per_batch]}", flush=True)
-        rates_path = out / "pool_rates.json"
-        rates = json.loads(rates_path.read_text()) if rates_path.exists() else {}
-        for step in checkpoints:
-            if str(step) in rates:
-                continue
-            import torch
-            from safetensors.torch import load_file
+            return per_batch
 
-            model = load_warm_start(tok)
-            model.load_state_dict(load_file(str(models / f"step-{step}.safetensors")), strict=False)
-            model.tie_weights()
+        def pool_rates(model, step: int) -> list[float]:
+            import torch
+
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(2000 + step)
-                rates[str(step)] = success_rates(model, tok, pool, samples=RATE_SAMPLES).tolist()
-            rates_path.write_text(json.dumps(rates) + "\n")
+                return success_rates(model, tok, pool, samples=RATE_SAMPLES).tolist()
+
+        grads = _per_checkpoint(out / "gradients.json", checkpoints, lambda step: gradients(load(step), step))
+        rates = _per_checkpoint(out / "pool_rates.json", checkpoints, lambda step: pool_rates(load(step), step))
     persistence = {}
     for a, b in zip(checkpoints, checkpoints[1:]):
         pa, pb = np.array(rates[str(a)]), np.array(rates[str(b)])

@@ -36,3 +36,8 @@ def test_map_cells_must_be_known(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown cells ['nope']" in err and "d128-Q16-L16" in err
     assert not (tmp_path / "runs.jsonl").exists()
+
+
+def test_cells_without_map_is_an_error_not_ignored(tmp_path, capsys):
+    assert main(["bench", "--cells", "d16-Q32", "--out", str(tmp_path)]) == 2
+    assert "add --map" in capsys.readouterr().err

@@ -134,6 +134,9 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if getattr(args, "map", False):
         return run_map_command(args)
+    if getattr(args, "cells", None):
+        print("adaptive-rollouts bench: --cells selects cells of the regime map; add --map", file=sys.stderr)
+        return 2
 
     try:
         cfg = config_from_args(args)
