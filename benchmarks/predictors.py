@@ -36,6 +36,7 @@ from adaptive_rollouts.predictors import (  # noqa: E402
     Ridge,
     WindowedMean,
 )
+from adaptive_rollouts.predictors.history_blend import LastVisitBlend  # noqa: E402
 from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace  # noqa: E402
 
 FACTORIES = {
@@ -124,6 +125,11 @@ RECURRING_CELLS = (
 )
 
 
+def _with_blend(gp: GaussianProcess, blend: LastVisitBlend) -> GaussianProcess:
+    gp.blend = blend
+    return gp
+
+
 def recurring(seeds: list[int]) -> None:
     """Next-visit quality once a prompt has history, on simulator training traces whose 200
     prompts recur every 6-13 steps (Uniform, AdamW lr 0.2, 150 steps, 8 rollouts per prompt)."""
@@ -132,7 +138,8 @@ def recurring(seeds: list[int]) -> None:
 
     makers = {
         "GaussianProcess": lambda t: GaussianProcess(t.table),
-        "GP, abs blend": lambda t: GaussianProcess(t.table, blend_criterion="abs"),
+        "GP, one strength": lambda t: _with_blend(GaussianProcess(t.table), LastVisitBlend(split_unanimous=False)),
+        "GP, log-loss blend": lambda t: GaussianProcess(t.table, blend_criterion="log-loss"),
         "GP, no blend": lambda t: GaussianProcess(t.table, history_blend=False),
         "last visit": lambda t: WindowedMean(1),
         "WindowedMean(4)": lambda t: WindowedMean(4),
@@ -143,10 +150,13 @@ def recurring(seeds: list[int]) -> None:
     for scenario, dim, q in RECURRING_CELLS:
         cell = Cell(scenario, dim=dim, batch_prompts=q, n_prompts=200)
         traces = [training_trace(cell, seed=s, steps=150, lr=0.2) for s in seeds]
-        print(f"\n{cell.key} ({len(seeds)} seeds)\n  {'predictor':<16} {'log-loss':>9} {'MAE':>7}")
+        print(f"\n{cell.key} ({len(seeds)} seeds)\n  {'predictor':<18} {'log-loss':>9} {'MAE':>7}")
         for name, make in makers.items():
             r = [evaluate(make(t), t, revisits_only=True) for t in traces]
-            print(f"  {name:<16} {np.mean([x['log_loss'] for x in r]):9.4f} {np.mean([x['mae'] for x in r]):7.4f}")
+            print(
+                f"  {name:<18} {np.mean([x['log_loss'] for x in r]):9.4f} {np.mean([x['mae'] for x in r]):7.4f}",
+                flush=True,
+            )
 
 
 def main() -> None:
