@@ -118,6 +118,7 @@ FULL_MAP = MapConfig(
             {"dim": 1024, "batch_prompts": 8},
             {**_MID, "transfer": 0.3},
             {**_MID, "n_prompts": 200},
+            {**_MID, "n_prompts": 200, "reasoning_tokens": 64},  # noisy, and prompts recur every ~12 steps
         ),
     ),
     methods=(
