@@ -177,3 +177,14 @@ def test_scaling_is_exact_on_ordinary_rewards():
         want = reference(r.tolist(), g.tolist(), est)
         got = group_advantages(r, g, est).tolist()
         assert np.allclose(got, want, rtol=1e-12, atol=0), est
+
+
+def test_equal_prompt_weights_by_hand():
+    from adaptive_rollouts.advantages import equal_prompt_weights
+
+    w = equal_prompt_weights(torch.tensor([3, 3, 5, 7, 7, 7]))  # N = 6, Q' = 3, n = 2, 1, 3
+    torch.testing.assert_close(w, torch.tensor([1.0, 1.0, 2.0, 2 / 3, 2 / 3, 2 / 3]))
+    torch.testing.assert_close(equal_prompt_weights(torch.tensor([1, 1, 2, 2])), torch.ones(4))  # equal groups
+    assert equal_prompt_weights(torch.tensor([], dtype=torch.long)).numel() == 0
+    with pytest.raises(ValueError, match="group_ids"):
+        equal_prompt_weights(torch.zeros(2, 2))

@@ -115,6 +115,40 @@ def test_variable_groups_two_rounds(tmp_path):
     assert any("adaptive/rounds" in h for h in trainer.state.log_history)
 
 
+def test_equal_prompt_weight_scales_advantages_per_group(tmp_path):
+    from adaptive_rollouts.advantages import group_advantages
+    from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
+
+    alloc = Skewed()
+    trainer = make_trainer(
+        AdaptiveGRPOTrainer, tmp_path, reward=reward_length, allocator=alloc, equal_prompt_weight=True
+    )
+    assert trainer.aggregation == "prompt-mean"
+    cap = Capture(trainer)
+    trainer.train()
+    rewards = torch.tensor(list(trainer._logs["rewards"]["reward_length"]))[-12:]
+    ids = torch.tensor([0] * 9 + [1] * 2 + [2])
+    plain = group_advantages(rewards, ids, "grpo", eps=1e-4)
+    weights = torch.tensor([12 / (3 * 9)] * 9 + [12 / (3 * 2)] * 2 + [12 / 3])  # N / (Q' n_q)
+    assert plain.abs().sum() > 0
+    torch.testing.assert_close(cap.advantages[-1], plain * weights, atol=1e-5, rtol=1e-5)
+    # every prompt's group carries the same total weight in the loss
+    sums = torch.zeros(3).index_add_(0, ids, weights)
+    torch.testing.assert_close(sums, torch.full((3,), 4.0))
+    # the logs keep the estimator's advantages
+    logged = torch.tensor(list(trainer._logs["advantages"])[-12:])
+    torch.testing.assert_close(logged, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_equal_prompt_weight_refuses_token_level_losses(tmp_path):
+    from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
+
+    with pytest.raises(ValueError, match="equal_prompt_weight"):
+        make_trainer(
+            AdaptiveGRPOTrainer, tmp_path, config={"loss_type": "dapo"}, allocator="uniform", equal_prompt_weight=True
+        )
+
+
 def test_rejects_overspending_allocator(tmp_path):
     from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
 

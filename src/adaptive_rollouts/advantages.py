@@ -157,3 +157,27 @@ def group_ids_from_counts(counts: Sequence[int] | torch.Tensor, device=None) -> 
     if bool((c < 0).any()):
         raise ValueError(f"counts must be >= 0, got {c.tolist()[:10]}")
     return torch.repeat_interleave(torch.arange(c.numel(), device=c.device), c)
+
+
+def equal_prompt_weights(group_ids: torch.Tensor) -> torch.Tensor:
+    """Per-rollout weights ``N / (Q' n_q)`` that give every prompt's group the same total weight.
+
+    N rollouts in Q' non-empty groups, n_q of them in group q. Multiplying each rollout's advantage
+    by its weight turns a loss that averages over rollouts (TRL's ``grpo`` loss: token mean per
+    completion, then mean over completions) into the mean over prompts of each prompt's mean
+    (``prompt-mean``): a prompt given more rollouts is estimated more precisely but does not
+    weigh more in the step's direction. With equal groups every weight is 1. The policy-gradient
+    loss is linear in the advantage (PPO's clipped term too, for positive weights), so the
+    weights act exactly as per-rollout loss weights.
+
+    >>> [round(w, 3) for w in equal_prompt_weights(torch.tensor([0, 0, 0, 1])).tolist()]  # N = 4, Q' = 2
+    [0.667, 0.667, 0.667, 2.0]
+    """
+    g = torch.as_tensor(group_ids)
+    if g.ndim != 1:
+        raise ValueError(f"group_ids must be 1-D, got shape {tuple(g.shape)}")
+    if g.numel() == 0:
+        return torch.ones(0, device=g.device)
+    _, inverse, counts = torch.unique(g, return_inverse=True, return_counts=True)
+    n = counts[inverse].to(torch.float32)
+    return g.numel() / (counts.numel() * n)

@@ -30,6 +30,7 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
+from adaptive_rollouts.advantages import equal_prompt_weights
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
 
@@ -65,6 +66,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             signal in [0, 1] (`adaptive_rollouts.success.SuccessSignal`; at most one). Default: rewards
             in [0, 1] pass unchanged, others are scaled by the range seen so far. Training advantages
             always use the raw rewards, as stock TRL does.
+        equal_prompt_weight: ``True`` multiplies each rollout's advantage by N / (Q' n_q)
+            (`adaptive_rollouts.advantages.equal_prompt_weights`), so every prompt's group weighs
+            alike in the loss however many rollouts it got (the ``prompt-mean`` aggregation, which
+            the allocator is then given). Without it TRL's ``grpo`` loss weighs a prompt by its
+            rollout count, so allocation also tilts the step's direction toward the prompts it
+            favours. Only with loss types that average over completions (``grpo``, ``sapo``).
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
     ``generation_batch_size`` rollouts, as stock TRL does. After each step
@@ -81,6 +88,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         reward_range: tuple[float, float] | None = None,
         reward_threshold: float | None = None,
         success_fn: Any = None,
+        equal_prompt_weight: bool = False,
         **kwargs: Any,
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)
@@ -94,6 +102,14 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         bound.arguments["train_dataset"] = index_dataset(bound.arguments.get("train_dataset"))
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.aggregation = aggregation_for_loss_type(self.loss_type)
+        self.equal_prompt_weight = bool(equal_prompt_weight)
+        if self.equal_prompt_weight:
+            if self.aggregation != "seq-mean":
+                raise ValueError(
+                    f"equal_prompt_weight=True needs a loss that averages over completions (loss_type "
+                    f"'grpo' or 'sapo'); loss_type={self.loss_type!r} aggregates by {self.aggregation}"
+                )
+            self.aggregation = "prompt-mean"
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
         self.allocator = build_allocator(allocator, self.estimator, self.aggregation)
         self._texts = text_features(self.allocator, self._prompt_pool() if ROW_COLUMN in self._columns() else None)
@@ -239,8 +255,10 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         group_ids = torch.tensor([g for g, _ in final], device=device)
         output = self._replay([rows[g] for g, _ in local], [r for _, r in local], [r for _, r in final])
         advantages = self._advantages(rewards_per_func, group_ids)
+        self._fix_logs(advantages, rewards_per_func, group_ids)  # the estimator's advantages, unweighted
+        if self.equal_prompt_weight:
+            advantages = advantages * equal_prompt_weights(group_ids).to(advantages)
         output["advantages"] = advantages[rank * local_n : (rank + 1) * local_n]
-        self._fix_logs(advantages, rewards_per_func, group_ids)
 
         values = None
         if self.accelerator.is_main_process:
