@@ -13,7 +13,7 @@ from adaptive_rollouts.predictors._common import logistic_normal_moments
 from adaptive_rollouts.predictors.gaussian_process import laplace_site
 from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace
 from adaptive_rollouts.state import load_state, save_state
-from adaptive_rollouts.types import Predictor
+from adaptive_rollouts.types import Prediction, Predictor
 
 
 def _table(n=20, dim=3, seed=0):
@@ -230,7 +230,7 @@ def test_learning_on_synthetic_trace():
 
 class _PriorOnly:
     def predict(self, prompts):
-        return type("P", (), {"mean": np.full(len(prompts), 0.5)})()
+        return Prediction(np.full(len(prompts), 0.5), np.zeros(len(prompts)))
 
     def update(self, prompts, rewards):
         pass

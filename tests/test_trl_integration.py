@@ -116,7 +116,7 @@ def test_variable_groups_two_rounds(tmp_path):
 
 
 def test_equal_prompt_weight_scales_advantages_per_group(tmp_path):
-    from adaptive_rollouts.advantages import group_advantages
+    from adaptive_rollouts.advantages import equal_prompt_weights, group_advantages
     from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
 
     alloc = Skewed()
@@ -133,7 +133,7 @@ def test_equal_prompt_weight_scales_advantages_per_group(tmp_path):
     assert plain.abs().sum() > 0
     torch.testing.assert_close(cap.advantages[-1], plain * weights, atol=1e-5, rtol=1e-5)
     # every prompt's group carries the same total weight in the loss
-    sums = torch.zeros(3).index_add_(0, ids, weights)
+    sums = torch.zeros(3).index_add_(0, ids, equal_prompt_weights(ids))
     torch.testing.assert_close(sums, torch.full((3,), 4.0))
     # the logs keep the estimator's advantages
     logged = torch.tensor(list(trainer._logs["advantages"])[-12:])

@@ -95,16 +95,19 @@ def evaluate(
     """Next-step quality: predict each batch before seeing its rewards, then update.
 
     log_loss: mean over rollouts of -log P(reward) with E[p] clipped to [clip, 1 - clip];
-    brier: mean over rollouts of (reward - E[p])^2; mae: mean over prompts of |E[p] - true p|.
+    brier: mean over rollouts of (reward - E[p])^2; mae: mean over prompts of |E[p] - true p|;
+    variance_mae: mean over prompts of |E[p (1 - p)] - p (1 - p)| (`Prediction.expected_bernoulli_variance`,
+    the reward variance the allocators act on).
     Steps before `warmup` update the predictor but are not scored; with ``revisits_only`` only
     prompts seen before are scored (next-visit quality once a prompt has history).
     """
-    log_loss = brier = mae = 0.0
+    log_loss = brier = mae = variance_mae = 0.0
     n_rollouts = n_prompts = 0
     seen: set = set()
     for t, step in enumerate(trace.steps):
         keys = [trace.keys[i] for i in step.indices]
-        mean = np.asarray(predictor.predict(keys).mean, dtype=float)
+        prediction = predictor.predict(keys)
+        mean = np.asarray(prediction.mean, dtype=float)
         scored = np.array([k in seen for k in keys]) if revisits_only else np.ones(len(keys), dtype=bool)
         if t >= warmup and scored.any():
             m, truth, counts = mean[scored], step.true_p[scored], step.counts[scored]
@@ -114,10 +117,17 @@ def evaluate(
             log_loss -= float(succ @ np.log(p) + (counts - succ) @ np.log1p(-p))
             brier += float(sum(((r - x) ** 2).sum() for r, x in zip(rewards, m)))
             mae += float(np.abs(m - truth).sum())
+            bernoulli = np.asarray(prediction.expected_bernoulli_variance, dtype=float)[scored]
+            variance_mae += float(np.abs(bernoulli - truth * (1.0 - truth)).sum())
             n_rollouts += int(counts.sum())
             n_prompts += int(scored.sum())
         seen.update(keys)
         predictor.update(keys, step.rewards)
     if n_prompts == 0:
         raise ValueError("nothing was scored: no step after warmup (or no revisit with revisits_only)")
-    return {"log_loss": log_loss / n_rollouts, "brier": brier / n_rollouts, "mae": mae / n_prompts}
+    return {
+        "log_loss": log_loss / n_rollouts,
+        "brier": brier / n_rollouts,
+        "mae": mae / n_prompts,
+        "variance_mae": variance_mae / n_prompts,
+    }
