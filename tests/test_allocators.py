@@ -273,6 +273,7 @@ def test_registry_builds_every_name():
         "speedrl",
         "default",
         "guarded-progressive",
+        "saving-progressive",
     }
     assert set(ALLOCATORS) == expected
     assert isinstance(make_allocator("VIGOR", alpha=0.25), VIGOR)
