@@ -84,6 +84,9 @@ def test_old_greso_state_loads_into_the_fill_variant(tmp_path):
     assert fill.streaks("a") == (1, 0) and fill.p_easy == old.p_easy
     assert fill.state_dict()["allocator"] == "GRESOFill"
     assert states_equal({**fill.state_dict(), "allocator": "GRESO"}, state)
+    published = GRESO(seed=6)  # and the other way: the streaks are the same state
+    published.load_state_dict(fill.state_dict())
+    assert published.streaks("a") == (1, 0) and published.state_dict()["allocator"] == "GRESO"
     with pytest.raises(ValueError, match="not 'GRESOFill'"):
         fill.load_state_dict({**state, "allocator": "VIGOR"})
 
