@@ -440,6 +440,29 @@ ALLOCATOR_STATE_CASES = [
     ("wrong-allocator", "uniform", lambda s: s.update(allocator="VIP"), "not 'Uniform'"),
     ("vip-bad-predictor", "vip", lambda s: s["predictor"]["alpha"].__setitem__(0, np.nan), "predictor/alpha"),
     ("vip-predictor-not-a-dict", "vip", lambda s: s.update(predictor=[1, 2]), "must be a dict"),
+    # the default's tracker used to be read after its predictor had been replaced, with raw
+    # KeyError / TypeError naming neither file nor entry, and accepted negative windows, NaN tol, ...
+    ("default-tracker-nan", "default", lambda s: s["tracker"]["last"].__setitem__((0, 0), np.nan), "tracker/last"),
+    ("default-tracker-zv-sum-text", "default", lambda s: s["tracker"].update(zv_sum="abc"), "tracker/zv_sum"),
+    ("default-tracker-missing", "default", lambda s: s.pop("tracker"), "tracker'.*missing"),
+    ("default-tracker-window", "default", lambda s: s["tracker"].update(window=-5), "window must be an integer >= 3"),
+    ("default-tracker-tol-nan", "default", lambda s: s["tracker"].update(tol=np.nan), "tol"),
+    ("default-tracker-zv-steps", "default", lambda s: s["tracker"].update(zv_steps=-7), "zv_steps.*-7"),
+    ("default-tracker-zv-sum-above-steps", "default", lambda s: s["tracker"].update(zv_sum=1e308), "zv_sum"),
+    ("default-tracker-mean-1e308", "default", lambda s: s["tracker"]["last"].__setitem__((0, 0), 1e308), "outside"),
+    ("default-tracker-negative-noise", "default", lambda s: s["tracker"]["last"].__setitem__((0, 1), -1.0), "negative"),
+    (
+        "default-tracker-duplicate-keys",
+        "default",
+        lambda s: s["tracker"].update(keys=[s["tracker"]["keys"][0]] * len(s["tracker"]["keys"])),
+        "tracker/keys.*duplicate",
+    ),
+    (
+        "default-tracker-unhashable-keys",
+        "default",
+        lambda s: s["tracker"].update(keys=[[1, 2]] * len(s["tracker"]["keys"])),
+        "tracker/keys.*unhashable",
+    ),
 ]
 
 
