@@ -185,9 +185,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
                     answer = []
-                    groups = [[r.reward for r in got[i]] for i in indices.tolist()]
-                    mapped = self.success.to_success_groups(groups, [keys[i] for i in indices.tolist()])
-                    for i, values in zip(indices.tolist(), mapped):
+                    for i in indices.tolist():
+                        values = self.success.to_success([r.reward for r in got[i]], prompt=keys[i])
                         kept = values[~np.isnan(values)]  # unscored rollouts are not observations
                         step["unscored"] += int(values.size - kept.size)
                         success[i].append(kept)
