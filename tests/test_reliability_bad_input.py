@@ -513,13 +513,47 @@ CLI_CASES = [
     ("bench-negative-steps", ["bench", "--steps", "-1"], r"argument --steps: must be >= 1, got -1"),
     ("bench-zero-seeds", ["bench", "--seeds", "0"], r"argument --seeds: must be >= 1, got 0"),
     ("bench-budget-text", ["bench", "--budget", "lots"], r"argument --budget: invalid integer 'lots'"),
+    # each of these used to exit 0, end in a traceback, or run something else than asked
+    ("bench-unknown-method", ["bench", "--methods", "nosuch"], r"bench: error: --methods: 'nosuch': unknown method"),
+    ("map-unknown-method", ["bench", "--map", "--methods", "nosuch"], r"--methods: 'nosuch': unknown method"),
+    ("bench-lr-grid-negative", ["bench", "--lr-grid=-1,0,nan"], r"argument --lr-grid: must be a finite number > 0"),
+    ("bench-lr-grid-text", ["bench", "--lr-grid", "1,x"], r"argument --lr-grid: 'x' is not a number"),
+    ("bench-budget-infeasible", ["bench", "--budget", "3"], r"--budget 3 is infeasible for method 'uniform'"),
+    ("bench-batch-above-pool", ["bench", "--batch-prompts", "50", "--prompts", "10"], r"--batch-prompts 50 exceeds"),
+    ("bench-quick-and-full", ["bench", "--quick", "--full"], r"give one of --quick and --full"),
+    ("bench-out-is-a-file", ["bench", "--out", "{file}"], r"--out: '.*' is a file, not a folder"),
+    ("bench-out-unwritable", ["bench", "--out", "{file}/sub"], r"--out: cannot create"),
+    ("map-ignores-seeds", ["bench", "--map", "--seeds", "3"], r"--seeds not used by --map"),
+    ("map-ignores-several", ["bench", "--map", "--lr-grid", "1", "--budget", "9"], r"--budget, --lr-grid not used"),
+    ("map-ignores-scenarios", ["bench", "--map", "--scenarios", "pareto"], r"--scenarios not used by --map"),
+    ("map-two-aggregations", ["bench", "--map", "--aggregations", "seq-mean,token-mean"], r"give one aggregation"),
+    ("map-unknown-cell", ["bench", "--map", "--cells", "nosuch"], r"bench: error: .*nosuch"),
+    ("allocate-huge-budget", ["allocate", "--p", "0.5", "--budget", "10000000000000000000"], r"--budget: must be <="),
+    ("allocate-lower-0", ["allocate", "--p", "0.5,0.2", "--budget", "8", "--lower", "0"], r"--lower: must be >= 1"),
+    ("demo-zero-prompts", ["demo", "--prompts-per-step", "0"], r"argument --prompts-per-step: must be >= 1, got 0"),
+    ("demo-negative-rollouts", ["demo", "--mean-rollouts", "-3"], r"argument --mean-rollouts: must be >= 1, got -3"),
+    ("demo-one-rollout", ["demo", "--mean-rollouts", "1"], r"argument --mean-rollouts: must be >= 2, got 1"),
+    ("demo-loss-type", ["demo", "--loss-type", "nosuch"], r"argument --loss-type: invalid choice: 'nosuch'"),
+    ("demo-eval-every-0", ["demo", "--eval-every", "0"], r"argument --eval-every: must be >= 1, got 0"),
+    ("demo-lr-nan", ["demo", "--lr", "nan"], r"demo: error: --lr must be a finite number > 0, got nan"),
+    ("demo-unknown-method", ["demo", "--methods", "nosuch"], r"demo: error: --methods: unknown"),
+    ("demo-model-dir", ["demo", "--model-dir", "{file}/none"], r"--model-dir: '.*' is not a folder"),
+    ("demo-out-is-a-file", ["demo", "--out", "{file}"], r"--out: '.*' is a file"),
 ]
 
 
 @pytest.mark.parametrize("argv, match", [pytest.param(c[1], c[2], id=c[0]) for c in CLI_CASES])
-def test_cli_bad_input(argv, match, capsys):
+def test_cli_bad_input(argv, match, capsys, tmp_path):
+    import time
+
     from adaptive_rollouts.cli import main
 
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    argv = [a.replace("{file}", str(a_file)) for a in argv]
+    if argv[0] in ("bench", "demo") and "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
+    start = time.process_time()
     try:
         status = main(argv)
     except SystemExit as exit_:  # argparse's own exit for a bad argument
@@ -528,6 +562,8 @@ def test_cli_bad_input(argv, match, capsys):
     assert status == 2
     assert "Traceback" not in err
     assert re.search(match, err), err
+    assert time.process_time() - start < 20, "refused only after the expensive set-up"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "ran before refusing"
 
 
 @pytest.mark.parametrize(

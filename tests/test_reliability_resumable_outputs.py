@@ -137,3 +137,16 @@ def test_a_cell_file_of_other_tune_seeds_is_recomputed(tmp_path):
     resumed = run_map(_map(tune_seeds=(100, 101)), tmp_path, progress=False)  # runs are keyed by seed: reused
     assert json.dumps(resumed["cells"]) == json.dumps(fresh["cells"]) and resumed["lr"] == fresh["lr"]
     assert resumed["cells"][CELL.key]["transfer_measured"] != 123.0
+
+
+def test_the_command_line_refuses_a_folder_of_other_settings(tmp_path, capsys):
+    from adaptive_rollouts.cli import main
+    from adaptive_rollouts.sim.regime_map import run_settings
+
+    saved = {**run_settings(dataclasses.replace(QUICK_MAP, steps=3)), "cell": QUICK_MAP.cells[0].as_dict()}
+    run = {"cell": QUICK_MAP.cells[0].key, "method": "uniform", "seed": 0, "lr": 0.1, "settings": saved}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(run) + "\n")
+    status = main(["bench", "--map", "--quick", "--steps", "10", "--methods", "uniform", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and "steps: 3 -> 10" in err and "Traceback" not in err
+    assert (tmp_path / "runs.jsonl").read_text() == json.dumps(run) + "\n"

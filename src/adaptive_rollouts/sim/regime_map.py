@@ -192,11 +192,15 @@ class _Store:
         for number, r in enumerate(read_jsonl(self.path), 1):
             saved = r.get("settings")
             where = f"{self.path}, run {number} ({r.get('cell')} {r.get('method')} seed {r.get('seed')})"
-            if isinstance(saved, dict) and r.get("cell") not in cells:  # a cell this map leaves out
+            missing = [k for k in ("cell", "method", "seed", "lr") if k not in r]
+            if missing:
+                raise ValueError(f"{where}: missing {missing}")
+            cell = cells.get(str(r["cell"]))
+            if isinstance(saved, dict) and cell is None:  # a cell this map leaves out
                 saved = {k: v for k, v in saved.items() if k != "cell"}
                 check_settings(where, saved, wanted)
             else:
-                check_settings(where, saved, {**wanted, "cell": cells.get(r.get("cell"))})
+                check_settings(where, saved, {**wanted, "cell": cell})
             self.runs[(r["cell"], r["method"], r["seed"], round(r["lr"], 12))] = r
 
     def get(self, cell: str, method: str, seed: int, lr: float) -> dict | None:
