@@ -5,7 +5,8 @@ single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, 
 After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
 
 `make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks);
-`make_allocator()` with no name builds the recommended default, `GuardedProgressive`.
+`make_allocator()` with no name builds the recommended default, `SavingProgressive` (a "save"
+allocator: at most the budget); "guarded-progressive" is the budget-filling default of before.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .knapsack import Knapsack
 from .posterior_progressive import PosteriorProgressive
 from .predictive import PredictiveAllocator
 from .proportional import DynaMO, InverseAccuracy, InverseVariance
+from .saving import SavingProgressive
 from .speedrl import SpeedRL
 from .uniform import Uniform
 from .vigor import VIGOR
@@ -40,6 +42,7 @@ __all__ = [
     "Knapsack",
     "PosteriorProgressive",
     "PredictiveAllocator",
+    "SavingProgressive",
     "SingleShotAllocator",
     "SpeedRL",
     "Uniform",
@@ -50,11 +53,14 @@ __all__ = [
     "takes_keyword",
 ]
 
-DEFAULT_ALLOCATOR = "guarded-progressive"
-"""Registry name of the recommended default (chosen on the simulator's regime map, docs/benchmark.md)."""
+DEFAULT_ALLOCATOR = "saving-progressive"
+"""Registry name of the recommended default: it spends at most the budget and skips what would teach
+nothing (docs/saving.md). The budget-filling default of earlier versions stays available as
+"guarded-progressive"."""
 
 ALLOCATORS: dict[str, Any] = {
-    "default": GuardedProgressive,
+    "default": SavingProgressive,
+    "saving-progressive": SavingProgressive,
     "guarded-progressive": GuardedProgressive,
     "uniform": Uniform,
     "vip": VIP,
@@ -102,15 +108,15 @@ def takes_keyword(factory: Any, keyword: str) -> bool:
 
 def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:
     """Build an allocator by its lowercase registry name, e.g. ``make_allocator("vigor", seed=1)``;
-    no name (or "default") gives the recommended default `GuardedProgressive`, which needs no
+    no name (or "default") gives the recommended default `SavingProgressive`, which needs no
     prompt text or embeddings and accepts ``predictor=``, ``estimator=``, ``aggregation=``, ``seed=``.
 
     "vip-paper" is VIP exactly as published (`PaperGP`, RLOO, plug-in p(1-p)); "vip" uses our GP.
 
-    >>> make_allocator("uniform").plan(["a", "b"], 5).tolist()
+    >>> make_allocator("uniform").plan(["a", "b"], 5).counts.tolist()
     [3, 2]
     >>> type(make_allocator(aggregation="seq-mean")).__name__
-    'GuardedProgressive'
+    'SavingProgressive'
     """
     key = (DEFAULT_ALLOCATOR if name is None else name).lower().replace("_", "-")
     if key not in ALLOCATORS:
