@@ -440,29 +440,33 @@ ALLOCATOR_STATE_CASES = [
     ("wrong-allocator", "uniform", lambda s: s.update(allocator="VIP"), "not 'Uniform'"),
     ("vip-bad-predictor", "vip", lambda s: s["predictor"]["alpha"].__setitem__(0, np.nan), "predictor/alpha"),
     ("vip-predictor-not-a-dict", "vip", lambda s: s.update(predictor=[1, 2]), "must be a dict"),
-    # the default's tracker used to be read after its predictor had been replaced, with raw
+    # GuardedProgressive's tracker used to be read after its predictor had been replaced, with raw
     # KeyError / TypeError naming neither file nor entry, and accepted negative windows, NaN tol, ...
-    ("default-tracker-nan", "default", lambda s: s["tracker"]["last"].__setitem__((0, 0), np.nan), "tracker/last"),
-    ("default-tracker-zv-sum-text", "default", lambda s: s["tracker"].update(zv_sum="abc"), "tracker/zv_sum"),
-    ("default-tracker-missing", "default", lambda s: s.pop("tracker"), "tracker'.*missing"),
-    ("default-tracker-window", "default", lambda s: s["tracker"].update(window=-5), "window must be an integer >= 3"),
-    ("default-tracker-tol-nan", "default", lambda s: s["tracker"].update(tol=np.nan), "tol"),
-    ("default-tracker-zv-steps", "default", lambda s: s["tracker"].update(zv_steps=-7), "zv_steps.*-7"),
-    ("default-tracker-zv-sum-above-steps", "default", lambda s: s["tracker"].update(zv_sum=1e308), "zv_sum"),
-    ("default-tracker-mean-1e308", "default", lambda s: s["tracker"]["last"].__setitem__((0, 0), 1e308), "outside"),
-    ("default-tracker-negative-noise", "default", lambda s: s["tracker"]["last"].__setitem__((0, 1), -1.0), "negative"),
-    (
-        "default-tracker-duplicate-keys",
-        "default",
-        lambda s: s["tracker"].update(keys=[s["tracker"]["keys"][0]] * len(s["tracker"]["keys"])),
-        "tracker/keys.*duplicate",
-    ),
-    (
-        "default-tracker-unhashable-keys",
-        "default",
-        lambda s: s["tracker"].update(keys=[[1, 2]] * len(s["tracker"]["keys"])),
-        "tracker/keys.*unhashable",
-    ),
+    *[
+        (f"{name}-tracker-{case}", name, mutate, match)
+        for name in ("default", "guarded-progressive")
+        for case, mutate, match in [
+            ("nan", lambda s: s["tracker"]["last"].__setitem__((0, 0), np.nan), "tracker/last"),
+            ("zv-sum-text", lambda s: s["tracker"].update(zv_sum="abc"), "tracker/zv_sum"),
+            ("missing", lambda s: s.pop("tracker"), "tracker'.*missing|missing.*tracker"),
+            ("window", lambda s: s["tracker"].update(window=-5), "window must be an integer >= 3"),
+            ("tol-nan", lambda s: s["tracker"].update(tol=np.nan), "tol"),
+            ("zv-steps", lambda s: s["tracker"].update(zv_steps=-7), "zv_steps.*-7"),
+            ("zv-sum-above-steps", lambda s: s["tracker"].update(zv_sum=1e308), "zv_sum"),
+            ("mean-1e308", lambda s: s["tracker"]["last"].__setitem__((0, 0), 1e308), "outside"),
+            ("negative-noise", lambda s: s["tracker"]["last"].__setitem__((0, 1), -1.0), "negative"),
+            (
+                "duplicate-keys",
+                lambda s: s["tracker"].update(keys=[s["tracker"]["keys"][0]] * len(s["tracker"]["keys"])),
+                "tracker/keys.*duplicate",
+            ),
+            (
+                "unhashable-keys",
+                lambda s: s["tracker"].update(keys=[[1, 2]] * len(s["tracker"]["keys"])),
+                "tracker/keys.*unhashable",
+            ),
+        ]
+    ],
 ]
 
 
@@ -592,3 +596,31 @@ def test_duplicate_detection_is_linear():
     with pytest.raises(ValueError, match="duplicates 'p0', 'p1'.* and 99995 more"):
         check_prompts(prompts)
     assert time.process_time() - start < 2.0  # quadratic: minutes
+
+
+@pytest.mark.parametrize("name", REGISTRY + ["posterior-progressive+beta"])
+def test_prompts_a_checkpoint_cannot_hold_are_refused_before_any_rollout(name):
+    """The default's tracker, PosteriorProgressive and GuardedProgressive used to draw the whole
+    budget (12 of 12 rollouts) before refusing a bytes prompt; allocators that keep nothing per
+    prompt take it."""
+    if name == "posterior-progressive+beta":  # a predictor that takes any prompt: no KeyError first
+        alloc = make_allocator("posterior-progressive", predictor="beta", seed=0)
+    else:
+        alloc = build_allocator(name)
+    if name in ("default", "guarded-progressive", "posterior-progressive", "posterior-progressive+beta"):
+        assert alloc.stores_prompts()
+    drawn = []
+
+    def sample(indices, counts):
+        drawn.append(int(np.sum(counts)))
+        return [np.ones(int(c)) for c in counts]
+
+    prompts = [b"bytes prompt", "b", "c"]
+    budget = budget_for(alloc, 3, 6)
+    try:
+        alloc.run(prompts, budget, sample)
+    except (ValueError, KeyError) as err:  # KeyError: a feature-backed predictor has no features for it
+        assert re.search("checkpoint can hold|features", str(err)), err
+        assert drawn == [], f"{name} drew {sum(drawn)} rollouts before refusing"
+    else:
+        assert not alloc.stores_prompts(), f"{name} keeps per-prompt state but took a bytes prompt"

@@ -166,6 +166,10 @@ class GuardedProgressive(PosteriorProgressive):
             self.last_metrics["persistence"] = self._rho
         return rewards
 
+    def stores_prompts(self) -> bool:
+        """Always: the tracker keeps each prompt's last visit, whatever the predictor keeps."""
+        return True
+
     def _extra_state(self) -> StateDict:
         return {**super()._extra_state(), "tracker": self.tracker.state_dict()}
 

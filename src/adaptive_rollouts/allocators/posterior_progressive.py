@@ -187,6 +187,7 @@ class PosteriorProgressive(BaseAllocator):
         start = time.perf_counter()
         prompts = check_prompts(prompts)
         budget = self._check_budget(prompts, budget)
+        self._check_storable(prompts)  # before any rollout is drawn
         q = len(prompts)
         upper = self.effective_upper(q, budget)
         if budget > upper * q:
