@@ -5,11 +5,13 @@ not hold are refused when first seen, not at save time."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -375,3 +377,50 @@ def test_paper_gp_peak_memory_is_within_its_estimate():
         tracemalloc.stop()
     pool_arrays = 16 * 8 * n  # a handful of length-N float arrays (mean, variance, prediction)
     assert peak <= batch_memory_bytes(b, chunk) + pool_arrays + 2**20, peak
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [OSError(28, "No space left on device"), OSError(30, "Read-only file system"), PermissionError(13, "denied")],
+    ids=["ENOSPC", "EROFS", "EACCES"],
+)
+def test_a_failed_cache_write_warns_and_encode_still_returns_the_vectors(tmp_path, monkeypatch, failure):
+    """The cache is an optimisation: before, a full disk or a read-only cache folder failed every
+    encode() of a VIP/GP run with the default cache location."""
+    import adaptive_rollouts.embeddings as embeddings
+
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(embeddings, "write_chunk", fail)
+    enc = _encoder(tmp_path)
+    with pytest.warns(RuntimeWarning, match=rf"embedding cache {re.escape(str(enc.cache_dir))}: cannot write"):
+        got = enc.encode(["a", "bb"])
+    np.testing.assert_array_equal(got, _CountingModel().encode(["a", "bb"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per encoder, not at every call
+        np.testing.assert_array_equal(enc.encode(["bb", "ccc"])[0], got[1])
+    assert enc._model.encoded == ["a", "bb", "ccc"]  # kept in memory: nothing encoded twice
+
+
+def test_a_read_only_cache_folder_is_read_and_not_written(tmp_path):
+    first = _encoder(tmp_path)
+    want = first.encode(["a"])
+    (chunk,) = first.cache_dir.glob("chunk-*.npz")
+    os.chmod(first.cache_dir, 0o555)
+    try:
+        if os.access(first.cache_dir, os.W_OK):
+            pytest.skip("running as a user that can write anywhere")
+        again = _encoder(tmp_path)
+        with pytest.warns(RuntimeWarning, match="cannot write"):
+            got = again.encode(["a", "new"])
+    finally:
+        os.chmod(first.cache_dir, 0o755)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert again._model.encoded == ["new"]
+
+
+def test_a_lone_surrogate_names_the_prompt(tmp_path):
+    enc = _encoder(tmp_path)
+    with pytest.raises(ValueError, match=r"prompt 'ok \\ud800' is not valid Unicode text"):
+        enc.encode(["fine", "ok \ud800"])

@@ -124,8 +124,11 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically and durably (see the module docstring)."""
+    """Replace ``path`` by ``data`` atomically and durably (see the module docstring). Through a
+    symbolic link the link's target is replaced, and the link stays."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     tmp = path.parent / _temporary_name(path.name)
