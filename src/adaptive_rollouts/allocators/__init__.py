@@ -1,6 +1,7 @@
 """Allocators: how many rollouts each prompt gets in one step, all under one protocol.
 
-`run(prompts, budget, sample)` spends exactly `budget` rollouts and returns the rewards per prompt;
+`run(prompts, budget, sample)` spends exactly `budget` rollouts (a "save" allocator - GRESO,
+Pilot, PilotCommit, SGPO - at most `budget`) and returns the rewards per prompt;
 single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, rewards)`.
 After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
 
@@ -17,13 +18,16 @@ from typing import Any
 from .ar3po import AR3PO
 from .base import BaseAllocator, SingleShotAllocator
 from .dynamic_sampling import DynamicSampling
-from .greso import GRESO
+from .greso import GRESO, GRESOFill
 from .guarded import GuardedProgressive
 from .knapsack import Knapsack
+from .pilot import Pilot
+from .pilot_commit import PilotCommit
 from .posterior_progressive import PosteriorProgressive
 from .predictive import PredictiveAllocator
 from .proportional import DynaMO, InverseAccuracy, InverseVariance
 from .saving import SavingProgressive
+from .sgpo import SGPO
 from .speedrl import SpeedRL
 from .uniform import Uniform
 from .vigor import VIGOR
@@ -36,13 +40,17 @@ __all__ = [
     "DEFAULT_ALLOCATOR",
     "DynamicSampling",
     "GRESO",
+    "GRESOFill",
     "GuardedProgressive",
     "InverseAccuracy",
     "InverseVariance",
     "Knapsack",
+    "Pilot",
+    "PilotCommit",
     "PosteriorProgressive",
     "PredictiveAllocator",
     "SavingProgressive",
+    "SGPO",
     "SingleShotAllocator",
     "SpeedRL",
     "Uniform",
@@ -69,6 +77,10 @@ ALLOCATORS: dict[str, Any] = {
     "posterior-progressive": PosteriorProgressive,
     "dynamic-sampling": DynamicSampling,
     "greso": GRESO,
+    "greso-fill": GRESOFill,
+    "pilot": Pilot,
+    "pilot-commit": PilotCommit,
+    "sgpo": SGPO,
     "knapsack": Knapsack,
     "dynamo": DynaMO,
     "inverse-accuracy": InverseAccuracy,
