@@ -100,3 +100,42 @@ def test_the_default_resumes_after_extreme_raw_rewards_reach_its_tracker(tmp_pat
 def test_tracker_settings_are_checked_at_construction(window, tol, match):
     with pytest.raises(ValueError, match=match):
         RegimeTracker(window=window, tol=tol)
+
+
+class _NamedEncoder:
+    """An encoder of a given model name (vectors: a fixed function of the text)."""
+
+    dim = 3
+
+    def __init__(self, model_name: str):
+        self.model_name = model_name
+
+    def encode(self, texts):
+        return np.array([[len(t), sum(map(ord, t)) % 7, 1.0] for t in texts], dtype=float)
+
+
+@pytest.mark.parametrize("name", ["gp", "ridge"])
+@pytest.mark.parametrize("wrap", [False, True], ids=["encoder", "keyed-texts"])
+def test_a_state_learned_on_another_embedding_model_of_the_same_dimension_is_refused(tmp_path, name, wrap):
+    """Before: a GP state saved with another 384-d embedding model loaded silently."""
+    from adaptive_rollouts.embeddings import KeyedTexts
+    from adaptive_rollouts.predictors import GaussianProcess, Ridge
+
+    def build(model):
+        features = KeyedTexts(_NamedEncoder(model)) if wrap else _NamedEncoder(model)
+        if wrap:
+            features.register(["a", "bb"], ["a", "bb"])
+        return GaussianProcess(features, n_features=8, seed=0) if name == "gp" else Ridge(features)
+
+    source = build("model-one")
+    source.update(["a", "bb"], [np.array([1.0, 0.0]), np.array([1.0, 1.0])])
+    save_state(tmp_path / "p.safetensors", {"predictor": source.state_dict()})
+    state = load_state(tmp_path / "p.safetensors")["predictor"]
+    same = build("model-one")
+    same.load_state_dict(state)  # the same model: taken
+    other = build("model-two")
+    before = other.state_dict()
+    with pytest.raises(ValueError, match=r"feature_model.*'model-one'.*'model-two'") as err:
+        other.load_state_dict(state)
+    assert str(tmp_path / "p.safetensors") in str(err.value)
+    assert states_equal(other.state_dict(), before)

@@ -122,6 +122,13 @@ class KeyedTexts:
     def dim(self) -> int:
         return int(self.encoder.dim)
 
+    @property
+    def model_name(self) -> str | None:
+        """The encoder's embedding model (None if it does not name one): what a state learned on
+        these features records, so that another model of the same dimension is refused."""
+        name = getattr(self.encoder, "model_name", None)
+        return name if isinstance(name, str) else None
+
     def register(self, keys: Sequence[Hashable], texts: Sequence[str]) -> None:
         if len(keys) != len(texts):
             raise ValueError(f"keys has {len(keys)} entries but texts has {len(texts)}")
