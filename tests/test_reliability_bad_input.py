@@ -577,8 +577,31 @@ def test_cli_bad_input(argv, match, capsys, tmp_path):
         (lambda: __import__("adaptive_rollouts.predictors").predictors.WindowedMean(window=2.0), "window"),
         (lambda: __import__("adaptive_rollouts.predictors").predictors.CumulativeMean(prior_mean=True), "prior_mean"),
         (lambda: make_allocator("greso", p_easy="0.5"), "p_easy"),
+        # used to be a raw TypeError ("9" < 2), silently truncated (2.5 -> 2), or accepted (nan)
+        (lambda: make_allocator("uniform", upper="9"), "upper must be an integer, got str '9'"),
+        (lambda: make_allocator("vip", predictor="beta", lower=2.5), "lower must be an integer, got float 2.5"),
+        (lambda: make_allocator("knapsack", upper=None), "upper bound"),
+        (lambda: make_allocator("inverse-accuracy", predictor="beta", lower="2"), "lower must be an integer"),
+        (lambda: make_allocator("posterior-progressive", predictor="beta", upper="9"), "upper must be an integer"),
+        (
+            lambda: make_allocator("posterior-progressive", predictor="beta", max_prior_strength=float("nan")),
+            "max_prior_strength",
+        ),
+        (lambda: make_allocator("guarded-progressive", lower=2.5), "lower must be an integer, got float 2.5"),
     ],
-    ids=["beta-string-discount", "windowed-float-window", "cumulative-bool-prior", "greso-string-p"],
+    ids=[
+        "beta-string-discount",
+        "windowed-float-window",
+        "cumulative-bool-prior",
+        "greso-string-p",
+        "uniform-string-upper",
+        "vip-fractional-lower",
+        "knapsack-no-upper",
+        "proportional-string-lower",
+        "pp-string-upper",
+        "pp-nan-prior-strength",
+        "guarded-fractional-lower",
+    ],
 )
 def test_constructors_take_real_numbers_only(build, match):
     with pytest.raises(ValueError, match=match):
