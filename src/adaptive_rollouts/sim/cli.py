@@ -55,6 +55,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "resumable (runs.jsonl in --out); --quick for the small map",
     )
     parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
+    parser.add_argument(
+        "--saving",
+        action="store_true",
+        help="with --map: the saving evidence (saving methods, known-p bound, cold start)",
+    )
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
     parser.add_argument(
@@ -128,7 +133,7 @@ def _check_common(args: argparse.Namespace) -> None:
 
 def _map_config(args: argparse.Namespace) -> Any:
     """The regime map's configuration from the arguments; UsageError for what it cannot take."""
-    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP
+    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP
     from adaptive_rollouts.sim.regimes import select_cells
 
     ignored = [f"--{a.replace('_', '-')}" for a in _NOT_FOR_MAP if getattr(args, a, None) is not None]
@@ -138,6 +143,8 @@ def _map_config(args: argparse.Namespace) -> Any:
             "or run without --map)"
         )
     cfg = QUICK_MAP if getattr(args, "quick", False) else FULL_MAP
+    if getattr(args, "saving", False):
+        cfg = SAVING_MAP
     changes: dict[str, Any] = {}
     if getattr(args, "methods", None):
         changes["methods"] = tuple(args.methods)
@@ -201,6 +208,8 @@ def run_bench(args: argparse.Namespace) -> int:
         return run_map_command(args)
     if getattr(args, "cells", None):
         raise UsageError("--cells selects cells of the regime map; add --map")
+    if getattr(args, "saving", False):
+        raise UsageError("--saving selects the saving evidence map; add --map")
     _check_common(args)
     try:
         cfg = config_from_args(args)
