@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 
+from adaptive_rollouts.sim.map_store import run_settings
 from adaptive_rollouts.sim.regime_map import QUICK_MAP, run_map
 from adaptive_rollouts.sim.regimes import Cell
 from adaptive_rollouts.sim.run_store import append_jsonl, read_jsonl
@@ -49,6 +50,19 @@ def test_a_rerun_with_other_settings_is_refused_naming_the_setting(tmp_path, cha
         run_map(_map(**change), tmp_path, progress=False)
     assert named in str(err.value) and str(tmp_path / "runs.jsonl") in str(err.value)
     assert (tmp_path / "runs.jsonl").read_bytes() == before  # nothing added, nothing mixed
+
+
+def test_runs_of_another_default_allocator_are_refused(tmp_path):
+    """ "default" names the registry's recommended allocator, which can change between versions."""
+    from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
+
+    cfg = _map(methods=("uniform", "default"))
+    run = {"cell": CELL.key, "method": "default", "seed": 0, "lr": 0.1, "settings": run_settings(cfg, CELL, "default")}
+    assert run["settings"]["default_allocator"] == DEFAULT_ALLOCATOR
+    run["settings"]["default_allocator"] = "an-older-default"
+    (tmp_path / "runs.jsonl").write_text(json.dumps(run) + "\n")
+    with pytest.raises(ValueError, match=f"default_allocator: 'an-older-default' -> '{DEFAULT_ALLOCATOR}'"):
+        run_map(cfg, tmp_path, progress=False)
 
 
 def test_settings_that_change_no_run_number_still_resume(tmp_path):
@@ -141,9 +155,8 @@ def test_a_cell_file_of_other_tune_seeds_is_recomputed(tmp_path):
 
 def test_the_command_line_refuses_a_folder_of_other_settings(tmp_path, capsys):
     from adaptive_rollouts.cli import main
-    from adaptive_rollouts.sim.regime_map import run_settings
 
-    saved = {**run_settings(dataclasses.replace(QUICK_MAP, steps=3)), "cell": QUICK_MAP.cells[0].as_dict()}
+    saved = run_settings(dataclasses.replace(QUICK_MAP, steps=3), QUICK_MAP.cells[0], "uniform")
     run = {"cell": QUICK_MAP.cells[0].key, "method": "uniform", "seed": 0, "lr": 0.1, "settings": saved}
     (tmp_path / "runs.jsonl").write_text(json.dumps(run) + "\n")
     status = main(["bench", "--map", "--quick", "--steps", "10", "--methods", "uniform", "--out", str(tmp_path)])

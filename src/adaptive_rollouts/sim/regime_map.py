@@ -44,16 +44,10 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.sim.bench import build_allocator
+from adaptive_rollouts.sim.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
-from adaptive_rollouts.sim.run_store import (
-    append_jsonl,
-    check_settings,
-    read_json,
-    read_jsonl,
-    setting_differences,
-    write_json,
-)
+from adaptive_rollouts.sim.run_store import read_json, setting_differences, write_json
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.sim.train import TrainConfig, train
 from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
@@ -198,48 +192,6 @@ def _seeds_for(cfg: MapConfig, method: str) -> list[int]:
     return list(cfg.paired_seeds if method in ("uniform", DEFAULT, NULL) else cfg.report_seeds)
 
 
-def run_settings(cfg: MapConfig) -> dict[str, Any]:
-    """Every map setting a run's numbers depend on, besides its cell, method, seed and rate."""
-    names = ("steps", "n_test", "estimator", "aggregation", "grad_var_every", "grad_var_resamples")
-    return {**{n: getattr(cfg, n) for n in names}, "fingerprint_every": cfg.fingerprint_every, "extra": cfg.extra}
-
-
-def _cell_settings(cfg: MapConfig, cell: Cell) -> dict[str, Any]:
-    """What a cell's measured transfer depends on."""
-    return {"cell": cell.as_dict(), "tune_seeds": list(cfg.tune_seeds), "n_test": cfg.n_test}
-
-
-class _Store:
-    """runs.jsonl: one line per finished run, keyed by (cell, method, seed, lr); each line records
-    its cell and `run_settings`, and a line made with other settings is refused, not reused."""
-
-    def __init__(self, folder: Path, cfg: MapConfig):
-        self.path = folder / "runs.jsonl"
-        self.runs: dict[tuple, dict] = {}
-        cells = {c.key: c.as_dict() for c in cfg.cells}
-        wanted = run_settings(cfg)
-        for number, r in enumerate(read_jsonl(self.path), 1):
-            saved = r.get("settings")
-            where = f"{self.path}, run {number} ({r.get('cell')} {r.get('method')} seed {r.get('seed')})"
-            missing = [k for k in ("cell", "method", "seed", "lr") if k not in r]
-            if missing:
-                raise ValueError(f"{where}: missing {missing}")
-            cell = cells.get(str(r["cell"]))
-            if isinstance(saved, dict) and cell is None:  # a cell this map leaves out
-                saved = {k: v for k, v in saved.items() if k != "cell"}
-                check_settings(where, saved, wanted)
-            else:
-                check_settings(where, saved, {**wanted, "cell": cell})
-            self.runs[(r["cell"], r["method"], r["seed"], round(r["lr"], 12))] = r
-
-    def get(self, cell: str, method: str, seed: int, lr: float) -> dict | None:
-        return self.runs.get((cell, method, seed, round(lr, 12)))
-
-    def add(self, run: dict) -> None:
-        self.runs[(run["cell"], run["method"], run["seed"], round(run["lr"], 12))] = run
-        append_jsonl(self.path, run)
-
-
 def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> dict:
     problem = cell.problem(seed, cfg.n_test)
     alloc, _ = build_allocator(method, problem, seed, aggregation=cfg.aggregation, estimator=cfg.estimator)
@@ -273,7 +225,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "regime": {k: float(v) for k, v in tr["regime"].items()},
         "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
         "seconds": time.perf_counter() - t0,
-        "settings": {**run_settings(cfg), "cell": cell.as_dict()},
+        "settings": run_settings(cfg, cell, method),
     }
 
 
@@ -287,7 +239,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     with runs still missing are listed in "missing" and left out of the results."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    store = _Store(folder, cfg)
+    store = MapStore(folder, cfg)
     n_est = len(cfg.cells) * sum(len(cfg.tune_seeds) * len(cfg.lr_grid) + len(_seeds_for(cfg, m)) for m in cfg.methods)
     bar = progress_bar(n_est, progress)
 
@@ -309,7 +261,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     for cell in cfg.cells:
         info_path = folder / f"cell_{cell.key.replace('/', '_')}.json"
         saved = read_json(info_path)
-        wanted = _cell_settings(cfg, cell)
+        wanted = cell_settings(cfg, cell)
         if isinstance(saved, dict) and not setting_differences(saved.pop("settings", {}), wanted):
             cells_info[cell.key] = saved
         elif not run_missing:
