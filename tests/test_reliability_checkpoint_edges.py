@@ -139,3 +139,36 @@ def test_a_state_learned_on_another_embedding_model_of_the_same_dimension_is_ref
         other.load_state_dict(state)
     assert str(tmp_path / "p.safetensors") in str(err.value)
     assert states_equal(other.state_dict(), before)
+
+
+def test_a_warm_start_killed_mid_save_resumes_from_the_previous_checkpoint(tmp_path, monkeypatch):
+    """Before: the weights were written in place and the step in a separate file, so a save cut
+    short left a truncated checkpoint next to the previous step's number."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    from adaptive_rollouts.demo.warm_start import load_checkpoint, save_checkpoint
+
+    def setup():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        return model, torch.optim.Adam(model.parameters()), torch.Generator().manual_seed(1)
+
+    model, opt, gen = setup()
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    save_checkpoint(tmp_path, 1, model, opt, gen)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.weight.add_(1.0)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies between writing and renaming
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, 2, model, opt, gen)
+    monkeypatch.undo()
+    fresh, fresh_opt, fresh_gen = setup()
+    assert load_checkpoint(tmp_path, fresh, fresh_opt, fresh_gen) == 1
+    assert all(torch.equal(fresh.state_dict()[k], v) for k, v in weights.items())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json", "checkpoint.safetensors"]
