@@ -1,20 +1,24 @@
 """Speed of group_advantages on CPU: 100k rewards in ragged groups, target <= 20 ms.
 
 For scale it also times a per-group Python loop (how verl's stock estimators work) on 10k rewards.
-Run: .venv/bin/python benchmarks/advantages.py [--n 100000] [--repeats 20]
+Run: .venv/bin/python benchmarks/advantages.py [--n 100000] [--repeats 20] [--out results/advantages/advantages.json]
+(the result file is rendered into README.md by ``make docs``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from adaptive_rollouts.advantages import group_advantages, group_ids_from_counts
+from adaptive_rollouts.reporting.results import git_commit, write_result
 
 TARGET_MS = 20.0
+OUT = Path(__file__).resolve().parents[1] / "results" / "advantages" / "advantages.json"
 
 
 def ragged_batch(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,13 +58,16 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (CI: 1)")
+    ap.add_argument("--out", default=str(OUT), help="result file ('' to write none)")
     args = ap.parse_args()
+    commit = git_commit()  # the code that runs is the one at the start
     torch.set_num_threads(args.threads)
     rewards, ids = ragged_batch(args.n)
     n_groups = int(torch.unique(ids).numel())
     print(f"N={args.n} rewards in {n_groups} groups, torch {torch.__version__}, {args.threads} thread(s)")
+    timings = {}
     for est in ("grpo", "drgrpo", "rloo"):
-        ms = best_ms(lambda: group_advantages(rewards, ids, est), args.repeats)
+        ms = timings[est] = best_ms(lambda: group_advantages(rewards, ids, est), args.repeats)
         status = "OK" if ms <= TARGET_MS else "SLOW"
         print(f"  {est:7s} {ms:7.2f} ms  (target {TARGET_MS:.0f} ms, ratio {ms / TARGET_MS:.2f}) {status}")
     small = 10_000
@@ -69,6 +76,11 @@ def main() -> None:
     print(
         f"  N={small}: per-group Python loop {loop_ms:.1f} ms vs vectorised {vec_ms:.2f} ms ({loop_ms / vec_ms:.0f}x)"
     )
+    if args.out:
+        data = {"n": args.n, "groups": n_groups, "ms": timings, "target_ms": TARGET_MS}
+        data |= {"loop_n": small, "loop_ms": loop_ms, "vectorised_ms": vec_ms, "torch": torch.__version__}
+        settings = {"n": args.n, "repeats": args.repeats, "threads": args.threads, "timing": "best of repeats"}
+        print(f"wrote {write_result(args.out, data, settings=settings, commit=commit)}")
 
 
 if __name__ == "__main__":
