@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-core test-verl lint venv bench fuzz soak clean
+.PHONY: demo test test-core test-verl lint venv bench fuzz soak docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ fuzz: $(STAMP)
 
 soak: $(STAMP)
 	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 100000 --pool 100000 --window 5000
+
+# Every number-bearing block of README.md and docs/*.md, rendered from the result files under results/
+docs: $(STAMP)
+	$(PY) -m adaptive_rollouts.reporting.render_docs
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) build *.egg-info src/*.egg-info

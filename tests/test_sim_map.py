@@ -156,11 +156,16 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
     result = run_map(cfg, tmp_path, progress=False)
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     assert not result["errors"]
-    report = write_map_report(result, tmp_path)
+    copy = tmp_path / "results" / "map" / "tiny.json"
+    report = write_map_report(result, tmp_path, command="adaptive-rollouts bench --map", results_copy=copy)
     text = report.read_text()
     assert "| bimodal/d8-Q6-pool60 |" in text and "no regret" in text
     assert (tmp_path / "heatmap_default.png").stat().st_size > 0
-    data = json.loads((tmp_path / "map.json").read_text())
+    raw = json.loads((tmp_path / "map.json").read_text())
+    assert raw["header"]["command"] == "adaptive-rollouts bench --map"  # a result file: command, commit, settings
+    assert raw["header"]["settings"]["steps"] == cfg.steps and raw["header"]["commit"]
+    assert json.loads(copy.read_text()) == raw  # the copy the docs render from
+    data = raw["data"]
     row = data["rows"][0]
     assert set(row["methods"]) == {"uniform", "default", "default@true-p"}
     assert row["methods"]["uniform"]["speedup"] == pytest.approx(1.0)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from adaptive_rollouts.cli import positive_int
@@ -59,6 +61,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=200_000,
         help="Monte Carlo draws per cell of the variance-formula check",
+    )
+    parser.add_argument(
+        "--results-dir",
+        default="results/map",
+        help="with --map: also write map.json as <this folder>/<name of --out>.json, the file the docs "
+        "render from ('' to skip)",
     )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
@@ -121,8 +129,13 @@ def run_map_command(args: argparse.Namespace) -> int:
         changes["aggregation"] = args.aggregations[0]
     cfg = dataclasses.replace(cfg, **changes)
     result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
-    report = write_map_report(result, args.out, plots=not getattr(args, "no_plots", False))
-    print(f"map: {report}")
+    results_dir = getattr(args, "results_dir", "")
+    copy = Path(results_dir) / f"{Path(args.out).resolve().name}.json" if results_dir else None
+    command = "adaptive-rollouts " + shlex.join(sys.argv[1:])  # the console script's or `python -m`'s arguments
+    report = write_map_report(
+        result, args.out, plots=not getattr(args, "no_plots", False), command=command, results_copy=copy
+    )
+    print(f"map: {report}" + (f"; result file for the docs: {copy}" if copy else ""))
     if result["errors"]:
         print(f"{len(result['errors'])} method/cell pairs not reported (see {report})", file=sys.stderr)
         return 1
