@@ -8,6 +8,7 @@ Run: .venv/bin/python benchmarks/advantages.py [--n 100000] [--repeats 20] [--ou
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (CI: 1)")
     ap.add_argument("--out", default=str(OUT), help="result file ('' to write none)")
     args = ap.parse_args()
-    commit = git_commit()  # the code that runs is the one at the start
+    commit, load = git_commit(), os.getloadavg()[0]  # the code that runs; how busy the machine was
     torch.set_num_threads(args.threads)
     rewards, ids = ragged_batch(args.n)
     n_groups = int(torch.unique(ids).numel())
@@ -78,7 +79,13 @@ def main() -> None:
     )
     if args.out:
         data = {"n": args.n, "groups": n_groups, "ms": timings, "target_ms": TARGET_MS}
-        data |= {"loop_n": small, "loop_ms": loop_ms, "vectorised_ms": vec_ms, "torch": torch.__version__}
+        data |= {
+            "load_average": load,
+            "loop_n": small,
+            "loop_ms": loop_ms,
+            "vectorised_ms": vec_ms,
+            "torch": torch.__version__,
+        }
         settings = {"n": args.n, "repeats": args.repeats, "threads": args.threads, "timing": "best of repeats"}
         print(f"wrote {write_result(args.out, data, settings=settings, commit=commit)}")
 

@@ -17,6 +17,7 @@ relative to ``allocate`` (>= 0 means allocate is at least as good). Targets: Q =
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def main() -> None:
     parser.add_argument("--upper", type=int, default=32)
     parser.add_argument("--out", default=str(OUT), help="result file ('' to write none)")
     args = parser.parse_args()
-    commit = git_commit()  # the code that runs is the one at the start
+    commit, load = git_commit(), os.getloadavg()[0]  # the code that runs; how busy the machine was
     sizes = [64, 256] if args.quick else [64, 256, 1024, 4096]
     rng = np.random.default_rng(0)
     lower, upper = args.lower, args.upper
@@ -136,7 +137,7 @@ def main() -> None:
     if args.out:
         settings = {"sizes": sizes, "lower": lower, "upper": upper, "slsqp_max_q": args.slsqp_max_q}
         settings |= {"budget_per_prompt": 8, "weights": "p(1-p), p ~ Beta(0.5, 0.5), seed 0", "timing": "median"}
-        print(f"wrote {write_result(args.out, {'rows': rows}, settings=settings, commit=commit)}")
+        print(f"wrote {write_result(args.out, {'rows': rows, 'load_average': load}, settings=settings, commit=commit)}")
 
 
 if __name__ == "__main__":
