@@ -125,6 +125,8 @@ def test_blocks_are_replaced_and_malformed_blocks_name_file_and_line():
     renderers = {"x": lambda root: "fresh\n"}
     text = "# t\n<!-- results: x -->\nstale\nlines\n<!-- /results -->\nend"
     assert render_text(text, renderers, ROOT) == "# t\n<!-- results: x -->\nfresh\n<!-- /results -->\nend"
+    indented = render_text("- item:\n  <!-- results: x -->\n  <!-- /results -->", renderers, ROOT)
+    assert indented == "- item:\n  <!-- results: x -->\n  fresh\n  <!-- /results -->"
     with pytest.raises(MarkerError, match=r"doc.md:1: no renderer named 'y'"):
         render_text("<!-- results: y -->\n<!-- /results -->", renderers, ROOT, source="doc.md")
     with pytest.raises(MarkerError, match=r"doc.md:2: results block 'x' is not closed"):

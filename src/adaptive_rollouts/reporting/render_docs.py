@@ -9,7 +9,8 @@ A block in the Markdown is delimited by two comments; everything between them is
 Every renderer ends its block with the source line of `results.provenance` (files, commit,
 command). ``python -m adaptive_rollouts.reporting.render_docs`` (``make docs``) rewrites the files;
 ``--check`` only reports the files whose blocks differ from what the committed results render
-(exit status 1). A block naming no registered renderer, an unclosed or nested block, and a
+(exit status 1). An indented opening comment indents the block's lines alike (a block inside a
+list item). A block naming no registered renderer, an unclosed or nested block, and a
 closing comment without an opening one are errors naming the file and line.
 
 >>> render_text("a\\n<!-- results: x -->\\nold\\n<!-- /results -->\\nb\\n", {"x": lambda root: "new"}, Path("."))
@@ -58,7 +59,8 @@ def render_text(text: str, renderers: Mapping[str, Renderer], root: Path, source
             i += 1
         if i == len(lines):
             raise MarkerError(f"{source}:{start}: results block {name!r} is not closed by '{CLOSE}'")
-        out.extend(renderers[name](root).strip("\n").split("\n"))
+        indent = line[: len(line) - len(line.lstrip())]  # a block inside a list item stays inside it
+        out.extend(indent + x if x else x for x in renderers[name](root).strip("\n").split("\n"))
         out.append(lines[i])
         i += 1
     return "\n".join(out)

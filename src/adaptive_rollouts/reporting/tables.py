@@ -1,12 +1,14 @@
 """The renderers of the docs' results blocks: each reads committed result files under results/ and
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
-`render_docs` uses; the regime map's renderer is in `map_tables`."""
+`render_docs` uses; the regime map's renderer is in `map_tables`, the reliability ones in
+`reliability_tables`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from adaptive_rollouts.reporting.map_tables import render_map
+from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
 from adaptive_rollouts.reporting.results import Result, load_result, provenance
 from adaptive_rollouts.sim.markdown import table
 
@@ -238,7 +240,28 @@ def render_predictors_recurring(root: Path) -> str:
         body.append(row)
     names = [n for n in RECURRING_COLUMNS if n in r.data["recurring"][0]["predictors"]]
     lines += table(["cell", *names], body)
+    lines += ["", *recurring_verdict(r)]
     return _block(lines, [r])
+
+
+HISTORY_ONLY = ("last visit", "WindowedMean(4)", "DiscountedBeta", "CumulativeMean")
+
+
+def recurring_verdict(r: Result) -> list[str]:
+    """Per cell: the default GP's MAE against the last visit's, and how much lower its log-loss is
+    than that of the best history-only predictor."""
+    out = []
+    for cell in r.data["recurring"]:
+        s = cell["predictors"]
+        gp, last = s["GaussianProcess"], s["last visit"]
+        best = min(HISTORY_ONLY, key=lambda n: s[n]["log_loss"])
+        rel = "at or below" if gp["mae"] <= last["mae"] else "above"
+        out.append(
+            f"- {cell['cell']}: the default's MAE {gp['mae']:.4f} is {rel} the last visit's {last['mae']:.4f}; its "
+            f"log-loss is {_pct_lower(gp['log_loss'], s[best]['log_loss']):.0f}% lower than the best history-only "
+            f"predictor's ({best})."
+        )
+    return out
 
 
 RENDERERS = {
@@ -250,4 +273,5 @@ RENDERERS = {
     "predictors-summary": render_predictors_summary,
     "predictors-recurring": render_predictors_recurring,
     "map": render_map,
+    **RELIABILITY_RENDERERS,
 }
