@@ -175,3 +175,12 @@ def test_map_block_renders_each_committed_map_with_its_source_or_says_how_to_mak
     text = render_map(tmp_path)
     assert "| pareto/d128-Q16-L64 | 1.25 (1.05-1.50) [0.90-1.60] (0.2) |" in text
     assert "Source: `results/map/noisy.json`, commit abc1234, command `adaptive-rollouts bench --map`." in text
+    # a map whose runs ran at two commits: refused, unless it was written allowing it, then said so
+    mixed = _tiny_map_data() | {"run_commits": {"abc1234": 10, "def5678": 3}}
+    path = write_result(tmp_path / "results" / "map" / "mixed.json", mixed, command="adaptive-rollouts bench --map")
+    with pytest.raises(MixedResultsError, match=r"results/map/mixed.json: runs of 2 commits"):
+        render_map(tmp_path)
+    write_result(path, mixed | {"allow_mixed_commits": True}, command="adaptive-rollouts bench --map")
+    assert "**Mixed runs: this map's runs ran at 2 commits:** abc1234 (10 runs), def5678 (3 runs)." in render_map(
+        tmp_path
+    )

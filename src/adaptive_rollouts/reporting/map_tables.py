@@ -1,13 +1,15 @@
 """The docs' regime-map block: every result file results/map/*.json (written by
 ``adaptive-rollouts bench --map``), each as its own section with the tables of map.md
 (`sim.map_report.map_markdown`) and its source line. Maps of different commands are never merged
-into one table; with no file there, the block says which command produces one."""
+into one table, and a file whose runs ran at several commits is refused unless it was written
+with ``--allow-mixed-commits`` (its tables then say so); with no file there, the block says which
+command produces one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.results import Result, load_result, provenance
+from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_result, provenance
 
 __all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "map_files"]
 
@@ -33,6 +35,9 @@ def render_map(root: Path) -> str:
     for path in files:
         loaded = load_result(path)
         r = Result(str(path.relative_to(root)), loaded.header, loaded.data)
+        commits = r.data.get("run_commits", {})
+        if len(commits) > 1 and not r.data.get("allow_mixed_commits"):
+            raise MixedResultsError(f"result file {r.path}: runs of {len(commits)} commits ({', '.join(commits)})")
         lines += [f"#### `{path.stem}`", "", f"`{r.command}`", ""]
         lines += map_markdown(r.data, level=5)
         lines += ["", provenance([r]), ""]

@@ -68,6 +68,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --map: also write map.json as <this folder>/<name of --out>.json, the file the docs "
         "render from ('' to skip)",
     )
+    parser.add_argument(
+        "--allow-mixed-commits",
+        action="store_true",
+        help="with --map: summarise runs.jsonl even if its runs ran at several commits (the tables say so)",
+    )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -104,6 +109,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 
 def run_map_command(args: argparse.Namespace) -> int:
+    from adaptive_rollouts.reporting.results import MixedResultsError
     from adaptive_rollouts.sim.map_report import write_map_report
     from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
     from adaptive_rollouts.sim.regimes import select_cells
@@ -132,9 +138,18 @@ def run_map_command(args: argparse.Namespace) -> int:
     results_dir = getattr(args, "results_dir", "")
     copy = Path(results_dir) / f"{Path(args.out).resolve().name}.json" if results_dir else None
     command = "adaptive-rollouts " + shlex.join(sys.argv[1:])  # the console script's or `python -m`'s arguments
-    report = write_map_report(
-        result, args.out, plots=not getattr(args, "no_plots", False), command=command, results_copy=copy
-    )
+    try:
+        report = write_map_report(
+            result,
+            args.out,
+            plots=not getattr(args, "no_plots", False),
+            command=command,
+            results_copy=copy,
+            allow_mixed_commits=getattr(args, "allow_mixed_commits", False),
+        )
+    except MixedResultsError as err:
+        print(f"adaptive-rollouts bench --map: {Path(args.out) / 'runs.jsonl'}: {err}", file=sys.stderr)
+        return 2
     print(f"map: {report}" + (f"; result file for the docs: {copy}" if copy else ""))
     if result["errors"]:
         print(f"{len(result['errors'])} method/cell pairs not reported (see {report})", file=sys.stderr)

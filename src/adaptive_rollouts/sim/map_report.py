@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_rollouts.atomic import atomic_write
-from adaptive_rollouts.reporting.results import write_result
+from adaptive_rollouts.reporting.results import MixedResultsError, write_result
 from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.sim.markdown import fmt as _fmt
 from adaptive_rollouts.sim.markdown import section, table
 from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
 
-__all__ = ["summarize_map", "write_map_report", "map_markdown", "map_data", "NOISE_DOMINATED"]
+__all__ = ["summarize_map", "write_map_report", "map_markdown", "map_data", "run_commits", "NOISE_DOMINATED"]
 
 
 def _with_ci(value: float | None, ci: Sequence[float]) -> str:
@@ -93,21 +93,46 @@ def _default_cells(row: dict) -> list[str]:
     ]
 
 
-def map_data(result: dict) -> dict:
-    """What map.json holds: the configuration, the tuned rates, the summary (`summarize_map`) and
-    the method/cell pairs not run yet."""
+def run_commits(result: dict) -> dict[str, int]:
+    """How many of the map's runs ran at each commit (``unknown``: a run recorded without one)."""
+    counts: dict[str, int] = {}
+    for r in result["runs"].values():
+        counts[r.get("commit", "unknown")] = counts.get(r.get("commit", "unknown"), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def map_data(result: dict, allow_mixed_commits: bool = False) -> dict:
+    """What map.json holds: the configuration, the tuned rates, the summary (`summarize_map`), the
+    method/cell pairs not run yet and the commits the runs ran at. Runs of several commits raise
+    `MixedResultsError` unless ``allow_mixed_commits`` (then the tables say so)."""
+    commits = run_commits(result)
+    if len(commits) > 1 and not allow_mixed_commits:
+        raise MixedResultsError(
+            f"the map's runs ran at {len(commits)} commits ({_commit_list(commits)}): rerun them in a fresh --out "
+            "folder, or allow it (bench --map --allow-mixed-commits), which the tables then state"
+        )
     return {
         "config": result["config"],
         "lr": result["lr"],
         **summarize_map(result),
         "missing": result.get("missing", []),
+        "run_commits": commits,
+        "allow_mixed_commits": allow_mixed_commits,
     }
+
+
+def _commit_list(commits: dict[str, int]) -> str:
+    return ", ".join(f"{c[:10]}{'-dirty' if c.endswith('-dirty') else ''} ({n} runs)" for c, n in commits.items())
 
 
 def map_markdown(data: dict, level: int = 2) -> list[str]:
     """The tables and target checks of a map, from map.json's data; sections at ``level``."""
     cfg = data["config"]
-    lines = [
+    commits = data.get("run_commits", {})
+    lines = []
+    if len(commits) > 1:
+        lines += [f"**Mixed runs: this map's runs ran at {len(commits)} commits:** {_commit_list(commits)}.", ""]
+    lines += [
         f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
         f"the accuracy of the average of Uniform's and the method's seed-mean curves at {cfg['target_at']:.0%} "
         f"of the run, on their running max "
@@ -190,11 +215,12 @@ def write_map_report(
     plots: bool = True,
     command: str | None = None,
     results_copy: str | Path | None = None,
+    allow_mixed_commits: bool = False,
 ) -> Path:
     """map.md, map.json (a result file: summary + config; the runs stay in runs.jsonl) and heatmaps
     in ``folder``; with ``results_copy`` the same result file there too (for results/map/)."""
     folder = Path(folder)
-    data = map_data(result)
+    data = map_data(result, allow_mixed_commits)
     settings = dict(result["config"])
     written = write_result(folder / "map.json", data, command=command, settings=settings)
     if results_copy is not None:  # the same bytes, header included
