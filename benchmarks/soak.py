@@ -114,7 +114,7 @@ def main() -> None:
         q, answers, rewards, _ = sim.drain()
         if sum(len(r) for r in returned) != args.budget or q.size != args.budget:
             raise AssertionError(f"step {step}: budget not spent exactly")
-        problem.W = problem.W + args.lr * sim.batch_gradient(q, answers, rewards, cfg)
+        problem.set_parameters(problem.parameters() + args.lr * sim.batch_gradient(q, answers, rewards, cfg))
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
             save_state(checkpoint, alloc.state_dict())
             alloc.load_state_dict(load_state(checkpoint))

@@ -206,7 +206,7 @@ def render_predictors_summary(root: Path) -> str:
     gp_cost = max((x for x in r.data["cost"] if x["predictor"] == "GaussianProcess"), key=lambda x: x["pool"])
     ll, mae = blend_vs_logloss(r)
     text = (
-        f"on synthetic drifting traces (seeds {r.settings.get('seeds')}) our `GaussianProcess` has "
+        f"On synthetic drifting traces (seeds {r.settings.get('seeds')}) our `GaussianProcess` has "
         f"{min(gp_vs_paper):.0f}% to {max(gp_vs_paper):.0f}% lower next-step log-loss than `PaperGP` and "
         f"{min(gp_vs_beta):.0f}% to {max(gp_vs_beta):.0f}% lower than `DiscountedBeta` in the "
         f"{len(gp_vs_paper)} scenarios; {_ms(gp_cost['cpu_ms'])} ms CPU per {r.settings.get('batch')}-prompt step "
@@ -277,7 +277,24 @@ def recurring_verdict(r: Result) -> list[str]:
     return out
 
 
+AGGREGATION_TIMING = "results/aggregation/timing.json"
+
+
+def render_aggregation_timing(root: Path) -> str:
+    r = _load(root, AGGREGATION_TIMING)
+    body = []
+    for x in r.data["rows"]:
+        shape = f"Q = {x['q']}" + "".join(
+            f", {label} {x[k]}" for k, label in (("upper", "upper"), ("budget", "C ="), ("features", "D =")) if k in x
+        )
+        body.append([f"`{x['piece']}`", shape, _ms(x["ms"])])
+    lines = table(["piece", "shape", "median wall ms"], body)
+    lines += ["", f"Wall time{_load_note(r.data)}."]
+    return _block(lines, [r])
+
+
 RENDERERS = {
+    "aggregation-timing": render_aggregation_timing,
     "solver-table": render_solver_table,
     "solver-summary": render_solver_summary,
     "advantages-summary": render_advantages_summary,
