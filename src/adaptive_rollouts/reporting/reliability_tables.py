@@ -23,7 +23,7 @@ def _load(root: Path, rel: str) -> Result:
 
 def _load_note(data: dict) -> str:
     load = data.get("load_average")
-    return "" if load is None else f"; 1-minute load average {load:.1f} at the start"
+    return "" if load is None else f", at a 1-minute load average of {load:.1f}"
 
 
 def render_scale_table(root: Path) -> str:
@@ -68,7 +68,8 @@ def fuzz_summary(r: Result) -> str:
         f"**{len(bad)} targets with violations**{' (' + ', '.join(bad) + ')' if bad else ''}: {other}"
     )
     if per_alloc:
-        text += f", and {min(per_alloc):,}-{max(per_alloc):,} for each of {len(per_alloc)} allocator configurations"
+        spread = f"{min(per_alloc):,}" + (f"-{max(per_alloc):,}" if max(per_alloc) > min(per_alloc) else "")
+        text += f", and {spread} for each of {len(per_alloc)} allocator configurations"
     return text + "."
 
 

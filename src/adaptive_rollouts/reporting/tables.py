@@ -31,7 +31,7 @@ def _block(lines: list[str], results: list[Result]) -> str:
 
 def _load_note(data: dict) -> str:
     load = data.get("load_average")
-    return "" if load is None else f" (1-minute load average {load:.1f} at the start on the machine that ran it)"
+    return "" if load is None else f", at a 1-minute load average of {load:.1f} on the machine that ran it"
 
 
 # ---- solver ---------------------------------------------------------------------------------------
@@ -49,6 +49,11 @@ def _ms(x: float | None) -> str:
     if x is None:
         return "not run"
     return f"{x:,.0f}" if x >= 100 else f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def _unit(r: Result) -> str:
+    """ "CPU ms" when the benchmark timed process time (its settings say so), else "ms"."""
+    return "CPU ms" if "CPU" in str(r.settings.get("timing", "")) else "ms"
 
 
 def solver_rows(root: Path) -> tuple[Result, list[dict]]:
@@ -71,7 +76,9 @@ def render_solver_table(root: Path) -> str:
         ]
         for x in rows
     ]
-    head = ["objective", "Q", "allocate ms", "solve_kkt ms", "SLSQP ms", "SLSQP / allocate", "gap KKT", "gap SLSQP"]
+    unit = _unit(r)
+    head = ["objective", "Q", f"allocate {unit}", f"solve_kkt {unit}", f"SLSQP {unit}", "SLSQP / allocate"]
+    head += ["gap KKT", "gap SLSQP"]
     lines = table(head, body)
     at = {x["objective"]: x for x in rows if x["q"] == 1024}
     if at:
@@ -99,7 +106,7 @@ def render_solver_summary(root: Path) -> str:
     big = max(x["q"] for x in rows)
     at = {x["objective"]: x for x in rows if x["q"] == (1024 if any(x["q"] == 1024 for x in rows) else big)}
     q = next(iter(at.values()))["q"]
-    times = " and ".join(f"{_ms(x['allocate_ms'])} ms for {o}" for o, x in at.items())
+    times = " and ".join(f"{_ms(x['allocate_ms'])} {_unit(r)} for {o}" for o, x in at.items())
     sl = [(x["slsqp_ms"] / x["allocate_ms"], x["q"]) for x in rows if x["slsqp_ms"] is not None]
     text = f"`allocate` at Q = {q} takes {times}{_load_note(r.data)}, exactly optimal"
     if sl:
@@ -132,8 +139,8 @@ def render_advantages_summary(root: Path) -> str:
     ms = d["ms"]
     text = (
         f"{d['n']:,} rewards in {d['groups']:,} ragged groups: "
-        + ", ".join(f"{est} {v:.1f} ms" for est, v in ms.items())
-        + f" (target {d['target_ms']:g} ms){_load_note(d)}; a per-group Python loop takes "
+        + ", ".join(f"{est} {v:.1f} {_unit(r)}" for est, v in ms.items())
+        + f" against a target of {d['target_ms']:g} ms{_load_note(d)}; a per-group Python loop takes "
         f"{d['loop_ms'] / d['vectorised_ms']:.0f}x longer on {d['loop_n']:,} rewards."
     )
     return _block([text], [r])
@@ -289,7 +296,7 @@ def render_aggregation_timing(root: Path) -> str:
         )
         body.append([f"`{x['piece']}`", shape, _ms(x["ms"])])
     lines = table(["piece", "shape", "median wall ms"], body)
-    lines += ["", f"Wall time{_load_note(r.data)}."]
+    lines += ["", f"Wall time{_load_note(r.data)}."] if "load_average" in r.data else []
     return _block(lines, [r])
 
 
