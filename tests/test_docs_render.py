@@ -184,3 +184,17 @@ def test_map_block_renders_each_committed_map_with_its_source_or_says_how_to_mak
     assert "**Mixed runs: this map's runs ran at 2 commits:** abc1234 (10 runs), def5678 (3 runs)." in render_map(
         tmp_path
     )
+
+
+def test_bench_map_writes_its_result_file_under_the_results_folder(tmp_path):
+    from adaptive_rollouts.cli import main
+
+    args = ["bench", "--map", "--quick", "--cells", "pareto/d16-Q32", "--methods", "uniform", "--steps", "2"]
+    args += ["--out", str(tmp_path / "runs" / "tiny"), "--results-dir", str(tmp_path / "results" / "map")]
+    main([*args, "--no-plots", "--no-progress"])
+    copy = load_result(tmp_path / "results" / "map" / "tiny.json")
+    assert copy.settings["steps"] == 2 and copy.command.startswith("adaptive-rollouts ")
+    assert (tmp_path / "runs" / "tiny" / "map.json").read_bytes() == (
+        tmp_path / "results" / "map" / "tiny.json"
+    ).read_bytes()
+    assert "#### `tiny`" in render_map(tmp_path)
