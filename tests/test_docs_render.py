@@ -197,4 +197,4 @@ def test_bench_map_writes_its_result_file_under_the_results_folder(tmp_path):
     assert (tmp_path / "runs" / "tiny" / "map.json").read_bytes() == (
         tmp_path / "results" / "map" / "tiny.json"
     ).read_bytes()
-    assert "#### `tiny`" in render_map(tmp_path)
+    assert "### Map `tiny`" in render_map(tmp_path)

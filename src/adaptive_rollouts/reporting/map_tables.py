@@ -38,7 +38,7 @@ def render_map(root: Path) -> str:
         commits = r.data.get("run_commits", {})
         if len(commits) > 1 and not r.data.get("allow_mixed_commits"):
             raise MixedResultsError(f"result file {r.path}: runs of {len(commits)} commits ({', '.join(commits)})")
-        lines += [f"#### `{path.stem}`", "", f"`{r.command}`", ""]
-        lines += map_markdown(r.data, level=5)
+        lines += [f"### Map `{path.stem}`", "", f"`{r.command}`", ""]
+        lines += map_markdown(r.data, level=4)
         lines += ["", provenance([r]), ""]
     return "\n".join(lines)
