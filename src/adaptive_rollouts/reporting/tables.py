@@ -83,7 +83,7 @@ def render_solver_table(root: Path) -> str:
     at = {x["objective"]: x for x in rows if x["q"] == 1024}
     if at:
         worst = max(x["allocate_ms"] for x in at.values())
-        parts = ", ".join(f"{_ms(x['allocate_ms'])} ms {o}" for o, x in at.items())
+        parts = ", ".join(f"{_ms(x['allocate_ms'])} {unit} {o}" for o, x in at.items())
         lines += [
             "",
             f"Target Q = 1024 in <= 5 ms: {'met' if worst <= 5 else 'not met'} ({parts}){_load_note(r.data)}.",
