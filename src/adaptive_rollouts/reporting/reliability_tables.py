@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.results import Result, load_result, provenance
+from adaptive_rollouts.reporting.blocks import load_note, load_relative
+from adaptive_rollouts.reporting.results import Result, provenance
 from adaptive_rollouts.sim.markdown import table
 
 __all__ = ["SCALE", "FUZZ", "SOAK", "RELIABILITY_RENDERERS"]
@@ -16,18 +17,8 @@ SOAK = "results/soak/soak.json"
 ALLOCATE_TARGET_S, RUN_TARGET_S = 1.0, 10.0
 
 
-def _load(root: Path, rel: str) -> Result:
-    r = load_result(root / rel)
-    return Result(rel, r.header, r.data)
-
-
-def _load_note(data: dict) -> str:
-    load = data.get("load_average")
-    return "" if load is None else f", at a 1-minute load average of {load:.1f}"
-
-
 def render_scale_table(root: Path) -> str:
-    r = _load(root, SCALE)
+    r = load_relative(root, SCALE)
     body = []
     for x in r.data["rows"]:
         c = x["case"]
@@ -51,7 +42,7 @@ def render_scale_table(root: Path) -> str:
             f"{x['sample_cpu_s']:.1f} s of it the benchmark's own `sample`)"
             for name, x in runs.items()
         )
-        + f"{_load_note(r.data)}.",
+        + f"{load_note(r.data)}.",
     ]
     return "\n".join([*lines, "", provenance([r])])
 
@@ -64,7 +55,7 @@ def fuzz_summary(r: Result) -> str:
         f"`{t['target']}` {t['cases']:,}" for t in d["targets"] if not t["target"].startswith("allocator:")
     )
     text = (
-        f"{d['total']:,} cases in {d['seconds']:.0f} s{_load_note(d)}, "
+        f"{d['total']:,} cases in {d['seconds']:.0f} s{load_note(d)}, "
         f"**{len(bad)} targets with violations**{' (' + ', '.join(bad) + ')' if bad else ''}: {other}"
     )
     if per_alloc:
@@ -74,12 +65,12 @@ def fuzz_summary(r: Result) -> str:
 
 
 def render_fuzz_summary(root: Path) -> str:
-    r = _load(root, FUZZ)
+    r = load_relative(root, FUZZ)
     return f"`{r.command}`: {fuzz_summary(r)}\n\n{provenance([r])}"
 
 
 def render_soak(root: Path) -> str:
-    r = _load(root, SOAK)
+    r = load_relative(root, SOAK)
     d = r.data
     body = [
         [f"{w['end_step']:,}", f"{w['rss_mib']:.1f}", f"{w['ms_per_step']:.2f}", f"{w['cpu_ms_per_step']:.2f}"]
