@@ -280,3 +280,18 @@ def test_method_options_build_a_variant_under_its_own_label():
             method_options(bad)
     with pytest.raises(TypeError):
         build_allocator("vigor[colour=1]", pb, 0)
+
+
+def test_saving_map_reports_rollouts_spent_and_the_saving_targets(tmp_path):
+    cfg = dataclasses.replace(_tiny_map(), methods=("uniform", "default", "oracle-skip", "greso-fill"))
+    result = run_map(cfg, tmp_path, progress=False)
+    text = write_map_report(result, tmp_path, plots=False).read_text()
+    data = json.loads((tmp_path / "map.json").read_text())["data"]
+    methods = data["rows"][0]["methods"]
+    assert methods["greso-fill"]["spend"] == pytest.approx(1.0)  # a "fill" allocator spends Uniform's rollouts
+    assert methods["default"]["spend"] < 1.0 and methods["oracle-skip"]["spend"] < 1.0
+    (target,) = data["saving_targets"]
+    assert target["known_p_bound"] == methods["oracle-skip"]["speedup"]
+    assert target["needed"] == (1.5 if target["zero_variance_fraction"] >= 0.3 else 0.97)
+    assert target["met"] == (methods["default"]["speedup"] >= target["needed"])
+    assert "Rollouts generated over the run" in text and "Saving targets" in text

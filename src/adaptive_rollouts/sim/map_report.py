@@ -164,6 +164,8 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
     header = ["cell", "at its own best rate (90% CI)", "at Uniform's best rate (90% CI)", "null control (90% CI)"]
     header += ["batch noise/signal: Uniform", "default", "true-p optimum", "default@true-p"]
     lines += table(header, (_default_cells(r) for r in data["rows"] if DEFAULT in r["methods"]))
+    if data.get("saving_targets"):
+        lines += _saving_lines(data, level)
     lines += section("Targets", level)
     lines += _target_lines(data["targets"])
     if data["errors"]:
@@ -172,6 +174,54 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
     if data.get("missing"):
         lines += section(f"Not run yet (partial map: {len(data['missing'])} method/cell pairs)", level)
         lines.append(", ".join(data["missing"]))
+    return lines
+
+
+def _saving_lines(data: dict, level: int) -> list[str]:
+    """Rollouts generated (share of Uniform's) and final accuracy per method; the saving targets."""
+    shown = [m for m in data["config"]["methods"] if m != "uniform"]
+    lines = section("Rollouts generated over the run, as a share of Uniform's (final accuracy minus Uniform's)", level)
+    lines += table(
+        ["cell", *shown],
+        (
+            [
+                r["cell"],
+                *(
+                    f"{e['spend']:.2f} ({e['final_gap']:+.3f})" if (e := r["methods"].get(m)) and "spend" in e else "-"
+                    for m in shown
+                ),
+            ]
+            for r in data["rows"]
+        ),
+    )
+    lines += section(
+        "Saving targets: the default >= 1.5x where >= 30% of Uniform's groups are all-equal, >= 0.97x everywhere", level
+    )
+    lines += table(
+        [
+            "cell",
+            "Uniform's all-equal groups",
+            "default (90% CI)",
+            "rollouts",
+            "needed",
+            "met",
+            "known-p bound",
+            "share of it",
+        ],
+        (
+            [
+                t["cell"],
+                f"{t['zero_variance_fraction']:.0%}",
+                f"{_fmt(t['speedup'])} ({_fmt(t['ci90'][0])}-{_fmt(t['ci90'][1])})",
+                f"{t['spend']:.2f}",
+                f"{t['needed']:g}",
+                "yes" if t["met"] else "**no**",
+                _fmt(t["known_p_bound"]),
+                f"{t['share_of_bound']:.0%}" if t["share_of_bound"] == t["share_of_bound"] else "-",
+            ]
+            for t in data["saving_targets"]
+        ),
+    )
     return lines
 
 
