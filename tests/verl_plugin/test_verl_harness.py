@@ -15,37 +15,7 @@ torch = pytest.importorskip("torch")
 
 import harness as H  # noqa: E402
 import harness_plugins as plugins  # noqa: E402
-
-P = {k: [0.0, 0.25, 0.5, 0.9][k % 4] for k in range(64)}
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch, clean_queue):
-    """run(steps, files=..., llm=..., **overrides) -> (trainer, manager, logged metrics per step)."""
-    import verl.trainer.ppo.v1.trainer_base as trainer_base
-
-    monkeypatch.setattr(trainer_base, "Tracking", H.RecordingTracker)
-    default_file = H.write_dataset(str(tmp_path / "toy.parquet"), list(range(8)))
-
-    def go(steps, files=None, llm=None, root=None, **overrides):
-        root = root or str(tmp_path / "run")
-        os.makedirs(root, exist_ok=True)
-        cfg = H.compose(H.base_overrides(root, files or [default_file], steps, **overrides))
-        return H.train(cfg, llm or H.FakeLLM(P))
-
-    return go
-
-
-def rows_by_uid(update):
-    out = {}
-    for row in update["rows"]:
-        if not row["padding"]:
-            out.setdefault(row["uid"], []).append(row)
-    return out
-
-
-def step_metrics(logged, step):
-    return next(m for s, m in logged if s == step)
+from harness import rows_by_uid, step_metrics  # noqa: E402
 
 
 def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
@@ -101,7 +71,7 @@ def test_zero_rollout_prompt_is_reported_and_untrained(run):
 
 
 def test_failed_session_single_shot_trains_the_rest_and_pads(run):
-    llm = H.FakeLLM(P)
+    llm = H.FakeLLM(H.P)
     llm.fail = {(1, 2, 0)}  # step 1, question q2, its first call crashes
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "harness_plugins:SkipLast"})
     prompts, rewards = trainer.allocator.observed[0]
@@ -116,7 +86,7 @@ def test_failed_session_single_shot_trains_the_rest_and_pads(run):
 
 
 def test_failed_session_progressive_is_redispatched(run):
-    llm = H.FakeLLM(P)
+    llm = H.FakeLLM(H.P)
     llm.fail = {(1, 1, 0)}
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "vigor"})
     m = step_metrics(logged, 1)
@@ -127,7 +97,7 @@ def test_failed_session_progressive_is_redispatched(run):
 
 
 def test_persistently_failing_prompt_trains_what_exists(run):
-    llm = H.FakeLLM(P)
+    llm = H.FakeLLM(H.P)
     llm.fail = {(1, 3, c) for c in range(64)}  # q3 never answers
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "vigor", "adaptive.session_retries": 1})
     m = step_metrics(logged, 1)
@@ -140,7 +110,7 @@ def test_persistently_failing_prompt_trains_what_exists(run):
 def test_multi_turn_tool_agent_one_reward_per_session(run):
     from verl.trainer.ppo import core_algos
 
-    llm = H.FakeLLM(P, tool_first=True)
+    llm = H.FakeLLM(H.P, tool_first=True)
     trainer, manager, logged = run(
         1,
         llm=llm,
