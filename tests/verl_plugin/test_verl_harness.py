@@ -188,15 +188,23 @@ def test_plus_minus_one_rewards_outside_a_declared_range_raise(run, tmp_path):
         run(1, files=[f], **{"adaptive.allocator": "uniform", "adaptive.reward_range": "[0,1]"})
 
 
-def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tmp_path):
+@pytest.mark.parametrize(
+    "allocator",
+    [
+        {"adaptive.allocator": "vip", "adaptive.encoder": "harness_plugins:HashEncoder"},
+        {"adaptive.allocator": "harness_plugins:SaveSingleShot"},  # saving: skips, fewer rollouts
+        {"adaptive.allocator": "harness_plugins:SaveProgressive"},
+    ],
+    ids=["vip", "saving-single-shot", "saving-progressive"],
+)
+def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tmp_path, allocator):
     plugins.StateCheck.seen.clear()
     common = {
-        "adaptive.allocator": "vip",
-        "adaptive.encoder": "harness_plugins:HashEncoder",
+        **allocator,
         "trainer.save_freq": 2,
         "trainer.checkpoint_callback_class": "harness_plugins.StateCheck",
     }
-    full, _, _ = run(4, root=str(tmp_path / "full"), **common)
+    full, _, full_log = run(4, root=str(tmp_path / "full"), **common)
     run(2, root=str(tmp_path / "resumed"), **common)
     assert plugins.StateCheck.seen[-1] == {
         "step": 2,
@@ -207,10 +215,16 @@ def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tm
     shutil.copytree(tmp_path / "resumed", tmp_path / "stateless")
     os.remove(tmp_path / "stateless" / "ckpt" / "global_step_2" / "adaptive_allocator.safetensors")
     resume = {**common, "trainer.resume_mode": "auto"}
-    resumed, _, _ = run(4, root=str(tmp_path / "resumed"), **resume)
+    resumed, _, resumed_log = run(4, root=str(tmp_path / "resumed"), **resume)
     assert resumed.actor_rollout_wg.loaded  # verl's own resume ran
     assert len(resumed.actor_rollout_wg.updates) == 2  # steps 3 and 4
     assert H.trained_counts(full.actor_rollout_wg)[2:] == H.trained_counts(resumed.actor_rollout_wg)
+    spending = ["rollouts_spent", "rollouts_saved", "skipped", "trained_rows", "padding_rows", "response_tokens"]
+    for step in (3, 4):  # what the resumed steps spent, saved, skipped and padded is the uninterrupted run's
+        expected, got = step_metrics(full_log, step), step_metrics(resumed_log, step)
+        assert [got["adaptive/" + k] for k in spending] == [expected["adaptive/" + k] for k in spending]
+        if "Save" in allocator["adaptive.allocator"]:  # the resumed steps did skip and save
+            assert got["adaptive/skipped"] >= 1 and got["adaptive/rollouts_saved"] > 0
     # the same resume without the allocator's state allocates differently: the check bites
     stateless, _, _ = run(4, root=str(tmp_path / "stateless"), **resume)
     assert H.trained_counts(full.actor_rollout_wg)[2:] != H.trained_counts(stateless.actor_rollout_wg)
