@@ -10,6 +10,8 @@ import numpy as np
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
 
+from adaptive_rollouts.types import Plan
+
 
 class HashEncoder:
     """A tiny text encoder (adaptive.encoder=harness_plugins:HashEncoder): 16 hashed word features."""
@@ -59,17 +61,17 @@ class SkipLast:
 
 
 def _draw_parts(answer, asked):
-    """(rewards, unscored) of a ``sample`` answer: a list of arrays, or a Draw with ``unscored``."""
-    if hasattr(answer, "unscored"):
-        return [np.asarray(r, dtype=float) for r in answer.rewards], np.asarray(answer.unscored, dtype=np.int64)
-    return [np.asarray(r, dtype=float) for r in answer], np.zeros(len(asked), dtype=np.int64)
+    """(rewards, unscored) of a ``sample`` answer: a list of arrays, or a `Draw` (a list with ``unscored``)."""
+    unscored = getattr(answer, "unscored", np.zeros(len(asked), dtype=np.int64))
+    return [np.asarray(r, dtype=float) for r in answer], np.asarray(unscored, dtype=np.int64)
 
 
 class SaveSingleShot:
     """A saving single-shot allocator (``kind = "save"``): a prompt seen for the first time gets 3
     rollouts, one whose last group varied 4, one whose last group was all-equal 0 (skipped, and
     forgotten: next time it is new again); the last prompt of every batch is skipped. Steps listed
-    in ``empty_steps`` skip every prompt. Its state is what it remembers."""
+    in ``empty_steps`` skip every prompt. ``plan`` returns a `Plan`, as the library's allocators do.
+    Its state is what it remembers."""
 
     kind = "save"
 
@@ -86,9 +88,11 @@ class SaveSingleShot:
         counts[-1] = 0
         if self.steps in self.empty_steps:
             counts[:] = 0
-        return counts
+        return Plan(list(prompts), counts, budget)
 
-    def observe(self, prompts, rewards):
+    def observe(self, plan, rewards):
+        assert isinstance(plan, Plan)  # the trainer gives the plan back
+        prompts = plan.prompts
         self.observed.append((list(prompts), [np.asarray(r).tolist() for r in rewards]))
         for p, r in zip(prompts, rewards):
             r = np.asarray(r)

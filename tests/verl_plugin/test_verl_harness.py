@@ -35,7 +35,7 @@ def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
         m = step_metrics(logged, step)
         scores = [r["score"] for g in groups.values() for r in g]
         # the logged allocation metrics are this step's (not the previous plan's mixed in)
-        assert m["adaptive/rollouts"] == 16
+        assert m["adaptive/rollouts_spent"] == 16 and m["adaptive/effective_rollouts"] <= 16
         assert m["adaptive/mean_reward"] == pytest.approx(np.mean(scores))
         assert m["adaptive/count_max"] == max(len(g) for g in groups.values())
         assert "regime/zero_variance_fraction" in m
@@ -102,7 +102,7 @@ def test_persistently_failing_prompt_trains_what_exists(run):
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "vigor", "adaptive.session_retries": 1})
     m = step_metrics(logged, 1)
     assert m["adaptive/incomplete_step"] == 1 and m["adaptive/missing_rollouts"] > 0
-    assert "adaptive/rollouts" not in m  # the allocator did not finish: no stale allocation metrics
+    assert "adaptive/effective_rollouts" not in m  # the allocator did not finish: no stale allocation metrics
     prompts = {r["prompt"] for r in trainer.actor_rollout_wg.updates[0]["rows"] if not r["padding"]}
     assert "question q3" not in prompts and "question q0" in prompts
 
@@ -120,7 +120,7 @@ def test_multi_turn_tool_agent_one_reward_per_session(run):
     update = trainer.actor_rollout_wg.updates[0]
     rows = [r for r in update["rows"] if not r["padding"]]
     assert len(rows) == 32  # two outputs (turns) per session, 16 sessions
-    assert step_metrics(logged, 1)["adaptive/rollouts"] == 16
+    assert step_metrics(logged, 1)["adaptive/rollouts_spent"] == 16
     sessions = {}
     for r in rows:
         round_uid, s, _ = r["key"].rsplit("_", 2)  # a round's uid; r["uid"] is the prompt's
@@ -263,4 +263,4 @@ def test_the_yaml_default_is_the_recommended_allocator(run):
     assert not trainer.single_shot
     for step, update in enumerate(trainer.actor_rollout_wg.updates, start=1):
         assert len(rows_by_uid(update)) == 4 and sum(len(g) for g in rows_by_uid(update).values()) == 16
-        assert step_metrics(logged, step)["adaptive/rollouts"] == 16
+        assert step_metrics(logged, step)["adaptive/rollouts_spent"] == 16

@@ -53,9 +53,11 @@ def test_allocator_kind_is_declared_or_fill():
     class Odd:
         kind = "maybe"
 
-    assert S.allocator_kind(object()) == "fill" and S.allocator_kind(Saver()) == "save"
+    from adaptive_rollouts.types import allocator_kind  # what the trainer reads
+
+    assert allocator_kind(object()) == "fill" and allocator_kind(Saver()) == "save"
     with pytest.raises(ValueError, match="Odd.kind must be 'fill' or 'save', got 'maybe'"):
-        S.allocator_kind(Odd())
+        allocator_kind(Odd())
 
 
 def test_batch_metrics_count_padding_apart_from_trajectories():

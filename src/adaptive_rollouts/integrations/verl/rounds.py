@@ -28,18 +28,10 @@ from typing import Any
 
 import numpy as np
 
-try:
-    from adaptive_rollouts.types import Draw
-except ImportError:  # TEMP until the allocation contract is merged: remove on merge
-    from typing import NamedTuple
-
-    class Draw(NamedTuple):  # type: ignore[no-redef]
-        rewards: list
-        unscored: np.ndarray
-
+from adaptive_rollouts.types import Draw, allocator_kind
 
 from . import rollouts as R
-from .steps import StepFeedback, allocator_kind, assign_rollout_counts
+from .steps import StepFeedback, assign_rollout_counts
 
 logger = logging.getLogger(__name__)
 

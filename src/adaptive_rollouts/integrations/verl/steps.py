@@ -19,7 +19,6 @@ __all__ = [
     "ROLLOUT_N_FIELD",
     "StepFeedback",
     "allocator_metrics",
-    "allocator_kind",
     "assign_rollout_counts",
     "batch_metrics",
     "check_counts",
@@ -32,15 +31,6 @@ ROLLOUT_N_FIELD = "__rollout_n__"
 
 def is_single_shot(allocator: Any) -> bool:
     return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
-
-
-def allocator_kind(allocator: Any) -> str:
-    """``"fill"`` (spends exactly the budget; also when the allocator declares no kind) or ``"save"``
-    (spends at most the budget, may skip prompts)."""
-    kind = getattr(allocator, "kind", "fill")
-    if kind not in ("fill", "save"):
-        raise ValueError(f"{type(allocator).__name__}.kind must be 'fill' or 'save', got {kind!r}")
-    return kind
 
 
 def check_counts(counts: Any, n_prompts: int, budget: int, kind: str = "fill") -> np.ndarray:

@@ -42,6 +42,7 @@ import numpy as np
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Plan, allocator_kind
 
 from . import rollouts as R
 from .config import (
@@ -59,7 +60,6 @@ from .rounds import run_rounds, select_rows
 from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, prompt_text, rekey_dataloader
 from .steps import (
     StepFeedback,
-    allocator_kind,
     allocator_metrics,
     assign_rollout_counts,
     batch_metrics,
@@ -137,7 +137,9 @@ def _make_trainer_class():
                 encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
                 self.texts = KeyedTexts(encoder)
             self.allocator = None if needs_pool(s.allocator, s.allocator_kwargs) else self._build_allocator()
-            self._pending: tuple[list, list[str], np.ndarray] | None = None
+            self._pending: tuple[Any, list, list[str], np.ndarray] | None = (
+                None  # single-shot: plan, keys, uids, counts
+            )
 
         def _build_allocator(self, predictor: Any = None) -> Any:
             s = self.settings
@@ -194,7 +196,7 @@ def _make_trainer_class():
                 if live.size:  # skipped prompts are not dispatched
                     sub = batch if live.size == len(keys) else select_rows(batch, live, self.global_steps)
                     self._submit_batch_to_rollout(assign_rollout_counts(sub, counts[live]))
-                self._pending = (keys, uids, counts)
+                self._pending = (plan if isinstance(plan, Plan) else keys, keys, uids, counts)
                 self._step_groups, self._step_spent = int(live.size), int(counts.sum())
                 return {}  # this step's metrics come with its rewards, in _observe_pending
             feedback, self._step_groups = run_rounds(self, batch, keys, uids)
@@ -240,13 +242,13 @@ def _make_trainer_class():
         def _observe_pending(self, trajectory_keys: list, metrics: dict) -> None:
             """A single-shot step's rewards (read from ``trajectory_keys``) to ``observe``, and its metrics."""
             assert self._pending is not None
-            keys, uids, counts = self._pending
+            plan, keys, uids, counts = self._pending
             self._pending = None
             sessions = R.read_session_scores(trajectory_keys, "train")
             feedback = StepFeedback(keys, counts, self.signal, self.budget)
             for i, uid in enumerate(uids):
                 feedback.add(i, sessions.of(uid), int(counts[i]))
-            self.allocator.observe(keys, feedback.successes())
+            self.allocator.observe(plan, feedback.successes())
             metrics.update(self._step_metrics(keys, feedback))
 
         def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
