@@ -120,3 +120,15 @@ def test_an_allocator_asking_past_the_budget_is_stopped_before_dispatch(run, mon
     monkeypatch.setattr(plugins.SaveProgressive, "run", overspend)
     with pytest.raises(ValueError, match="asked for 17 rollouts this step in all, the budget is 16"):
         run(1, **{"adaptive.allocator": PROGRESSIVE})
+
+
+def test_a_dispatch_whose_sessions_all_fail_makes_no_update(run, clean_queue):
+    llm = H.FakeLLM(H.P)
+    llm.fail = {(1, k, c) for k in range(3) for c in range(3)}  # every session of step 1 crashes
+    trainer, manager, logged = run(2, llm=llm, **{"adaptive.allocator": SINGLE})
+    m = step_metrics(logged, 1)
+    assert m["adaptive/update_skipped"] == 1 and m["adaptive/trained_rows"] == 0
+    assert (m["adaptive/rollouts_spent"], m["adaptive/failed_sessions"], m["adaptive/missing_rollouts"]) == (9, 9, 9)
+    assert [len(r) for r in trainer.allocator.observed[0][1]] == [0, 0, 0, 0]
+    assert len(trainer.actor_rollout_wg.updates) == 1 and step_metrics(logged, 2)["adaptive/update_skipped"] == 0
+    assert not (clean_queue.kv_list() or {}).get("train")

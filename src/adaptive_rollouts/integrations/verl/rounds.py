@@ -35,7 +35,7 @@ from .steps import StepFeedback, assign_rollout_counts
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RoundIncomplete", "run_rounds", "select_rows"]
+__all__ = ["RoundIncomplete", "keep_if_trained", "run_rounds", "select_rows"]
 
 
 class RoundIncomplete(RuntimeError):
@@ -122,12 +122,25 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
         logger.warning("adaptive: %s; training on the rollouts produced so far", err)
         feedback.incomplete = True
     stored = R.trajectory_keys(list(round_uids), "train")
-    if not stored:
-        if round_uids:  # terminal prompt entries without a trajectory: verl's replay buffer cannot sample them
-            tq.kv_clear(keys=list(round_uids), partition_id="train")
+    if not keep_if_trained(list(round_uids), stored):
         return feedback, 0
     R.relabel_uids(stored, [round_uids[k.split("_", 1)[0]] for k in stored], "train")
     return feedback, len(round_uids)
+
+
+def keep_if_trained(uids: list[str], stored: list[str] | None = None) -> bool:
+    """Whether any of these terminal prompt uids left a trajectory (``stored``: their trajectory keys,
+    read if not given). If none did, their prompt entries are cleared from TransferQueue: verl's
+    replay buffer refuses to sample groups that have nothing to train on."""
+    import transfer_queue as tq
+
+    if stored is None:
+        stored = R.trajectory_keys(uids, "train")
+    if stored:
+        return True
+    if uids:
+        tq.kv_clear(keys=list(uids), partition_id="train")
+    return False
 
 
 def _session_unscored(key: str, sessions: R.SessionScores) -> bool:

@@ -56,7 +56,7 @@ from .config import (
     needs_pool,
     settings_from_config,
 )
-from .rounds import run_rounds, select_rows
+from .rounds import keep_if_trained, run_rounds, select_rows
 from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, prompt_text, rekey_dataloader
 from .steps import (
     StepFeedback,
@@ -118,6 +118,7 @@ def _make_trainer_class():
             self.settings = settings_from_config(config.get("adaptive"))
             self._step_groups = 0  # prompt groups dispatched this step (0: nothing to train on)
             self._step_spent = 0  # rollouts the allocator asked for this step
+            self._dispatched: list[str] = []  # single-shot: the uids of this step's dispatched prompts
             super().__init__(config)
             self.trainer_mode = "sync"  # registered as "adaptive", behaves as verl's sync mode
             s = self.settings
@@ -198,12 +199,18 @@ def _make_trainer_class():
                     self._submit_batch_to_rollout(assign_rollout_counts(sub, counts[live]))
                 self._pending = (plan if isinstance(plan, Plan) else keys, keys, uids, counts)
                 self._step_groups, self._step_spent = int(live.size), int(counts.sum())
+                self._dispatched = [uids[i] for i in live]
                 return {}  # this step's metrics come with its rewards, in _observe_pending
             feedback, self._step_groups = run_rounds(self, batch, keys, uids)
             self._step_spent = int(feedback.requested.sum())
             return self._step_metrics(keys, feedback)
 
         def _step_once(self, metrics: dict, timing_raw: dict, sample_batch_size: int):
+            if self.single_shot and self._step_groups > 0:  # did any session of the dispatch succeed?
+                s = self.settings
+                R.wait_for_groups(self._dispatched, "train", timeout_s=s.round_timeout_s, max_poll_s=s.round_poll_max_s)
+                if not keep_if_trained(self._dispatched):
+                    self._step_groups = 0
             if self._step_groups > 0:
                 metrics["adaptive/update_skipped"] = 0.0
                 return super()._step_once(metrics, timing_raw, sample_batch_size)
