@@ -132,3 +132,25 @@ def test_a_dispatch_whose_sessions_all_fail_makes_no_update(run, clean_queue):
     assert [len(r) for r in trainer.allocator.observed[0][1]] == [0, 0, 0, 0]
     assert len(trainer.actor_rollout_wg.updates) == 1 and step_metrics(logged, 2)["adaptive/update_skipped"] == 0
     assert not (clean_queue.kv_list() or {}).get("train")
+
+
+def test_the_librarys_pilot_by_name_trains_on_what_it_generated(run):
+    """adaptive.allocator=pilot (4 rollouts per prompt, 4 more only where they varied) through the YAML."""
+    trainer, manager, logged = run(2, **{"adaptive.allocator": "pilot", "actor_rollout_ref.rollout.n": 8})
+    assert type(trainer.allocator).__name__ == "Pilot" and trainer.kind == "save" and trainer.budget == 32
+    for step, update in enumerate(trainer.actor_rollout_wg.updates, start=1):
+        groups = rows_by_uid(update)
+        sizes = {g[0]["prompt"]: len(g) for g in groups.values()}
+        assert set(sizes.values()) <= {4, 8}
+        flat = {g[0]["prompt"] for g in groups.values() if len({r["score"] for r in g}) == 1}
+        assert all(sizes[p] == 4 for p in flat)  # a flat pilot got nothing more
+        assert f"question q{4 * (step - 1)}" in flat  # this step's p = 0 prompt (q0, then q4)
+        spent = sum(sizes.values())
+        m = step_metrics(logged, step)
+        assert (m["adaptive/rollouts_spent"], m["adaptive/rollouts_saved"]) == (spent, 32 - spent) and spent < 32
+        assert m["adaptive/varied"] == sum(n == 8 for n in sizes.values())
+        real = [r for g in groups.values() for r in g]
+        np.testing.assert_allclose([r["advantage"] for r in real], grpo_reference(real), atol=1e-5)
+        pad = [r for r in update["rows"] if r["padding"]]
+        assert len(pad) == m["adaptive/padding_rows"] == 32 - spent  # lcm(dp 2, ppo_mini_batch_size 4 x n 8)
+        assert all(r["loss_tokens"] == 0 and r["abs_advantage_sum"] == 0.0 for r in pad)
