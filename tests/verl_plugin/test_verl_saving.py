@@ -154,3 +154,11 @@ def test_the_librarys_pilot_by_name_trains_on_what_it_generated(run):
         pad = [r for r in update["rows"] if r["padding"]]
         assert len(pad) == m["adaptive/padding_rows"] == 32 - spent  # lcm(dp 2, ppo_mini_batch_size 4 x n 8)
         assert all(r["loss_tokens"] == 0 and r["abs_advantage_sum"] == 0.0 for r in pad)
+
+
+def test_a_fill_allocator_that_spends_less_is_an_error(run, monkeypatch):
+    import harness_plugins as plugins
+
+    monkeypatch.setattr(plugins.SaveProgressive, "kind", "fill")  # declares fill, spends 11 of 16
+    with pytest.raises(ValueError, match="counts sum to 11, budget is 16 \\(a 'fill' allocator\\)"):
+        run(1, **{"adaptive.allocator": PROGRESSIVE})

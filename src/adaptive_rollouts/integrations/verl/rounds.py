@@ -3,7 +3,8 @@
 A round dispatches the asked prompts as a sub-batch with fresh uids and ``__rollout_n__`` = the
 round's counts, waits for TransferQueue to mark them terminal, and returns each prompt's rewards.
 The rounds of a step never ask for more than the budget in all: a request beyond it raises before
-anything is dispatched. An unscored trajectory is removed from TransferQueue (its reward is unknown,
+anything is dispatched; a "fill" allocator whose rounds asked for less than the budget in all is an
+error too (`steps.check_counts`, the same check as single-shot counts). An unscored trajectory is removed from TransferQueue (its reward is unknown,
 so training on it would train on a made-up reward). A session that failed (no trajectory) or has no
 score is handled by the allocator's kind:
 
@@ -31,7 +32,7 @@ import numpy as np
 from adaptive_rollouts.types import Draw, allocator_kind
 
 from . import rollouts as R
-from .steps import StepFeedback, assign_rollout_counts
+from .steps import StepFeedback, assign_rollout_counts, check_counts
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,8 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
     except RoundIncomplete as err:
         logger.warning("adaptive: %s; training on the rollouts produced so far", err)
         feedback.incomplete = True
+    else:  # what the rounds asked for in all: the whole budget (fill) or at most it (save)
+        check_counts(feedback.requested, len(keys), trainer.budget, kind)
     stored = R.trajectory_keys(list(round_uids), "train")
     if not keep_if_trained(list(round_uids), stored):
         return feedback, 0
