@@ -160,5 +160,5 @@ def test_a_fill_allocator_that_spends_less_is_an_error(run, monkeypatch):
     import harness_plugins as plugins
 
     monkeypatch.setattr(plugins.SaveProgressive, "kind", "fill")  # declares fill, spends 11 of 16
-    with pytest.raises(ValueError, match="counts sum to 11, budget is 16 \\(a 'fill' allocator\\)"):
+    with pytest.raises(ValueError, match="counts sum to 11, budget is 16.*'fill'"):
         run(1, **{"adaptive.allocator": PROGRESSIVE})

@@ -34,11 +34,11 @@ def test_check_counts_and_assign_errors():
     assert S.check_counts([0, 5], 2, 8, "save").tolist() == [0, 5]
     assert S.check_counts([0, 0], 2, 8, "save").tolist() == [0, 0]
     assert S.check_counts([3, 5], 2, 8, "save").tolist() == [3, 5]
-    with pytest.raises(ValueError, match="sum to 9, budget is 8 \\(a 'save' allocator\\)"):
+    with pytest.raises(ValueError, match="sum to 9, budget is 8.*'save'"):
         S.check_counts([4, 5], 2, 8, "save")
     with pytest.raises(ValueError, match="negative"):
         S.check_counts([-1, 5], 2, 8, "save")
-    with pytest.raises(ValueError, match="sum to 5, budget is 8 \\(a 'fill' allocator\\)"):
+    with pytest.raises(ValueError, match="sum to 5, budget is 8.*'fill'"):
         S.check_counts([0, 5], 2, 8)
     batch = tu.get_tensordict({"uid": np.array(["a", "b"], dtype=object), "x": torch.zeros(2, 1)})
     with pytest.raises(ValueError, match="counts has shape"):
