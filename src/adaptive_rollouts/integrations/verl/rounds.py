@@ -4,9 +4,9 @@ A round dispatches the asked prompts as a sub-batch with fresh uids and ``__roll
 round's counts, waits for TransferQueue to mark them terminal, and returns each prompt's rewards.
 The rounds of a step never ask for more than the budget in all: a request beyond it raises before
 anything is dispatched; a "fill" allocator whose rounds asked for less than the budget in all is an
-error too (`steps.check_counts`, the same check as single-shot counts). An unscored trajectory is removed from TransferQueue (its reward is unknown,
-so training on it would train on a made-up reward). A session that failed (no trajectory) or has no
-score is handled by the allocator's kind:
+error too (`steps.check_counts`, the same check as single-shot counts). An unscored trajectory is
+removed from TransferQueue (its reward is unknown, so training on it would train on a made-up
+reward). A session that failed (no trajectory) or has no score is handled by the allocator's kind:
 
 - ``"fill"`` (spends exactly the budget): re-dispatched, up to ``adaptive.session_retries`` times, so
   the allocator gets the rewards it asked for. If rollouts are still missing after the retries, the
