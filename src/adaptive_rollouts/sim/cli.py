@@ -31,6 +31,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "resumable (runs.jsonl in --out); --quick for the small map",
     )
     parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
+    parser.add_argument(
+        "--saving",
+        action="store_true",
+        help="with --map: the saving evidence (saving methods, known-p bound, cold start)",
+    )
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
     parser.add_argument(
@@ -97,10 +102,12 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 def run_map_command(args: argparse.Namespace) -> int:
     from adaptive_rollouts.sim.map_report import write_map_report
-    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
+    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP, run_map
     from adaptive_rollouts.sim.regimes import select_cells
 
     cfg = FULL_MAP if getattr(args, "full", False) or not getattr(args, "quick", False) else QUICK_MAP
+    if getattr(args, "saving", False):
+        cfg = SAVING_MAP
     changes: dict[str, Any] = {}
     if getattr(args, "methods", None):
         changes["methods"] = tuple(args.methods)

@@ -52,6 +52,7 @@ __all__ = [
     "MapConfig",
     "QUICK_MAP",
     "FULL_MAP",
+    "SAVING_MAP",
     "run_map",
     "tune_grid",
     "LearningRateAtEdge",
@@ -152,6 +153,34 @@ FULL_MAP = MapConfig(
     paired_seeds=tuple(range(32)),
     steps=100,
 )
+
+
+SAVING_METHODS = (
+    "uniform",
+    DEFAULT,
+    NULL,
+    "oracle-skip",
+    "pilot",
+    "pilot-commit",
+    "sgpo",
+    "greso",
+    "guarded-progressive",
+    "vigor",
+)
+_RECURRING_NOISY = {**_MID, "n_prompts": 200, "reasoning_tokens": 16}  # prompts recur every ~12 steps
+SAVING_MAP = MapConfig(
+    cells=[
+        *_grid_cells(("hard-heavy", "pareto", "cold-start", "bimodal", "easy-heavy"), (_LOW, _NOISY)),
+        *_grid_cells(("hard-heavy", "cold-start"), (_RECURRING_NOISY,)),
+    ],
+    methods=SAVING_METHODS,
+    report_seeds=tuple(range(6)),
+    paired_seeds=tuple(range(12)),
+)
+"""The saving evidence: every saving method, the known-p bound of saving (``oracle-skip``), the
+budget-filling default (``guarded-progressive``) and VIGOR against Uniform and the null control, on
+the quick map's rows for five difficulty scenarios (a cold start among them) and a noisy row whose
+prompts recur. Cost is every generated rollout."""
 
 
 def _seeds_for(cfg: MapConfig, method: str) -> list[int]:
