@@ -100,11 +100,11 @@ class SavingProgressive(BaseAllocator):
     `objectives.signal.group_signal` (its update along the prompt's expected direction; 0 for an
     all-equal group under GRPO, Dr. GRPO and RLOO):
 
-    1. belief: Beta(a0 + rho a_q, b0 + rho b_q) - a population prior (a0, b0) fitted by moments to
-       the previous step's rates (`population_prior`), plus the predictor's history moment-matched
-       to Beta(a_q, b_q) (strength capped at ``max_prior_strength``) and weighted by rho in [0, 1],
-       how persistent p has been in this run (measured, 0 until it can be, as in
-       `GuardedProgressive`): stale or unmeasured history counts for nothing;
+    1. belief: Beta((1 - rho) a0 + rho a_q, (1 - rho) b0 + rho b_q) - between a population prior
+       (a0, b0) fitted by moments to the previous step's rates (`population_prior`) and the
+       predictor's history moment-matched to Beta(a_q, b_q) (strength capped at
+       ``max_prior_strength``), by rho in [0, 1], how persistent p has been in this run (measured,
+       0 until it can be, as in `GuardedProgressive`): stale or unmeasured history counts for nothing;
     2. before any rollout, prompt q is piloted with probability min(1, V_q / V_0), V_q the expected
        signal of its full group under its belief and V_0 under the population prior alone (a prompt
        the run knows nothing particular about): a prompt without (persistent) history is always
@@ -201,13 +201,13 @@ class SavingProgressive(BaseAllocator):
         rho = measured_persistence(self.tracker)
         prediction = self.predictor.predict(prompts)
         a_h, b_h = beta_prior(prediction, self.max_prior_strength)
-        a0, b0 = self.population[0] + rho * a_h, self.population[1] + rho * b_h
+        a0, b0 = self._prior(rho, a_h, b_h)
         keep = self._explore(target, a0, b0) if self.saving else np.ones(q, dtype=bool)
         keep &= target >= 2
         collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
         pilot_s = self._successes(collector)
         self.population = population_prior(pilot_s, collector.scored, self.max_prior_strength)
-        a0, b0 = self.population[0] + rho * a_h, self.population[1] + rho * b_h
+        a0, b0 = self._prior(rho, a_h, b_h)
         rounds = 1
         while True:
             inc = self._round(collector, target, keep, a0, b0)
@@ -246,6 +246,11 @@ class SavingProgressive(BaseAllocator):
 
     def _successes(self, collector: RolloutCollector) -> np.ndarray:
         return np.array([float(r.sum()) for r in collector.rewards()])
+
+    def _prior(self, rho: float, a_h: np.ndarray, b_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Step 1: the prompt's history where it has predicted the next visit, the population prior
+        where it has not: pseudo-counts (1 - rho) (a0, b0) + rho (a_q, b_q)."""
+        return (1.0 - rho) * self.population[0] + rho * a_h, (1.0 - rho) * self.population[1] + rho * b_h
 
     def _explore(self, target: np.ndarray, a0: np.ndarray, b0: np.ndarray) -> np.ndarray:
         """Step 2: which prompts are piloted (probability min(1, V_q / V_0))."""
