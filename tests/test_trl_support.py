@@ -148,3 +148,37 @@ def test_support_helpers_build_a_trainer(tmp_path):
 
     trainer = make_trainer(GRPOTrainer, tmp_path)
     assert trainer.num_generations == 4 and trainer.args.generation_batch_size == 12
+
+
+class Saver:
+    """A saving allocator (kind "save") for the tests: step k spends ``plans[k % len(plans)][i]``
+    rollouts on the batch's i-th prompt (0: skipped), in two rounds (one rollout to each prompt it
+    keeps, then the rest). Its step counter is its state, saved with checkpoints."""
+
+    kind = "save"
+
+    def __init__(self, plans):
+        self.plans = [list(p) for p in plans]
+        self.step = 0
+        self.last_metrics: dict = {}
+
+    def run(self, prompts, budget, sample):
+        plan = np.array(self.plans[self.step % len(self.plans)][: len(prompts)], dtype=int)
+        self.step += 1
+        got = [np.zeros(0) for _ in prompts]
+        kept = np.flatnonzero(plan > 0)
+        if kept.size:
+            for i, r in zip(kept, sample(kept, np.ones(kept.size, dtype=int))):
+                got[i] = np.asarray(r, dtype=float)
+            more = kept[plan[kept] > 1]
+            if more.size:
+                for i, r in zip(more, sample(more, plan[more] - 1)):
+                    got[i] = np.concatenate([got[i], np.asarray(r, dtype=float)])
+        self.last_metrics = {"num_prompts": float(len(prompts))}
+        return got
+
+    def state_dict(self):
+        return {"step": self.step}
+
+    def load_state_dict(self, state):
+        self.step = int(state["step"])

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +34,18 @@ from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
-from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
+from .layout import (
+    KeyedRow,
+    KeyedRows,
+    assign_groups_to_ranks,
+    check_spent,
+    group_batch,
+    key_of_row,
+    padded_rows,
+    rank_shares,
+)
 from .logs import LogsMixin
+from .replay import ReplayMixin, model_tokens
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
 from .settings import (
@@ -52,7 +61,7 @@ from .settings import (
 _DONE = "done"
 
 
-class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
+class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
     """GRPOTrainer whose prompts get adaptive numbers of rollouts.
 
     Args (besides GRPOTrainer's):
@@ -74,7 +83,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             favours. Only with loss types that average over completions (``grpo``, ``sapo``).
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
-    ``generation_batch_size`` rollouts, as stock TRL does. After each step
+    ``generation_batch_size`` rollouts, as stock TRL does, or at most that under an allocator of kind
+    ``"save"`` (then the step trains on the rollouts generated only; docs/trl.md). After each step
     ``trainer.allocation_history`` holds the counts per prompt (main process).
     """
 
@@ -99,7 +109,6 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                 "tools= and rollout_func= are supported"
             )
         refuse_images(bound.arguments.get("train_dataset"))
-        bound.arguments["train_dataset"] = index_dataset(bound.arguments.get("train_dataset"))
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.aggregation = aggregation_for_loss_type(self.loss_type)
         self.equal_prompt_weight = bool(equal_prompt_weight)
@@ -112,21 +121,22 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             self.aggregation = "prompt-mean"
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
         self.allocator = build_allocator(allocator, self.estimator, self.aggregation)
-        self._texts = text_features(self.allocator, self._prompt_pool() if ROW_COLUMN in self._columns() else None)
+        self.kind = getattr(self.allocator, "kind", "fill")  # "save": a step may spend less than its budget
+        self._texts = text_features(self.allocator, self._prompt_pool() if self._map_style() else None)
         self.regime = RegimeTracker()
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 
-    def _columns(self) -> list[str]:
-        return list(getattr(self.train_dataset, "column_names", None) or [])
+    def _map_style(self) -> bool:
+        return hasattr(self.train_dataset, "__getitem__") and hasattr(self.train_dataset, "__len__")
 
     def _prompt_pool(self):
         """The dataset's row keys and prompt texts (lazily: only a pool-based predictor asks)."""
 
         def pool() -> tuple[list[str], list[str]]:
             rows = self.train_dataset
-            keys = [key_of_row({ROW_COLUMN: i}) for i in rows[ROW_COLUMN]]
+            keys = [key_of_row(KeyedRow({}, i)) for i in range(len(rows))]
             return keys, [prompt_text(p) for p in rows["prompt"]]
 
         return pool
@@ -136,10 +146,10 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         sampler.__class__ = ResumableRepeatSampler  # same order; adds set_epoch
         return sampler
 
-    def _set_signature_columns_if_needed(self):
-        super()._set_signature_columns_if_needed()
-        if ROW_COLUMN not in self._signature_columns:  # keep the row position under remove_unused_columns
-            self._signature_columns = [*self._signature_columns, ROW_COLUMN]
+    def _remove_unused_columns(self, dataset, description=None):
+        """The training dataloader's rows carry their position (`layout.KeyedRows`), outside their columns."""
+        dataset = super()._remove_unused_columns(dataset, description=description)
+        return KeyedRows(dataset) if description == "Training" else dataset
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model, trial):
@@ -213,10 +223,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     break
                 play(indices, counts)
         counts = np.array([len(made) for made in per_prompt], dtype=np.int64)
-        if int(counts.sum()) != budget:
-            raise ValueError(
-                f"allocator {type(self.allocator).__name__} spent {int(counts.sum())} rollouts, budget was {budget}"
-            )
+        check_spent(counts, budget, self.kind, f"allocator {type(self.allocator).__name__}")
         step["padding_unused"] = sum(len(kept) for kept in bank.values())
         scored = [np.concatenate(s) if s else np.zeros(0) for s in success]
         return per_prompt, counts, step, scored
@@ -241,61 +248,57 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         with self._vllm_awake_for_step():
             per_prompt, counts, step, success = self._collect(rows, keys, budget)
 
-        # Lay the rollouts out on processes (equal rows per process), prompt after prompt.
+        # Lay the rollouts out on processes, prompt after prompt: equal shares, or as equal as the total
+        # allows under a saving allocator; every process then pads its share with zero-weight copies to
+        # the same number of rows (`padded_rows`), never with generated rollouts.
+        shares = rank_shares(int(counts.sum()), world)
         final: list[tuple[int, Rollout]] = []
         cursor = [0] * len(per_prompt)
-        for pieces in assign_groups_to_ranks(counts, world):
+        for pieces in assign_groups_to_ranks(counts, world, capacities=shares):
             for g, n in pieces:
                 final.extend((g, r) for r in per_prompt[g][cursor[g] : cursor[g] + n])
                 cursor[g] += n
-        self._log_generation([r for _, r in final])
-        local_n = budget // world
-        local = final[rank * local_n : (rank + 1) * local_n]
-        rewards_per_func = torch.stack([r.rewards for _, r in final]).to(device)
-        group_ids = torch.tensor([g for g, _ in final], device=device)
-        output = self._replay([rows[g] for g, _ in local], [r for _, r in local], [r for _, r in final])
-        advantages = self._advantages(rewards_per_func, group_ids)
-        self._fix_logs(advantages, rewards_per_func, group_ids)  # the estimator's advantages, unweighted
-        if self.equal_prompt_weight:
-            advantages = advantages * equal_prompt_weights(group_ids).to(advantages)
-        output["advantages"] = advantages[rank * local_n : (rank + 1) * local_n]
+        everyone = [r for _, r in final]
+        if everyone:
+            self._log_generation(everyone)
+        start_row = sum(shares[:rank])
+        local = final[start_row : start_row + shares[rank]]
+        rows_each = padded_rows(shares, self.args.steps_per_generation)
+        padding = self._padding(local or final, rows, rows_each - len(local))
+        output = self._replay(
+            [rows[g] for g, _ in local] + [row for row, _ in padding],
+            [r for _, r in local] + [r for _, r in padding],
+            everyone,
+            shares,
+            rows_each,
+        )
+        advantages = torch.zeros(0, device=device)
+        if everyone:
+            rewards_per_func = torch.stack([r.rewards for r in everyone]).to(device)
+            group_ids = torch.tensor([g for g, _ in final], device=device)
+            advantages = self._advantages(rewards_per_func, group_ids)
+            self._fix_logs(advantages, rewards_per_func, group_ids)  # the estimator's advantages, unweighted
+            if self.equal_prompt_weight:
+                advantages = advantages * equal_prompt_weights(group_ids).to(advantages)
+        mine = advantages[start_row : start_row + shares[rank]]
+        output["advantages"] = torch.cat([mine, mine.new_zeros(rows_each - len(local))])
 
         values = None
         if self.accelerator.is_main_process:
             self.allocation_history.append(counts.copy())
             raw = [np.array([r.reward for r in made if not np.isnan(r.reward)]) for made in per_prompt]
             seconds = self.allocator_seconds - start
-            trainer_values = {**step, "allocator_seconds": seconds}
+            trainer_values = {
+                **step,
+                "rollouts_saved": budget - int(counts.sum()),
+                "completion_tokens": sum(model_tokens(r) for r in everyone),
+                "padding_rows": rows_each * world - len(everyone),
+                "empty_step": int(not everyone),
+                "allocator_seconds": seconds,
+            }
             values = self._allocation_values(keys, counts, success, raw, trainer_values)
         self._log_allocation(values)
         return output
-
-    def _replay(self, local_rows: list[dict], rollouts: list[Rollout], everyone: list[Rollout]) -> dict[str, Any]:
-        """TRL's ``_generate_and_score_completions`` on the rollouts already made (this process's share)."""
-        columns = sorted({column for r in everyone for column in r.extra})
-        self._pending_extra_logs = defaultdict(list, {c: [r.extra.get(c) for r in rollouts] for c in columns})
-        tool_mask = None
-        if any(r.tool_mask is not None for r in everyone):
-            tool_mask = [r.tool_mask if r.tool_mask is not None else [1] * len(r.completion_ids) for r in rollouts]
-        logprobs = None if any(r.logprobs is None for r in everyone) else [r.logprobs for r in rollouts]
-        cached: tuple[Any, ...] = (
-            [r.prompt_ids for r in rollouts],
-            [r.completion_ids for r in rollouts],
-            tool_mask,
-            [r.completion for r in rollouts],
-            logprobs,
-            {},
-            None,
-            [],
-        )
-        rewards_per_func = torch.stack([r.rewards for r in everyone]).to(self.accelerator.device)
-        self._generate = lambda prompts: cached
-        self._calculate_rewards = lambda *args, **kwargs: rewards_per_func
-        try:
-            with self._generations(1):
-                return super()._generate_and_score_completions(local_rows)
-        finally:
-            del self._generate, self._calculate_rewards
 
     def _advantages(self, rewards_per_func: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
         return trl_advantages(
