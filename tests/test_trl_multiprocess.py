@@ -149,7 +149,7 @@ def test_two_processes_allocate_once_keep_groups_whole_and_use_padding(tmp_path,
             if rows.count(p) == 1:
                 assert r["advantages"][i] == 0.0
     logs = ranks[0]["logs"][0]
-    assert logs["adaptive/rounds"] == 4.0 and logs["adaptive/rollouts"] == 16.0
+    assert logs["adaptive/rounds"] == 4.0 and logs["adaptive/rollouts_spent"] == 16.0
     # both padding rollouts were served to the last round: 16 generated for a budget of 16
     assert logs["adaptive/padding_unused"] == 0.0
     assert ranks[1]["logs"][0]["adaptive/rounds"] == 4.0  # every rank logs the same
@@ -177,7 +177,9 @@ def test_two_processes_saving_allocator_uneven_shares_zero_weight_padding(tmp_pa
     assert ranks[0]["masked"] == [False] * 4 and sum(ranks[1]["masked"]) == 1
     assert ranks[1]["advantages"][ranks[1]["masked"].index(True)] == 0.0
     logs = ranks[0]["logs"][0]
-    assert logs["adaptive/rollouts"] == 7 and logs["adaptive/rollouts_saved"] == 25 and logs["adaptive/skipped"] == 4
+    assert (
+        logs["adaptive/rollouts_spent"] == 7 and logs["adaptive/rollouts_saved"] == 25 and logs["adaptive/skipped"] == 4
+    )
     assert logs["adaptive/padding_rows"] == 1
     assert logs["adaptive/padding_unused"] == 1  # generated to even out the second round's call, not trained
     for r in ranks:

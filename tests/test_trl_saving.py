@@ -55,7 +55,7 @@ def test_saving_step_trains_on_exactly_what_was_generated(tmp_path):
     rewards = rewards[-5:]
     expected = group_advantages(rewards, torch.tensor([1, 1, 1, 2, 2]), "grpo", eps=1e-4)
     torch.testing.assert_close(cap.advantages[-1], expected, atol=1e-5, rtol=1e-5)
-    assert logged(trainer, "adaptive/rollouts") == [5, 5]
+    assert logged(trainer, "adaptive/rollouts_spent") == [5, 5]
     assert logged(trainer, "adaptive/rollouts_saved") == [7, 7]
     assert logged(trainer, "adaptive/skipped") == [1, 1]
     assert logged(trainer, "adaptive/padding_rows") == [0, 0]
@@ -138,7 +138,7 @@ def test_saving_resume_matches_uninterrupted_run(tmp_path):
     resumed.train(resume_from_checkpoint=str(folder))
     assert [c.tolist() for c in resumed.allocation_history] == [c.tolist() for c in full.allocation_history]
     assert [c.tolist() for c in full.allocation_history][2:] == [[1, 1, 4], [0, 0, 0]]
-    for name in ("adaptive/rollouts", "adaptive/skipped", "adaptive/padding_rows", "loss"):
+    for name in ("adaptive/rollouts_spent", "adaptive/skipped", "adaptive/padding_rows", "loss"):
         assert len(logged(full, name)) == 4
         assert logged(resumed, name)[-2:] == pytest.approx(logged(full, name)[2:])  # the steps run after resuming
     for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True):

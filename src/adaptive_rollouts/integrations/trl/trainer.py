@@ -290,13 +290,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             seconds = self.allocator_seconds - start
             trainer_values = {
                 **step,
-                "rollouts_saved": budget - int(counts.sum()),
                 "completion_tokens": sum(model_tokens(r) for r in everyone),
                 "padding_rows": rows_each * world - len(everyone),
                 "empty_step": int(not everyone),
                 "allocator_seconds": seconds,
             }
-            values = self._allocation_values(keys, counts, success, raw, trainer_values)
+            values = self._allocation_values(keys, counts, budget, success, raw, trainer_values)
         self._log_allocation(values)
         return output
 
