@@ -3,11 +3,33 @@ stock ``GRPOTrainer`` and ``AdaptiveGRPOTrainer``, test allocators, and what a s
 
 from __future__ import annotations
 
+import string
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
+
+SPECIAL = ["<pad>", "<|im_end|>", "<|im_start|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+TOOL_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call><|im_end|>'
+
+
+def chat_tokenizer():
+    """A character-level tokenizer with Qwen3's chat template (tool calling), built in code."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import qwen3_chat_template
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + sorted(set(string.printable)))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<|im_end|>", unk_token="?")
+    tok.add_special_tokens({"additional_special_tokens": SPECIAL[2:]})
+    tok.chat_template = qwen3_chat_template
+    return tok
+
 
 PROMPTS = ["1+2=", "3*4=", "9-5=", "7+7=", "2*3=", "8-1="]
 

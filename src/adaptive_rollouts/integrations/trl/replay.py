@@ -29,6 +29,8 @@ class ReplayMixin:
     _generate: Any
     _calculate_rewards: Any
     _generations: Any  # RoundsMixin
+    environment_factories: Any
+    environments: Any
 
     def _padding(self, source: list[tuple[int, Rollout]], rows: list[dict], n: int) -> list[tuple[dict, Rollout]]:
         """``n`` rows that fill this process's share up to the common row count: copies of ``source``
@@ -84,11 +86,21 @@ class ReplayMixin:
         self._generate = lambda prompts: cached
         self._calculate_rewards = lambda *args, **kwargs: rewards_per_func
         padded = rows_each * world > len(everyone)
+        # the prompts as generated (environments' observations included); environments are not drawn or
+        # reset again: their rewards are in the rollouts, and `environments` stays the last call's
+        local_rows = [
+            {**row, "prompt": r.prompt} if r.prompt is not None else row for row, r in zip(local_rows, rollouts)
+        ]
+        factories, environments = getattr(self, "environment_factories", None), getattr(self, "environments", None)
+        if factories is not None:
+            self.environment_factories, self.environments = None, None
         try:
             with self._generations(1):
                 output = super()._generate_and_score_completions(local_rows)  # type: ignore[misc]
         finally:
             del self._generate, self._calculate_rewards
+            if factories is not None:
+                self.environment_factories, self.environments = factories, environments
         if padded:
             keep = [r * rows_each + i for r in range(world) for i in range(shares[r])]
             tables = [self._logs["prompt"], self._logs["completion"], *(self._logs["extra"][c] for c in columns)]

@@ -104,11 +104,6 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)
         bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs)
-        if bound.arguments.get("environment_factory") is not None:
-            raise ValueError(
-                "AdaptiveGRPOTrainer does not support environment_factory (see docs/trl.md, 'Not supported'); "
-                "tools= and rollout_func= are supported"
-            )
         refuse_images(bound.arguments.get("train_dataset"))
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.aggregation = aggregation_for_loss_type(self.loss_type)
@@ -241,7 +236,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         rows = [global_rows[i] for i in first]
         budget = len(global_rows)
         if self._texts is not None and self.accelerator.is_main_process:
-            self._texts.register(keys, [prompt_text(row["prompt"]) for row in rows])
+            self._texts.register(keys, [prompt_text(row.get("prompt", "")) for row in rows])
 
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
         start = self.allocator_seconds
