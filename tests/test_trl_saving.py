@@ -161,6 +161,24 @@ def test_spent_check_honours_the_kind(tmp_path):
         trainer.train()
 
 
+def test_a_round_past_the_budget_is_refused_before_it_is_generated(tmp_path):
+    class Overspends:
+        kind = "save"
+
+        def run(self, prompts, budget, sample):
+            q = len(prompts)
+            sample(np.arange(q), np.full(q, 2))  # 6 of 12
+            return sample(np.arange(q), np.full(q, 3))  # 9 more: refused
+
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, allocator=Overspends())
+    generated = []
+    original = trainer._generate_call
+    trainer._generate_call = lambda rows, n: generated.append(len(rows)) or original(rows, n)
+    with pytest.raises(ValueError, match="asked for 9 more rollouts in round 2 after spending 6: over the budget 12"):
+        trainer.train()
+    assert generated == [6]
+
+
 def test_shares_and_padding_rows():
     assert rank_shares(5, 2) == [3, 2] and rank_shares(0, 3) == [0, 0, 0]
     assert padded_rows([3, 2], 1) == 3 and padded_rows([3, 2], 2) == 4 and padded_rows([0, 0], 1) == 1

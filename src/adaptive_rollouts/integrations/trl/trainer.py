@@ -187,6 +187,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                         raise ValueError(f"sample(indices, counts): bad counts {counts.tolist()}")
                     if ((indices < 0) | (indices >= len(rows))).any() or len(set(indices.tolist())) < indices.size:
                         raise ValueError(f"sample(indices, counts): bad or repeated index in {indices.tolist()}")
+                    spent = sum(len(made) for made in per_prompt)
+                    if spent + int(counts.sum()) > budget:  # refused before anything is generated
+                        raise ValueError(
+                            f"allocator {type(self.allocator).__name__} asked for {int(counts.sum())} more rollouts "
+                            f"in round {step['rounds'] + 1} after spending {spent}: over the budget {budget}"
+                        )
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
