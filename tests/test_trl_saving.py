@@ -183,3 +183,35 @@ def test_shares_and_padding_rows():
     assert rank_shares(5, 2) == [3, 2] and rank_shares(0, 3) == [0, 0, 0]
     assert padded_rows([3, 2], 1) == 3 and padded_rows([3, 2], 2) == 4 and padded_rows([0, 0], 1) == 1
     assert padded_rows([12], 3) == 12  # stock shape: no padding
+
+
+def reward_flat_on_half(prompts, completions, **kwargs):
+    """Always 1 on three of the six prompts (flat groups), the completion's variety on the others."""
+    return [1.0 if p in ("1+2=", "3*4=", "9-5=") else len(set(c)) / 5.0 for p, c in zip(prompts, completions)]
+
+
+@pytest.mark.parametrize("name", ["pilot", "greso"])
+def test_registry_saving_allocators_train(tmp_path, name):
+    from transformers import set_seed
+
+    set_seed(0)
+    trainer = make_trainer(
+        AdaptiveGRPOTrainer,
+        tmp_path,
+        reward=reward_flat_on_half,
+        allocator=name,
+        config={"max_steps": 4, "per_device_train_batch_size": 24, "num_generations": 8},
+    )
+    assert trainer.kind == "save"
+    cap = Capture(trainer)
+    trainer.train()
+    spent = [int(c.sum()) for c in trainer.allocation_history]
+    assert len(spent) == 4 and all(0 <= n <= 24 for n in spent)
+    if name == "pilot":  # 4 pilot rollouts each, 4 more only where they varied
+        assert min(spent) < 24 and all(set(c.tolist()) <= {4, 8} for c in trainer.allocation_history)
+    assert logged(trainer, "adaptive/rollouts_spent") == spent
+    assert logged(trainer, "adaptive/rollouts_saved") == [24 - n for n in spent]
+    assert logged(trainer, "adaptive/skipped") == [int((c == 0).sum()) for c in trainer.allocation_history]
+    for out, n in zip(cap.outputs, spent):  # trained on exactly what was generated (one process, one micro-batch)
+        assert int((out["completion_mask"].sum(1) > 0).sum()) == n or n == 0
+    assert all(np.isfinite(h["loss"]) for h in trainer.state.log_history if "loss" in h)
