@@ -3,15 +3,18 @@
 One training step (one TRL *generation batch* of C rows = Q dataset rows x ``num_generations``):
 
 1. the rows of all processes are gathered; each dataset row is one prompt, keyed by its position
-   (``"train#<i>"``, `layout.key_of_row`), so rows with the same text stay two prompts;
+   (``"train#<i>"``, `layout.key_of_row`; the dataloader's rows carry it outside their columns,
+   `layout.KeyedRow`), so rows with the same text stay two prompts;
 2. on the main process ``allocator.run(keys, C, sample)`` decides how many rollouts each prompt gets;
    every ``sample(indices, counts)`` call is a *generation round* that all processes run together
    (`rounds.RoundsMixin.run_round`: TRL's own ``_generate`` and ``_calculate_rewards``); the allocator
    gets each rollout's reward as a success signal in [0, 1] (`SuccessSignal`), without the rollouts
    no reward function could score;
-3. the C rollouts (groups of unequal size) are laid out on processes and replayed through TRL's
-   ``_generate_and_score_completions`` (log-probs, reference model, importance sampling, logging stay
-   TRL's), whose advantages are then computed on the true groups (`_advantages`).
+3. the N rollouts (N = C, or N <= C for an allocator of kind ``"save"``; groups of unequal size) are
+   laid out on processes, padded with zero-weight copies to equal rows (`layout.padded_rows`), and
+   replayed through TRL's ``_generate_and_score_completions`` (`replay.ReplayMixin`: log-probs,
+   reference model, importance sampling, logging stay TRL's), whose advantages are then computed on
+   the true groups (`_advantages`).
 
 See docs/trl.md for the estimator and aggregation the allocator is given, checkpoints, and logs.
 """
