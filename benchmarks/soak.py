@@ -13,7 +13,9 @@ Prints, per window of `--window` steps: resident memory (VmRSS), mean / max wall
 and CPU seconds per step (process time: stable on a shared, loaded machine);
 then RSS at start (after set-up) and end, the growth after the first pass over the pool (when
 every prompt has predictor state), and the ratio of the last window's time per step to the
-first full-pool window's. `--json PATH` writes the same numbers.
+first full-pool window's. `--json PATH` writes the same numbers; `--results` (default
+``results/soak/soak.json``, '' for none) writes them as a result file with the command, commit and
+settings, which ``make docs`` renders into docs/reliability.md and README.md.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ import numpy as np  # noqa: E402
 from adaptive_rollouts.allocators import make_allocator  # noqa: E402
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess  # noqa: E402
+from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 from adaptive_rollouts.sim.problem import make_problem  # noqa: E402
 from adaptive_rollouts.sim.train import Simulator, TrainConfig  # noqa: E402
 from adaptive_rollouts.state import load_state, save_state  # noqa: E402
+from adaptive_rollouts.types import allocator_kind  # noqa: E402
 
 
 def rss_mib() -> float:
@@ -71,7 +75,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--results", default=str(Path(__file__).resolve().parents[1] / "results" / "soak" / "soak.json")
+    )
     args = parser.parse_args()
+    commit = git_commit()  # the code that runs is the one at the start
 
     problem = make_problem("hard-heavy", n_prompts=args.pool, n_test=100, seed=args.seed)
     cfg = TrainConfig(
@@ -105,9 +113,10 @@ def main() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         returned = alloc.run(prompts, args.budget, sim.sampler(prompts))
         q, answers, rewards, _ = sim.drain()
-        if sum(len(r) for r in returned) != args.budget or q.size != args.budget:
-            raise AssertionError(f"step {step}: budget not spent exactly")
-        problem.W = problem.W + args.lr * sim.batch_gradient(q, answers, rewards, cfg)
+        spent = sum(len(r) for r in returned)
+        if spent != q.size or spent > args.budget or (allocator_kind(alloc) == "fill" and spent != args.budget):
+            raise AssertionError(f"step {step}: spent {spent} of budget {args.budget} ({allocator_kind(alloc)})")
+        problem.set_parameters(problem.parameters() + args.lr * sim.batch_gradient(q, answers, rewards, cfg))
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
             save_state(checkpoint, alloc.state_dict())
             alloc.load_state_dict(load_state(checkpoint))
@@ -160,6 +169,9 @@ def main() -> None:
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
+    if args.results:
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "results")}
+        print(f"wrote {write_result(args.results, result, settings=settings, commit=commit)}")
 
 
 if __name__ == "__main__":
