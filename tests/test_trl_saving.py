@@ -215,3 +215,22 @@ def test_registry_saving_allocators_train(tmp_path, name):
     for out, n in zip(cap.outputs, spent):  # trained on exactly what was generated (one process, one micro-batch)
         assert int((out["completion_mask"].sum(1) > 0).sum()) == n or n == 0
     assert all(np.isfinite(h["loss"]) for h in trainer.state.log_history if "loss" in h)
+
+
+def test_uneven_shares_layout_keeps_every_rollout_once():
+    from adaptive_rollouts.integrations.trl import assign_groups_to_ranks
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        world = int(rng.integers(1, 5))
+        sizes = rng.integers(0, 6, size=int(rng.integers(1, 8)))
+        shares = rank_shares(int(sizes.sum()), world)
+        pieces = assign_groups_to_ranks(sizes.tolist(), world, capacities=shares)
+        assert [sum(n for _, n in p) for p in pieces] == shares
+        totals = np.zeros(len(sizes), dtype=int)
+        for p in pieces:
+            for g, n in p:
+                totals[g] += n
+        assert totals.tolist() == sizes.tolist()
+    with pytest.raises(ValueError, match="capacities"):
+        assign_groups_to_ranks([3, 2], 2, capacities=[3, 3])
