@@ -31,23 +31,24 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from adaptive_rollouts.advantages import equal_prompt_weights
+from adaptive_rollouts.bridge import (
+    allocator_kind,
+    build_allocator,
+    check_spent,
+    prompt_text,
+    scored_successes,
+    text_features,
+)
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Allocator
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
 from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
 from .logs import LogsMixin
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
-from .settings import (
-    IMAGE_COLUMNS,
-    aggregation_for_loss_type,
-    build_allocator,
-    estimator_for,
-    prompt_text,
-    refuse_images,
-    text_features,
-)
+from .settings import IMAGE_COLUMNS, aggregation_for_loss_type, estimator_for, refuse_images
 
 _DONE = "done"
 
@@ -83,7 +84,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        allocator: Any = None,
+        allocator: Allocator | str | None = None,
         advantage_estimator: str | None = None,
         reward_range: tuple[float, float] | None = None,
         reward_threshold: float | None = None,
@@ -111,7 +112,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                 )
             self.aggregation = "prompt-mean"
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
-        self.allocator = build_allocator(allocator, self.estimator, self.aggregation)
+        self.allocator: Allocator = build_allocator(allocator, estimator=self.estimator, aggregation=self.aggregation)
         self._texts = text_features(self.allocator, self._prompt_pool() if ROW_COLUMN in self._columns() else None)
         self.regime = RegimeTracker()
         self.allocation_history: list[np.ndarray] = []
@@ -186,9 +187,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     got = play(indices.tolist(), counts.tolist())
                     answer = []
                     for i in indices.tolist():
-                        values = self.success.to_success([r.reward for r in got[i]], prompt=keys[i])
-                        kept = values[~np.isnan(values)]  # unscored rollouts are not observations
-                        step["unscored"] += int(values.size - kept.size)
+                        kept, unscored = scored_successes(self.success, [r.reward for r in got[i]], keys[i])
+                        step["unscored"] += unscored
                         success[i].append(kept)
                         answer.append(kept)
                     return answer
@@ -213,10 +213,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     break
                 play(indices, counts)
         counts = np.array([len(made) for made in per_prompt], dtype=np.int64)
-        if int(counts.sum()) != budget:
-            raise ValueError(
-                f"allocator {type(self.allocator).__name__} spent {int(counts.sum())} rollouts, budget was {budget}"
-            )
+        check_spent(counts, budget, allocator_kind(self.allocator), f"allocator {type(self.allocator).__name__}")
         step["padding_unused"] = sum(len(kept) for kept in bank.values())
         scored = [np.concatenate(s) if s else np.zeros(0) for s in success]
         return per_prompt, counts, step, scored

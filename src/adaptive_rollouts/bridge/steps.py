@@ -1,0 +1,89 @@
+"""One training step between a trainer and its allocator: which halves the allocator offers, what
+the trainer checks of the counts it spent, and what the allocator sees of the rewards.
+
+- `allocator_kind`: ``"fill"`` (spends exactly the budget; the default) or ``"save"`` (at most);
+- `is_single_shot`: the allocator offers ``plan`` / ``observe`` (one generation per step);
+- `check_spent` / `check_counts`: the one count rule for a step, honouring the kind;
+- `scored_successes`: a prompt's raw rewards -> its scored successes in [0, 1] and how many
+  rollouts had no reward (`success.SuccessSignal`), the one mapping every trainer calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any, Literal, TypeGuard
+
+import numpy as np
+
+from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import PlanningAllocator
+
+__all__ = ["allocator_kind", "check_counts", "check_spent", "is_single_shot", "scored_successes"]
+
+Kind = Literal["fill", "save"]
+
+
+def allocator_kind(allocator: Any) -> Kind:
+    """The allocator's ``kind`` class attribute; an object without one fills the budget.
+
+    >>> class Saver: kind = "save"
+    >>> allocator_kind(Saver()), allocator_kind(object())
+    ('save', 'fill')
+    """
+    kind = getattr(allocator, "kind", "fill")
+    if kind not in ("fill", "save"):
+        raise ValueError(f"allocator {type(allocator).__name__} has kind {kind!r}; expected 'fill' or 'save'")
+    return kind
+
+
+def is_single_shot(allocator: Any) -> TypeGuard[PlanningAllocator]:
+    """Whether the allocator offers ``plan(prompts, budget)`` and ``observe(prompts, rewards)``."""
+    return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
+
+
+def check_spent(counts: np.ndarray, budget: int, kind: Kind = "fill", who: str = "allocator") -> int:
+    """The rollouts a step spent, ``counts.sum()``, if the kind allows it: ``"fill"`` spends exactly
+    ``budget``, ``"save"`` at most ``budget`` (0 included). Raises naming ``who`` otherwise.
+
+    >>> check_spent(np.array([3, 0, 5]), 8), check_spent(np.array([3, 0, 2]), 8, "save")
+    (8, 5)
+    """
+    spent = int(np.sum(counts))
+    if kind == "save" and 0 <= spent <= budget:
+        return spent
+    if kind == "fill" and spent == budget:
+        return spent
+    rule = "exactly" if kind == "fill" else "at most"
+    raise ValueError(f"{who} counts sum to {spent}, budget is {budget}: a {kind!r} allocator spends {rule} the budget")
+
+
+def check_counts(counts: Any, n_prompts: int, budget: int, kind: Kind = "fill", who: str = "allocator") -> np.ndarray:
+    """``counts`` as int64: one integer >= 0 per prompt, spending the budget as `check_spent` says.
+
+    >>> check_counts([3.0, 5.0], 2, 8).tolist()
+    [3, 5]
+    """
+    arr = np.asarray(counts)
+    if arr.shape != (n_prompts,):
+        raise ValueError(f"{who} returned counts of shape {arr.shape}, expected ({n_prompts},)")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise ValueError(f"{who} returned non-integer counts {arr[:10].tolist()}")
+    arr = arr.astype(np.int64)
+    if np.any(arr < 0):
+        raise ValueError(f"{who} returned negative counts {arr[arr < 0][:10].tolist()}")
+    check_spent(arr, budget, kind, who)
+    return arr
+
+
+def scored_successes(signal: SuccessSignal, raw: Any, prompt: Hashable = None) -> tuple[np.ndarray, int]:
+    """A prompt's raw rewards (None / NaN: unscored) -> (its scored successes in [0, 1], the number
+    of unscored rollouts). Unscored rollouts are not observations: the allocator never sees them.
+
+    >>> scored, unscored = scored_successes(SuccessSignal(), [-1.0, None, 1.0])
+    >>> scored.tolist(), unscored
+    ([0.0, 1.0], 1)
+    """
+    values = signal.to_success(raw, prompt=prompt)
+    scored = values[~np.isnan(values)]
+    return scored, int(values.size - scored.size)

@@ -1,0 +1,139 @@
+"""The trainer bridge: one allocator factory and name rule, prompt text, the step's count rule, the
+rewards -> success mapping and the step log, as every trainer plug-in calls them."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.allocators import VIP, GuardedProgressive, PosteriorProgressive, Uniform, make_allocator
+from adaptive_rollouts.bridge import (
+    OptionsError,
+    allocator_factory,
+    allocator_kind,
+    build_allocator,
+    check_counts,
+    check_spent,
+    needs_pool,
+    needs_text,
+    prompt_text,
+    scored_successes,
+    step_log,
+    step_values,
+    text_features,
+)
+from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts
+from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.success import SuccessSignal
+
+
+def test_one_name_rule_for_registry_names_class_names_and_paths():
+    for name in ("posterior_progressive", "Posterior-Progressive", "PosteriorProgressive"):
+        assert allocator_factory(name) is PosteriorProgressive
+    assert type(make_allocator("Posterior_Progressive")) is PosteriorProgressive  # the same rule
+    for default in (None, "", "default"):
+        assert allocator_factory(default) is GuardedProgressive
+    assert allocator_factory("adaptive_rollouts.allocators:Uniform") is Uniform
+    with pytest.raises(ValueError, match="adaptive.allocator: unknown allocator 'nope'"):
+        allocator_factory("nope", "adaptive.allocator")
+    with pytest.raises(ValueError, match="must look like"):
+        allocator_factory("module:", "adaptive.allocator")
+
+
+def test_build_passes_trainer_values_only_where_taken_and_options_win():
+    vip = build_allocator("vip", {"estimator": "grpo"}, estimator="rloo", aggregation="constant", seed=4)
+    assert (vip.estimator, vip.aggregation) == ("grpo", "constant")  # the user's option wins
+    uniform = build_allocator("uniform", aggregation="token-mean", estimator="rloo", features=object())
+    assert type(uniform) is Uniform
+    assert build_allocator(None, seed=1).__class__ is GuardedProgressive
+    with pytest.raises(OptionsError, match="rejects adaptive.allocator_kwargs") as err:
+        build_allocator("vigor", {"lower": 2}, what="adaptive.allocator", options_name="adaptive.allocator_kwargs")
+    assert isinstance(err.value, ValueError) and isinstance(err.value, TypeError)
+
+
+def test_build_takes_an_object_and_gives_it_the_trainers_settings(caplog):
+    mine = VIP("beta", estimator="rloo", aggregation="seq-mean")
+    with caplog.at_level(logging.WARNING):
+        assert build_allocator(mine, estimator="grpo", aggregation="token-mean") is mine
+    assert (mine.estimator, mine.aggregation) == ("grpo", "token-mean") and "set to 'grpo'" in caplog.text
+    with pytest.raises(ValueError, match="its options"):
+        build_allocator(mine, {"seed": 1})
+    with pytest.raises(ValueError, match="must have run"):
+        build_allocator(object())
+
+
+def test_prompt_text_reads_strings_conversations_and_content_blocks():
+    assert prompt_text("2+2=") == "2+2="
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "t"}]}]
+    assert prompt_text(chat) == "s\nt"
+    arr = np.empty(2, dtype=object)
+    arr[:] = chat  # verl hands conversations over as object arrays
+    assert prompt_text(arr) == "s\nt"
+    blocks = [{"role": "user", "content": [{"text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}]
+    assert prompt_text(blocks) == "a b"
+    assert prompt_text([{"role": "user", "content": None}, {"role": "user", "content": "x"}]) == "x"
+    assert prompt_text({"question": 1}) == '{"question": 1}'
+
+
+def test_text_and_pool_needs_come_from_the_settings():
+    assert needs_text("vip", {}) and needs_text("vip-paper", {}) and not needs_text("vigor", {})
+    assert not needs_text("vip", {"features": None}) and not needs_text(None, {})
+    assert needs_pool("VIP_Paper", {}) and not needs_pool("vip-paper", {"predictor": "gp"})
+
+
+def test_text_features_use_the_trainers_encoder_and_the_pool():
+    enc = FeatureTable(["x", "y"], [[1.0, 0.0], [0.0, 1.0]])
+    vip = VIP("gp")
+    texts = text_features(vip, encoder=enc)
+    assert isinstance(texts, KeyedTexts) and vip.slot.features is texts
+    texts.register(["row#0"], ["y"])
+    assert texts.encode(["row#0"]).tolist() == [[0.0, 1.0]]
+    paper = VIP("paper-gp")
+    with pytest.raises(ValueError, match="known prompt pool"):
+        text_features(paper, encoder=enc)
+    assert text_features(paper, pool=lambda: (["row#0", "row#1"], ["y", "x"]), encoder=enc) is None
+    assert paper.slot.features.encode(["row#1"]).tolist() == [[1.0, 0.0]]
+    assert text_features(Uniform()) is None and text_features(VIP("beta")) is None
+
+
+def test_the_count_rule_follows_the_allocator_kind():
+    class Saver:
+        kind = "save"
+
+    assert allocator_kind(Saver()) == "save" and allocator_kind(Uniform()) == "fill"
+    assert check_spent(np.array([4, 4]), 8) == 8 and check_spent(np.array([0, 0]), 8, "save") == 0
+    with pytest.raises(ValueError, match="sum to 7, budget is 8"):
+        check_spent(np.array([3, 4]), 8)
+    with pytest.raises(ValueError, match="at most"):
+        check_spent(np.array([5, 4]), 8, "save")
+    assert check_counts([2, 0], 2, 8, "save").tolist() == [2, 0]
+    for bad, match in (([9, -1], "negative"), ([8], "shape"), ([4.5, 3.5], "non-integer")):
+        with pytest.raises(ValueError, match=match):
+            check_counts(bad, 2, 8)
+
+    class Odd:
+        kind = "spend-all"
+
+    with pytest.raises(ValueError, match="kind 'spend-all'"):
+        allocator_kind(Odd())
+
+
+def test_scored_successes_leave_out_unscored_rollouts():
+    scored, unscored = scored_successes(SuccessSignal(threshold=0.5), [0.2, None, 0.9, float("nan")], "q")
+    assert scored.tolist() == [0.0, 1.0] and unscored == 2
+    with pytest.raises(ValueError, match="prompt 'q'"):
+        scored_successes(SuccessSignal(reward_range=(0, 1)), [2.0], "q")
+
+
+def test_step_values_and_log_keep_the_trainers_counts_and_add_the_regime():
+    counts = np.array([3, 0, 2])  # prompt a: one of its 3 rollouts unscored
+    success = [np.array([0.0, 1.0]), np.array([]), np.array([1.0, 1.0])]
+    values = step_values(["a", "b", "c"], counts, success, {"brier": 0.1, "rollouts": 99, "note": "x"})
+    assert values["rollouts"] == 5 and values["skipped"] == 1 and values["brier"] == 0.1
+    assert values["mean_reward"] == pytest.approx(0.75)  # over the scored rollouts
+    log = step_log({**values, "unscored": 1, "flag": True}, RegimeTracker(), ["a", "b", "c"], success, drop=("brier",))
+    assert log["adaptive/unscored"] == 1.0 and log["adaptive/flag"] == 1.0 and "adaptive/brier" not in log
+    assert "adaptive/note" not in log and "adaptive/allocation_histogram" not in log
+    assert any(name.startswith("regime/") for name in log)
