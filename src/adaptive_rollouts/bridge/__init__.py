@@ -15,7 +15,15 @@ A trainer plug-in adapts its framework's hooks and calls, for everything else, t
 
 from __future__ import annotations
 
-from .build import DEFAULT_NAMES, OptionsError, allocator_factory, build_allocator, configure_allocator, load_object
+from .build import (
+    DEFAULT_NAMES,
+    OptionsError,
+    allocator_factory,
+    build_allocator,
+    check_options,
+    configure_allocator,
+    load_object,
+)
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
 from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
@@ -29,6 +37,7 @@ __all__ = [
     "allocator_kind",
     "build_allocator",
     "check_counts",
+    "check_options",
     "check_spent",
     "configure_allocator",
     "is_single_shot",

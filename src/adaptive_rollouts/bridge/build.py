@@ -27,6 +27,7 @@ __all__ = [
     "OptionsError",
     "allocator_factory",
     "build_allocator",
+    "check_options",
     "configure_allocator",
     "load_object",
 ]
@@ -109,18 +110,39 @@ def build_allocator(
     for name, value in provided.items():
         if value is not None and name not in kwargs and takes_keyword(factory, name):
             kwargs[name] = value
-    try:
-        inspect.signature(factory).bind(**kwargs)
-    except TypeError as err:
-        raise OptionsError(f"{what} {spec or 'default'!r} rejects {options_name}: {err}") from None
-    except ValueError:  # no signature (a builtin): the call itself checks
-        pass
+    check_options(spec, kwargs, what, options_name)
     allocator = factory(**kwargs)
     if not callable(getattr(allocator, "run", None)):
         raise ValueError(
             f"{what} {spec!r} built a {type(allocator).__name__}, which has no run(prompts, budget, sample)"
         )
     return allocator
+
+
+def check_options(
+    spec: str | None, options: Mapping[str, Any], what: str = "allocator", options_name: str = "options"
+) -> Callable[..., Any]:
+    """The factory of ``spec`` (`allocator_factory`), after checking that it takes ``options``: every
+    keyword (also through ``**options`` forwarded to a base class, `allocators.takes_keyword`) and
+    together (no required argument missing). Raises `OptionsError` naming ``what`` and ``options_name``.
+
+    >>> check_options("vigor", {"lower": 2}, "adaptive.allocator", "adaptive.allocator_kwargs")
+    Traceback (most recent call last):
+    ...
+    adaptive_rollouts.bridge.build.OptionsError: adaptive.allocator 'vigor' rejects adaptive.allocator_kwargs: it does not accept ['lower']
+    """
+    factory = allocator_factory(spec, what)
+    label = f"{what} {spec or 'default'!r} rejects {options_name}"
+    bad = [name for name in options if not takes_keyword(factory, name)]
+    if bad:
+        raise OptionsError(f"{label}: it does not accept {bad}")
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError as err:
+        raise OptionsError(f"{label}: {err}") from None
+    except ValueError:  # no signature (a builtin): the call itself checks
+        pass
+    return factory
 
 
 def configure_allocator(allocator: Any, estimator: str, aggregation: str) -> dict[str, tuple]:

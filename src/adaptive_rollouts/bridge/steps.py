@@ -31,9 +31,11 @@ def allocator_kind(allocator: Any) -> Kind:
     ('save', 'fill')
     """
     kind = getattr(allocator, "kind", "fill")
-    if kind not in ("fill", "save"):
-        raise ValueError(f"allocator {type(allocator).__name__} has kind {kind!r}; expected 'fill' or 'save'")
-    return kind
+    if kind == "fill":
+        return "fill"
+    if kind == "save":
+        return "save"
+    raise ValueError(f"allocator {type(allocator).__name__} has kind {kind!r}; expected 'fill' or 'save'")
 
 
 def is_single_shot(allocator: Any) -> TypeGuard[PlanningAllocator]:

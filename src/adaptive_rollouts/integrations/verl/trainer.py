@@ -28,29 +28,39 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.bridge import (
+    allocator_kind,
+    check_counts,
+    is_single_shot,
+    needs_pool,
+    prompt_text,
+    step_log,
+    text_features,
+)
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.state import load_state, save_state
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Allocator, PlanningAllocator
 
 from . import rollouts as R
+from .advantage import session_keys
 from .config import (
     aggregation_for,
-    allocator_factory,
     build_allocator,
     check_text_encoder,
     check_verl_config,
     estimator_for,
     load_object,
-    needs_pool,
     settings_from_config,
 )
 from .rounds import run_rounds
-from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, prompt_text, rekey_dataloader
-from .steps import StepFeedback, allocator_metrics, assign_rollout_counts, check_counts, is_single_shot
+from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, rekey_dataloader
+from .steps import StepFeedback, assign_rollout_counts
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +70,6 @@ ALLOCATOR_STATE_FILE = "adaptive_allocator.safetensors"
 def _make_trainer_class():
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
-
-    from adaptive_rollouts.allocators import takes_keyword
-    from adaptive_rollouts.state import load_state, save_state
-
-    from .advantage import session_keys
 
     class _RoundsReplayBuffer:
         """verl's ReplayBuffer; after progressive rounds it samples every round group at once."""
@@ -88,7 +93,9 @@ def _make_trainer_class():
         Config: the ``adaptive:`` section of ``adaptive_ppo.yaml``.
         """
 
-        allocator: Any  # built in __init__, or in _init_dataloader when it needs the training set
+        allocator: Allocator
+        planner: PlanningAllocator | None  # the allocator, when it plans each step in one go
+        texts: KeyedTexts | None  # the prompt texts a text-based predictor reads, registered per batch
         train_dataset: Any  # set by verl's _init_dataloader
         train_dataloader: Any
 
@@ -108,27 +115,18 @@ def _make_trainer_class():
             )
             self.signal = SuccessSignal(reward_range=s.reward_range, threshold=s.threshold)
             self.regime = RegimeTracker()
-            factory = allocator_factory(s.allocator)
             check_text_encoder(s.allocator, s.allocator_kwargs, s.encoder)
-            self.texts = None
-            if takes_keyword(factory, "features") and "features" not in s.allocator_kwargs:
-                encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
-                self.texts = KeyedTexts(encoder)
-            self.allocator = None if needs_pool(s.allocator, s.allocator_kwargs) else self._build_allocator()
-            self._pending: tuple[list, list[str], np.ndarray] | None = None
-
-        def _build_allocator(self, predictor: Any = None) -> Any:
-            s = self.settings
-            alloc = build_allocator(
-                s.allocator,
-                s.allocator_kwargs,
-                aggregation=self.aggregation,
-                estimator=self.estimator,
-                features=self.texts,
-                predictor=predictor,
+            self.encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
+            self.allocator = build_allocator(
+                s.allocator, s.allocator_kwargs, aggregation=self.aggregation, estimator=self.estimator
             )
-            self.single_shot = is_single_shot(alloc) and not s.force_progressive
-            return alloc
+            # single-shot allocators plan the whole step at once (one dispatch), unless told otherwise
+            self.planner = self.allocator if is_single_shot(self.allocator) and not s.force_progressive else None
+            self.single_shot = self.planner is not None
+            # a predictor on the training set's pool gets its texts once the dataloader exists
+            pool = needs_pool(s.allocator, s.allocator_kwargs)
+            self.texts = None if pool else text_features(self.allocator, encoder=self.encoder)
+            self._pending: tuple[list, list[str], np.ndarray] | None = None
 
         def _build_replay_buffer(self):
             self.trainer_mode = "sync"
@@ -139,22 +137,15 @@ def _make_trainer_class():
             if self.settings.prompt_key is None:
                 source = dataset_source(self.config.data.train_files)
                 self.train_dataset, self.train_dataloader = rekey_dataloader(self.train_dataloader, source)
-            if self.allocator is None:
-                self.allocator = self._build_allocator(self._pool_predictor())
+            if needs_pool(self.settings.allocator, self.settings.allocator_kwargs):
+                if self.settings.prompt_key is not None:
+                    raise ValueError("adaptive: VIP's paper GP lives on the training set's rows: leave prompt_key null")
+                self.texts = text_features(self.allocator, pool=self._pool, encoder=self.encoder)
 
-        def _pool_predictor(self) -> Any:
-            """VIP's published GP on the whole training set (its prompt pool), text features."""
-            from adaptive_rollouts.predictors import PaperGP
-
-            if self.texts is None or self.settings.prompt_key is not None:
-                raise ValueError("adaptive: VIP's paper GP needs the default prompt keys and text features")
-            keys, texts = [], []
-            for i in range(len(self.train_dataset)):
-                row = self.train_dataset[i]
-                keys.append(row[KEY_FIELD])
-                texts.append(prompt_text(row["raw_prompt"]))
-            self.texts.register(keys, texts)
-            return PaperGP(cast(Any, self.texts), pool=keys)  # KeyedTexts is an Encoder (dim read-only)
+        def _pool(self) -> tuple[list, list[str]]:
+            """The training set's row keys and prompt texts: the pool of VIP's published GP."""
+            rows = [self.train_dataset[i] for i in range(len(self.train_dataset))]
+            return [row[KEY_FIELD] for row in rows], [prompt_text(row["raw_prompt"]) for row in rows]
 
         # -- dispatch ------------------------------------------------------------------
 
@@ -164,8 +155,10 @@ def _make_trainer_class():
             if self.texts is not None:
                 self.texts.register(keys, batch_texts(batch))
             uids = [str(u) for u in batch_keys(batch, "uid")]
-            if self.single_shot:
-                counts = check_counts(self.allocator.plan(keys, self.budget), len(keys), self.budget)
+            if self.planner is not None:
+                counts = check_counts(
+                    self.planner.plan(keys, self.budget), len(keys), self.budget, allocator_kind(self.planner)
+                )
                 assign_rollout_counts(batch, counts)
                 self._pending = (keys, uids, counts)
                 self._submit_batch_to_rollout(batch)
@@ -174,17 +167,15 @@ def _make_trainer_class():
             return self._step_metrics(keys, feedback)
 
         def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
-            self.regime.update(keys, feedback.successes())
             # an incomplete step's allocator did not finish: its last_metrics are the previous step's
-            metrics = {} if feedback.incomplete else allocator_metrics(self.allocator)
-            metrics.update(feedback.metrics())
-            metrics.update(self.regime.metrics())
-            return metrics
+            values = {} if feedback.incomplete else dict(getattr(self.allocator, "last_metrics", None) or {})
+            values.update(feedback.metrics(prefix=""))
+            return step_log(values, self.regime, keys, feedback.successes())
 
         # -- feedback ------------------------------------------------------------------
 
         def _compute_advantage(self, batch, metrics: dict):
-            if self._pending is not None:
+            if self._pending is not None and self.planner is not None:
                 keys, uids, counts = self._pending
                 self._pending = None
                 real = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
@@ -192,7 +183,7 @@ def _make_trainer_class():
                 feedback = StepFeedback(keys, counts, self.signal)
                 for i, uid in enumerate(uids):
                     feedback.add(i, sessions.of(uid), int(counts[i]))
-                self.allocator.observe(keys, feedback.successes())
+                self.planner.observe(keys, feedback.successes())
                 metrics.update(self._step_metrics(keys, feedback))
             with session_keys(batch.keys):
                 return super()._compute_advantage(batch, metrics)
