@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators import ALLOCATORS, make_allocator, takes_keyword
+from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, registry_key, takes_keyword
+from adaptive_rollouts.bridge import build_allocator as build_allocator_from
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.sim.bench_summary import summarize
 from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
@@ -156,8 +157,6 @@ def build_allocator(
     estimator) goes to every allocator that takes one."""
     truth = _truth_fn(problem)
     if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
-        from adaptive_rollouts.allocators import VIP
-
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
     if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's three rounds
         return make_allocator("default", trust_scale=float("inf"), seed=seed), None
@@ -167,29 +166,27 @@ def build_allocator(
         return OracleAllocator(truth, mode="fill"), TruePredictor(truth)
     head, _, variant = name.partition("@")
     base, options = method_options(head)
-    base = base.lower().replace("_", "-")
+    base = registry_key(base)
     if base not in ALLOCATORS:
         raise ValueError(
             f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, optimum@true-p"
         )
     if variant not in ("", "true-p"):
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
-    factory = ALLOCATORS[base]
-    candidates: dict[str, Any] = {
-        "seed": seed,
-        "features": FeatureTable(list(range(problem.n_prompts)), problem.features),
-    }
-    if variant == "true-p":
-        candidates["predictor"] = TruePredictor(truth)
-    if aggregation is not None and base in ("posterior-progressive", "guarded-progressive", "default"):
-        candidates["aggregation"] = aggregation
-    if estimator is not None and base != "vip-paper":
-        candidates["estimator"] = estimator
-    # allocators without a predictor take no features / predictor: pass what the constructor accepts
-    kwargs = {k: v for k, v in candidates.items() if takes_keyword(factory, k)}
-    if variant == "true-p" and "predictor" not in kwargs:
+    if variant == "true-p" and not takes_keyword(ALLOCATORS[base], "predictor"):
         raise ValueError(f"method {base!r} has no predictor to replace with the true p ({name!r})")
-    alloc = make_allocator(base, **kwargs, **options)
+    # the method's options win; the run's values go where the constructor takes them
+    alloc = build_allocator_from(
+        base,
+        options,
+        what="method",
+        options_name="its method options",
+        seed=seed,
+        features=FeatureTable(list(range(problem.n_prompts)), problem.features),
+        predictor=TruePredictor(truth) if variant == "true-p" else None,
+        aggregation=aggregation if base in ("posterior-progressive", "guarded-progressive", "default") else None,
+        estimator=estimator if base != "vip-paper" else None,
+    )
     predictor = getattr(alloc, "predictor", None)
     if predictor is not None and not hasattr(predictor, "predict"):
         predictor = None
