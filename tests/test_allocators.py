@@ -164,13 +164,13 @@ def test_exact_budget_and_bounds(name, q, extra, seed, steps):
         check_bounds(alloc, counts, budget)
         assert len(rewards) == q
         m = alloc.last_metrics
-        assert m["rollouts"] == budget
+        assert m["rollouts_spent"] == budget
         assert m["skipped"] == int(np.sum(counts == 0))
         assert sum(m["allocation_histogram"].values()) == q
         for r, c in zip(rewards, counts):
             assert r.size in (0, c)  # dropped groups come back empty, never partially
         if hasattr(alloc, "plan"):
-            planned = alloc.plan(prompts, budget)
+            planned = alloc.plan(prompts, budget).counts
             check_bounds(alloc, planned, budget)
 
 

@@ -116,7 +116,7 @@ def test_the_count_rule_follows_the_allocator_kind():
     class Odd:
         kind = "spend-all"
 
-    with pytest.raises(ValueError, match="kind 'spend-all'"):
+    with pytest.raises(ValueError, match="got 'spend-all'"):
         allocator_kind(Odd())
 
 
@@ -137,3 +137,11 @@ def test_step_values_and_log_keep_the_trainers_counts_and_add_the_regime():
     assert log["adaptive/unscored"] == 1.0 and log["adaptive/flag"] == 1.0 and "adaptive/brier" not in log
     assert "adaptive/note" not in log and "adaptive/allocation_histogram" not in log
     assert any(name.startswith("regime/") for name in log)
+
+
+def test_observe_gets_the_plan_back_or_the_prompts_from_an_older_allocator():
+    from adaptive_rollouts.bridge import plan_or_prompts
+
+    plan = Uniform().plan(["a", "b"], 4)
+    assert plan_or_prompts(plan, ["a", "b"]) is plan
+    assert plan_or_prompts(np.array([2, 2]), ("a", "b")) == ["a", "b"]

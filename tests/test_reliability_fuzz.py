@@ -177,7 +177,7 @@ def check_allocator_case(case: dict) -> None:
         problems = check_step_invariants(alloc, prompts, budget, env.log, rewards)
         assert not problems, (case, problems)
         if hasattr(alloc, "plan"):
-            counts = alloc.plan(prompts, budget)
+            counts = alloc.plan(prompts, budget).counts
             assert counts.sum() == budget and np.all(counts >= 0), (case, counts.tolist())
 
 

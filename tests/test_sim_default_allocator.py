@@ -61,7 +61,7 @@ def test_no_evidence_is_uniform_and_little_evidence_is_near_uniform():
     keys = list(range(16))
     # kappa -> inf: exactly Uniform's counts (16 prompts, 128 rollouts: 8 each)
     counts = [r.size for r in GuardedProgressive(trust_scale=1e12).run(keys, 128, _sampler(p))]
-    assert counts == Uniform().plan(keys, 128).tolist()
+    assert counts == Uniform().plan(keys, 128).counts.tolist()
     # no history: closer to Uniform than the untempered optimum, but still moved toward it
     fresh = np.array([r.size for r in GuardedProgressive().run(keys, 128, _sampler(p))])
     full = np.array([r.size for r in PosteriorProgressive("beta").run(keys, 128, _sampler(p))])
@@ -149,7 +149,7 @@ def test_zero_variance_gate_falls_back_to_uniform_where_few_groups_are_dead():
     gated = GuardedProgressive(zero_variance_gate=(0.8, 0.9))
     for s in range(3):
         counts = [r.size for r in gated.run(keys, 128, _sampler(informative, s))]
-    assert gated.gate() == 0.0 and counts == Uniform().plan(keys, 128).tolist()
+    assert gated.gate() == 0.0 and counts == Uniform().plan(keys, 128).counts.tolist()
     mostly_dead = np.r_[np.zeros(15), 0.5]  # 15 of 16 groups all-fail: gate open
     open_gate = GuardedProgressive(zero_variance_gate=(0.8, 0.9))
     for s in range(3):

@@ -118,7 +118,7 @@ def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:
 
     "vip-paper" is VIP exactly as published (`PaperGP`, RLOO, plug-in p(1-p)); "vip" uses our GP.
 
-    >>> make_allocator("uniform").plan(["a", "b"], 5).tolist()
+    >>> make_allocator("uniform").plan(["a", "b"], 5).counts.tolist()
     [3, 2]
     >>> type(make_allocator(aggregation="seq-mean")).__name__
     'GuardedProgressive'

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..state_checks import StateReader, real_number
-from ..types import StateDict
+from ..types import Prediction, StateDict
 from ..validation import check_range
 from .base import SingleShotAllocator
 
@@ -80,7 +80,7 @@ class GRESO(SingleShotAllocator):
         keep = np.where(hard > 0, np.maximum(self.p_hard**hard, self.floor), keep)
         return keep
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         q = len(prompts)
         counts = np.zeros(q, dtype=np.int64)
         if budget == 0:

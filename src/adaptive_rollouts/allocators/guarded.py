@@ -149,10 +149,10 @@ class GuardedProgressive(PosteriorProgressive):
         low, high = self.zero_variance_gate
         return float(np.clip((z - low) / (high - low), 0.0, 1.0))
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         self._rho = self.persistence()
         self._gate = self.gate()
-        rewards = super().run(prompts, budget, sample)
+        rewards = super()._run(prompts, budget, sample)
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         if self.last_metrics is not None:
             self.last_metrics["trust"] = list(self.last_trust)

@@ -27,7 +27,7 @@ from .build import (
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
 from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
-from .steps import allocator_kind, check_counts, check_spent, is_single_shot, scored_successes
+from .steps import allocator_kind, check_counts, check_spent, is_single_shot, plan_or_prompts, scored_successes
 
 __all__ = [
     "DEFAULT_NAMES",
@@ -44,6 +44,7 @@ __all__ = [
     "load_object",
     "needs_pool",
     "needs_text",
+    "plan_or_prompts",
     "prompt_text",
     "scalar",
     "scored_successes",

@@ -1,8 +1,10 @@
 """One training step between a trainer and its allocator: which halves the allocator offers, what
 the trainer checks of the counts it spent, and what the allocator sees of the rewards.
 
-- `allocator_kind`: ``"fill"`` (spends exactly the budget; the default) or ``"save"`` (at most);
+- `allocator_kind` (`types.allocator_kind`): ``"fill"`` (spends exactly the budget; the default)
+  or ``"save"`` (at most);
 - `is_single_shot`: the allocator offers ``plan`` / ``observe`` (one generation per step);
+  `plan_or_prompts`: what its ``observe`` takes back;
 - `check_spent` / `check_counts`: the one count rule for a step, honouring the kind;
 - `scored_successes`: a prompt's raw rewards -> its scored successes in [0, 1] and how many
   rollouts had no reward (`success.SuccessSignal`), the one mapping every trainer calls.
@@ -10,32 +12,15 @@ the trainer checks of the counts it spent, and what the allocator sees of the re
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any, Literal, TypeGuard
+from collections.abc import Hashable, Sequence
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import PlanningAllocator
+from adaptive_rollouts.types import AllocatorKind, Plan, PlanningAllocator, Prompt, allocator_kind
 
-__all__ = ["allocator_kind", "check_counts", "check_spent", "is_single_shot", "scored_successes"]
-
-Kind = Literal["fill", "save"]
-
-
-def allocator_kind(allocator: Any) -> Kind:
-    """The allocator's ``kind`` class attribute; an object without one fills the budget.
-
-    >>> class Saver: kind = "save"
-    >>> allocator_kind(Saver()), allocator_kind(object())
-    ('save', 'fill')
-    """
-    kind = getattr(allocator, "kind", "fill")
-    if kind == "fill":
-        return "fill"
-    if kind == "save":
-        return "save"
-    raise ValueError(f"allocator {type(allocator).__name__} has kind {kind!r}; expected 'fill' or 'save'")
+__all__ = ["allocator_kind", "check_counts", "check_spent", "is_single_shot", "plan_or_prompts", "scored_successes"]
 
 
 def is_single_shot(allocator: Any) -> TypeGuard[PlanningAllocator]:
@@ -43,7 +28,17 @@ def is_single_shot(allocator: Any) -> TypeGuard[PlanningAllocator]:
     return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
 
 
-def check_spent(counts: np.ndarray, budget: int, kind: Kind = "fill", who: str = "allocator") -> int:
+def plan_or_prompts(plan: Any, prompts: Sequence[Prompt]) -> Plan | list:
+    """What a single-shot allocator's ``observe`` takes back: the `Plan` its ``plan`` returned, or, from
+    an allocator whose ``plan`` returns bare counts, the prompts.
+
+    >>> plan_or_prompts(np.array([2, 1]), ["a", "b"])
+    ['a', 'b']
+    """
+    return plan if isinstance(plan, Plan) else list(prompts)
+
+
+def check_spent(counts: np.ndarray, budget: int, kind: AllocatorKind = "fill", who: str = "allocator") -> int:
     """The rollouts a step spent, ``counts.sum()``, if the kind allows it: ``"fill"`` spends exactly
     ``budget``, ``"save"`` at most ``budget`` (0 included). Raises naming ``who`` otherwise.
 
@@ -59,7 +54,9 @@ def check_spent(counts: np.ndarray, budget: int, kind: Kind = "fill", who: str =
     raise ValueError(f"{who} counts sum to {spent}, budget is {budget}: a {kind!r} allocator spends {rule} the budget")
 
 
-def check_counts(counts: Any, n_prompts: int, budget: int, kind: Kind = "fill", who: str = "allocator") -> np.ndarray:
+def check_counts(
+    counts: Any, n_prompts: int, budget: int, kind: AllocatorKind = "fill", who: str = "allocator"
+) -> np.ndarray:
     """``counts`` as int64: one integer >= 0 per prompt, spending the budget as `check_spent` says.
 
     >>> check_counts([3.0, 5.0], 2, 8).tolist()

@@ -70,7 +70,7 @@ class OracleAllocator(SingleShotAllocator):
     (docs/objectives.md, section 3).
 
     >>> truth = lambda ps: (np.array([.5, .0, .9, .3]), np.array([.25, 0., .09, .21]))
-    >>> OracleAllocator(truth, mode="fill", upper=8).plan(["a", "b", "c", "d"], 16).tolist()
+    >>> OracleAllocator(truth, mode="fill", upper=8).plan(["a", "b", "c", "d"], 16).counts.tolist()
     [8, 0, 0, 8]
     """
 
@@ -86,7 +86,7 @@ class OracleAllocator(SingleShotAllocator):
         self.lower, self.upper, self.allow_skip = (1, None, True) if mode == "fill" else (lower, None, False)
         self.cap = upper
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         _, var = self.truth(prompts)
         if self.mode == "fill":
             return fill_allocate(var, budget, self.cap)

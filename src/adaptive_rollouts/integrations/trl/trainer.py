@@ -41,7 +41,7 @@ from adaptive_rollouts.bridge import (
 )
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import Allocator
+from adaptive_rollouts.types import Allocator, Draw
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
 from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
@@ -185,18 +185,17 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
-                    answer = []
+                    answer, missing = [], []
                     for i in indices.tolist():
                         kept, unscored = scored_successes(self.success, [r.reward for r in got[i]], keys[i])
                         step["unscored"] += unscored
                         success[i].append(kept)
                         answer.append(kept)
-                    return answer
+                        missing.append(unscored)
+                    return Draw(answer, np.asarray(missing, dtype=np.int64))
                 finally:
                     self.allocator_seconds -= time.perf_counter()
 
-            marked: Any = sample
-            marked.may_leave_unscored = True  # the answer may omit unscored rollouts (RolloutCollector)
             self.allocator_seconds -= time.perf_counter()
             try:
                 self.allocator.run(keys, budget, sample)

@@ -37,6 +37,7 @@ from adaptive_rollouts.bridge import (
     check_counts,
     is_single_shot,
     needs_pool,
+    plan_or_prompts,
     prompt_text,
     step_log,
     text_features,
@@ -45,7 +46,7 @@ from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.state import load_state, save_state
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import Allocator, PlanningAllocator
+from adaptive_rollouts.types import Allocator, Plan, PlanningAllocator
 
 from . import rollouts as R
 from .advantage import session_keys
@@ -126,7 +127,7 @@ def _make_trainer_class():
             # a predictor on the training set's pool gets its texts once the dataloader exists
             pool = needs_pool(s.allocator, s.allocator_kwargs)
             self.texts = None if pool else text_features(self.allocator, encoder=self.encoder)
-            self._pending: tuple[list, list[str], np.ndarray] | None = None
+            self._pending: tuple[Plan | list, list[str], np.ndarray] | None = None  # planned, awaiting rewards
 
         def _build_replay_buffer(self):
             self.trainer_mode = "sync"
@@ -156,11 +157,10 @@ def _make_trainer_class():
                 self.texts.register(keys, batch_texts(batch))
             uids = [str(u) for u in batch_keys(batch, "uid")]
             if self.planner is not None:
-                counts = check_counts(
-                    self.planner.plan(keys, self.budget), len(keys), self.budget, allocator_kind(self.planner)
-                )
+                plan = self.planner.plan(keys, self.budget)
+                counts = check_counts(plan, len(keys), self.budget, allocator_kind(self.planner))
                 assign_rollout_counts(batch, counts)
-                self._pending = (keys, uids, counts)
+                self._pending = (plan_or_prompts(plan, keys), uids, counts)
                 self._submit_batch_to_rollout(batch)
                 return {}  # this step's metrics come with its rewards, in _compute_advantage
             feedback, self._round_group_count = run_rounds(self, batch, keys, uids)
@@ -176,14 +176,15 @@ def _make_trainer_class():
 
         def _compute_advantage(self, batch, metrics: dict):
             if self._pending is not None and self.planner is not None:
-                keys, uids, counts = self._pending
+                plan, uids, counts = self._pending
+                keys = plan.prompts if isinstance(plan, Plan) else plan
                 self._pending = None
                 real = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
                 sessions = R.read_session_scores(real, batch.partition_id)
                 feedback = StepFeedback(keys, counts, self.signal)
                 for i, uid in enumerate(uids):
                     feedback.add(i, sessions.of(uid), int(counts[i]))
-                self.planner.observe(keys, feedback.successes())
+                self.planner.observe(plan, feedback.successes())
                 metrics.update(self._step_metrics(keys, feedback))
             with session_keys(batch.keys):
                 return super()._compute_advantage(batch, metrics)
