@@ -27,7 +27,15 @@ from .build import (
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
 from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
-from .steps import allocator_kind, check_counts, check_spent, is_single_shot, plan_or_prompts, scored_successes
+from .steps import (
+    allocator_kind,
+    check_counts,
+    check_spent,
+    is_single_shot,
+    plan_or_prompts,
+    scored_draw,
+    scored_successes,
+)
 
 __all__ = [
     "DEFAULT_NAMES",
@@ -47,6 +55,7 @@ __all__ = [
     "plan_or_prompts",
     "prompt_text",
     "scalar",
+    "scored_draw",
     "scored_successes",
     "step_log",
     "step_values",

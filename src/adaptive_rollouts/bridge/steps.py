@@ -6,8 +6,9 @@ the trainer checks of the counts it spent, and what the allocator sees of the re
 - `is_single_shot`: the allocator offers ``plan`` / ``observe`` (one generation per step);
   `plan_or_prompts`: what its ``observe`` takes back;
 - `check_spent` / `check_counts`: the one count rule for a step, honouring the kind;
-- `scored_successes`: a prompt's raw rewards -> its scored successes in [0, 1] and how many
-  rollouts had no reward (`success.SuccessSignal`), the one mapping every trainer calls.
+- `scored_draw`: a sampling round's raw rewards -> the `Draw` the allocator gets (scored successes
+  in [0, 1] through `success.SuccessSignal`, and how many rollouts had no reward), the one mapping
+  every trainer calls; `scored_successes` for one prompt.
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import AllocatorKind, Plan, PlanningAllocator, Prompt, allocator_kind
+from adaptive_rollouts.types import AllocatorKind, Draw, Plan, PlanningAllocator, Prompt, allocator_kind
 
-__all__ = ["allocator_kind", "check_counts", "check_spent", "is_single_shot", "plan_or_prompts", "scored_successes"]
+__all__ = [
+    "allocator_kind",
+    "check_counts",
+    "check_spent",
+    "is_single_shot",
+    "plan_or_prompts",
+    "scored_draw",
+    "scored_successes",
+]
 
 
 def is_single_shot(allocator: Any) -> TypeGuard[PlanningAllocator]:
@@ -75,14 +84,27 @@ def check_counts(
     return arr
 
 
+def scored_draw(signal: SuccessSignal, groups: Sequence[Any], prompts: Sequence[Hashable]) -> Draw:
+    """The raw rewards of a sampling round, one group per prompt of ``prompts`` (None / NaN:
+    unscored) -> the `Draw` a ``sample`` call answers: each prompt's scored successes in [0, 1] and
+    its number of unscored rollouts. Unscored rollouts are not observations: the allocator never sees
+    them as rewards, only as ``unscored``.
+
+    >>> draw = scored_draw(SuccessSignal(), [[-1.0, None, 1.0], [1.0]], ["a", "b"])
+    >>> [s.tolist() for s in draw], draw.unscored.tolist()
+    ([[0.0, 1.0], [1.0]], [1, 0])
+    """
+    values = [signal.to_success(group, prompt=prompt) for group, prompt in zip(groups, prompts, strict=True)]
+    scored = [v[~np.isnan(v)] for v in values]
+    return Draw(scored, np.array([v.size - s.size for v, s in zip(values, scored)], dtype=np.int64))
+
+
 def scored_successes(signal: SuccessSignal, raw: Any, prompt: Hashable = None) -> tuple[np.ndarray, int]:
-    """A prompt's raw rewards (None / NaN: unscored) -> (its scored successes in [0, 1], the number
-    of unscored rollouts). Unscored rollouts are not observations: the allocator never sees them.
+    """`scored_draw` of one prompt: (its scored successes, its number of unscored rollouts).
 
     >>> scored, unscored = scored_successes(SuccessSignal(), [-1.0, None, 1.0])
     >>> scored.tolist(), unscored
     ([0.0, 1.0], 1)
     """
-    values = signal.to_success(raw, prompt=prompt)
-    scored = values[~np.isnan(values)]
-    return scored, int(values.size - scored.size)
+    draw = scored_draw(signal, [raw], [prompt])
+    return draw[0], int(draw.unscored[0])

@@ -36,12 +36,12 @@ from adaptive_rollouts.bridge import (
     build_allocator,
     check_spent,
     prompt_text,
-    scored_successes,
+    scored_draw,
     text_features,
 )
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import Allocator, Draw
+from adaptive_rollouts.types import Allocator
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
 from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
@@ -185,14 +185,14 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
-                    answer, missing = [], []
-                    for i in indices.tolist():
-                        kept, unscored = scored_successes(self.success, [r.reward for r in got[i]], keys[i])
-                        step["unscored"] += unscored
+                    asked = indices.tolist()
+                    draw = scored_draw(
+                        self.success, [[r.reward for r in got[i]] for i in asked], [keys[i] for i in asked]
+                    )
+                    step["unscored"] += int(draw.unscored.sum())
+                    for i, kept in zip(asked, draw):
                         success[i].append(kept)
-                        answer.append(kept)
-                        missing.append(unscored)
-                    return Draw(answer, np.asarray(missing, dtype=np.int64))
+                    return draw
                 finally:
                     self.allocator_seconds -= time.perf_counter()
 
