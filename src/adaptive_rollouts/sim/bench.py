@@ -34,6 +34,7 @@ from adaptive_rollouts.sim.bench_summary import summarize
 from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.progress import progress_bar
+from adaptive_rollouts.sim.realdata import reasoning_gym_features
 from adaptive_rollouts.sim.speedup import rollouts_to_target
 from adaptive_rollouts.sim.train import TrainConfig, train
 from adaptive_rollouts.validation import check_choice
@@ -282,8 +283,6 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
 
 def _minilm_factory(cfg: BenchConfig) -> Callable:
     """Problems on real MiniLM embeddings of reasoning-gym questions (computed once per seed)."""
-    from adaptive_rollouts.sim.realdata import reasoning_gym_features
-
     cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def factory(scenario: str, seed: int) -> Problem:

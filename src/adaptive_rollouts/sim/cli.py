@@ -8,9 +8,13 @@ import re
 import sys
 from typing import Any
 
-from adaptive_rollouts.cli import positive_int
+from adaptive_rollouts.checks.arguments import positive_int
 from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
+from adaptive_rollouts.sim.map_report import write_map_report
 from adaptive_rollouts.sim.problem import SCENARIOS
+from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
+from adaptive_rollouts.sim.regimes import select_cells
+from adaptive_rollouts.sim.report import theory_checks, write_report
 from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
@@ -96,10 +100,6 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 
 def run_map_command(args: argparse.Namespace) -> int:
-    from adaptive_rollouts.sim.map_report import write_map_report
-    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
-    from adaptive_rollouts.sim.regimes import select_cells
-
     cfg = FULL_MAP if getattr(args, "full", False) or not getattr(args, "quick", False) else QUICK_MAP
     changes: dict[str, Any] = {}
     if getattr(args, "methods", None):
@@ -130,8 +130,6 @@ def run_map_command(args: argparse.Namespace) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from adaptive_rollouts.sim.report import theory_checks, write_report
-
     if getattr(args, "map", False):
         return run_map_command(args)
     if getattr(args, "cells", None):
