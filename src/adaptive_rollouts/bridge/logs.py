@@ -38,17 +38,19 @@ def step_values(
     counts: np.ndarray,
     successes: Sequence[np.ndarray],
     last_metrics: Mapping[str, Any] | None = None,
+    budget: int | None = None,
 ) -> dict[str, Any]:
-    """The standard metrics of a step whose prompts ``keys`` got ``counts`` rollouts, of which the
-    scored ones gave ``successes`` (reward statistics are over those); then the allocator's own
-    ``last_metrics`` where the trainer has none.
+    """The standard metrics (`metrics.step_metrics`) of a step whose prompts ``keys`` got ``counts``
+    rollouts (``rollouts``, ``rollouts_spent``; ``budget``: the step's, for ``rollouts_saved``), of
+    which the scored ones gave ``successes`` (reward statistics are over those, ``unscored`` the
+    rest); then the allocator's own ``last_metrics`` where the trainer has none.
 
-    >>> v = step_values(["a", "b"], np.array([2, 0]), [np.array([0.0, 1.0]), np.array([])], {"brier": 0.2})
-    >>> v["rollouts"], v["skipped"], v["signal_groups"], v["brier"]
-    (2, 1, 1, 0.2)
+    >>> v = step_values(["a", "b"], np.array([3, 0]), [np.array([0.0, 1.0]), np.array([])], {"brier": 0.2})
+    >>> v["rollouts"], v["unscored"], v["skipped"], v["signal_groups"], v["brier"]
+    (3, 1, 1, 1, 0.2)
     """
     scored = np.array([s.size for s in successes], dtype=np.int64)
-    values = dict(step_metrics(keys, scored, successes))
+    values = dict(step_metrics(keys, scored, successes, spent=int(counts.sum()), budget=budget))
     used = counts[counts > 0]
     values.update(
         rollouts=int(counts.sum()),

@@ -120,6 +120,7 @@ class LogsMixin:
         success: list[np.ndarray],
         raw: list[np.ndarray],
         trainer_values: dict[str, float],
+        budget: int | None = None,
     ) -> dict[str, float]:
         """Main process: ``adaptive/<name>`` once per quantity and ``regime/<name>``.
 
@@ -127,6 +128,6 @@ class LogsMixin:
         gets, then the allocator's own scalars where the trainer has none: predicted success, Brier
         score); the trainer's values win. The counts are the rollouts spent (``unscored`` of them have
         no reward); the reward statistics are over the scored ones."""
-        values = step_values(keys, counts, success, getattr(self.allocator, "last_metrics", None))
+        values = step_values(keys, counts, success, getattr(self.allocator, "last_metrics", None), budget)
         values.update(trainer_values)
         return step_log(values, self.regime, keys, raw, drop=_DROPPED)

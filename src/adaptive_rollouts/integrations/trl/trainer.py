@@ -262,7 +262,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             raw = [np.array([r.reward for r in made if not np.isnan(r.reward)]) for made in per_prompt]
             seconds = self.allocator_seconds - start
             trainer_values = {**step, "allocator_seconds": seconds}
-            values = self._allocation_values(keys, counts, success, raw, trainer_values)
+            values = self._allocation_values(keys, counts, success, raw, trainer_values, budget)
         self._log_allocation(values)
         return output
 

@@ -40,6 +40,7 @@ from adaptive_rollouts.bridge import (
     plan_or_prompts,
     prompt_text,
     step_log,
+    step_values,
     text_features,
 )
 from adaptive_rollouts.embeddings import KeyedTexts
@@ -167,8 +168,12 @@ def _make_trainer_class():
             return self._step_metrics(keys, feedback)
 
         def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
-            # an incomplete step's allocator did not finish: its last_metrics are the previous step's
-            values = {} if feedback.incomplete else dict(getattr(self.allocator, "last_metrics", None) or {})
+            # an incomplete step's allocator did not finish: no allocation metrics (its last_metrics
+            # are the previous step's), only what is missing
+            values: dict[str, Any] = {}
+            if not feedback.incomplete:
+                last = getattr(self.allocator, "last_metrics", None)
+                values = step_values(keys, feedback.requested, feedback.successes(), last, self.budget)
             values.update(feedback.metrics(prefix=""))
             return step_log(values, self.regime, keys, feedback.successes())
 
