@@ -145,3 +145,19 @@ def test_observe_gets_the_plan_back_or_the_prompts_from_an_older_allocator():
     plan = Uniform().plan(["a", "b"], 4)
     assert plan_or_prompts(plan, ["a", "b"]) is plan
     assert plan_or_prompts(np.array([2, 2]), ("a", "b")) == ["a", "b"]
+
+
+def test_an_allocator_offers_run_or_where_the_trainer_allows_plan_and_observe():
+    class Planner:
+        def plan(self, prompts, budget):
+            return np.full(len(prompts), budget // len(prompts))
+
+        def observe(self, prompts, rewards):
+            pass
+
+    with pytest.raises(ValueError, match=r"must have run\(prompts, budget, sample\), got a Planner"):
+        build_allocator(Planner())
+    planner = Planner()
+    assert build_allocator(planner, plan_only=True) is planner
+    with pytest.raises(ValueError, match="or plan and observe"):
+        build_allocator(object(), plan_only=True)

@@ -80,15 +80,18 @@ def build_allocator(
     *,
     what: str = "allocator",
     options_name: str = "options",
+    plan_only: bool = False,
     **provided: Any,
 ) -> Allocator:
     """The allocator ``spec`` names (None: the recommended default), built with ``options``.
 
     Each of ``provided`` (the trainer's ``estimator``, ``aggregation``, ``features``, ``seed``, ...;
     None values are ignored) is passed only where the constructor takes it and ``options`` does not
-    set it: the user's options win. An object ``spec`` (anything with ``run``) is returned as it is,
-    given the trainer's ``estimator`` / ``aggregation`` by `configure_allocator`. Options the
-    constructor rejects raise `OptionsError` naming ``what`` and ``options_name``.
+    set it: the user's options win. An object ``spec`` is returned as it is, given the trainer's
+    ``estimator`` / ``aggregation`` by `configure_allocator`. Options the constructor rejects raise
+    `OptionsError` naming ``what`` and ``options_name``. The allocator must offer
+    ``run(prompts, budget, sample)``, or, where the trainer takes ``plan_only`` ones (verl), at least
+    ``plan`` and ``observe``.
 
     >>> vip = build_allocator("vip", {"lower": 3}, estimator="drgrpo", aggregation="constant")
     >>> (type(vip).__name__, vip.estimator, vip.aggregation, vip.lower)
@@ -99,8 +102,7 @@ def build_allocator(
     if spec is not None and not isinstance(spec, str):
         if options:
             raise ValueError(f"{what} is an object: its options {sorted(options)} cannot be applied")
-        if not callable(getattr(spec, "run", None)):
-            raise ValueError(f"{what} must have run(prompts, budget, sample), got {type(spec).__name__}")
+        _check_halves(spec, what, plan_only)
         estimator, aggregation = provided.get("estimator"), provided.get("aggregation")
         if estimator is not None and aggregation is not None:
             configure_allocator(spec, estimator, aggregation)
@@ -112,11 +114,18 @@ def build_allocator(
             kwargs[name] = value
     check_options(spec, kwargs, what, options_name)
     allocator = factory(**kwargs)
-    if not callable(getattr(allocator, "run", None)):
-        raise ValueError(
-            f"{what} {spec!r} built a {type(allocator).__name__}, which has no run(prompts, budget, sample)"
-        )
+    _check_halves(allocator, what, plan_only)
     return allocator
+
+
+def _check_halves(allocator: Any, what: str, plan_only: bool) -> None:
+    """``allocator`` offers ``run`` (or, when ``plan_only`` ones are taken, ``plan`` and ``observe``)."""
+    if callable(getattr(allocator, "run", None)):
+        return
+    if plan_only and all(callable(getattr(allocator, m, None)) for m in ("plan", "observe")):
+        return
+    need = "run(prompts, budget, sample) or plan and observe" if plan_only else "run(prompts, budget, sample)"
+    raise ValueError(f"{what} must have {need}, got a {type(allocator).__name__}")
 
 
 def check_options(

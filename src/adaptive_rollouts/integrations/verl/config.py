@@ -79,7 +79,12 @@ def _plain(value: Any) -> Any:
 
 
 def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
-    """Parse and check the ``adaptive:`` section; each bad value raises naming its key."""
+    """Parse and check the ``adaptive:`` section; each bad value raises naming its key.
+
+    >>> s = settings_from_config({"allocator": "default", "reward_range": [-1, 1]})
+    >>> s.allocator, s.reward_range, s.session_retries
+    (None, (-1.0, 1.0), 2)
+    """
     raw = dict(_plain(section) or {})
     known = set(AdaptiveSettings.__dataclass_fields__)
     unknown = sorted(set(raw) - known)
@@ -158,7 +163,13 @@ def allocator_factory(spec: str | None) -> Callable[..., Any]:
 
 
 def check_allocator_kwargs(spec: str | None, kwargs: Mapping[str, Any]) -> None:
-    """``adaptive.allocator_kwargs`` are keywords the allocator takes (`bridge.check_options`)."""
+    """``adaptive.allocator_kwargs`` are keywords the allocator takes (`bridge.check_options`).
+
+    >>> check_allocator_kwargs("vigor", {"lower": 2})
+    Traceback (most recent call last):
+    ...
+    adaptive_rollouts.bridge.build.OptionsError: adaptive.allocator 'vigor' rejects adaptive.allocator_kwargs: ...
+    """
     check_options(spec, kwargs, ALLOCATOR, KWARGS)
 
 
@@ -182,5 +193,6 @@ def check_text_encoder(spec: str | None, kwargs: Mapping, encoder: str | None) -
 def build_allocator(spec: str | None, kwargs: Mapping[str, Any] | None = None, **provided: Any) -> Allocator:
     """`bridge.build_allocator` for ``adaptive.allocator`` and ``adaptive.allocator_kwargs``: the trainer's
     ``aggregation=``, ``estimator=``, ... go only where the constructor takes them and the kwargs do
-    not set them."""
-    return _build_allocator(spec, kwargs, what=ALLOCATOR, options_name=KWARGS, **provided)
+    not set them. A single-shot allocator with only ``plan`` and ``observe`` is taken (verl generates
+    each step itself)."""
+    return _build_allocator(spec, kwargs, what=ALLOCATOR, options_name=KWARGS, plan_only=True, **provided)
