@@ -50,7 +50,9 @@ def step_values(
     (3, 1, 1, 1, 0.2)
     """
     scored = np.array([s.size for s in successes], dtype=np.int64)
-    values = dict(step_metrics(keys, scored, successes, spent=int(counts.sum()), budget=budget))
+    # successes come from `steps.scored_draw` (finite, in [0, 1], one 1-D array per prompt): checked
+    flat = np.concatenate(successes) if len(successes) else np.zeros(0)
+    values = dict(step_metrics(keys, scored, successes, flat=flat, spent=int(counts.sum()), budget=budget))
     used = counts[counts > 0]
     values.update(
         rollouts=int(counts.sum()),
