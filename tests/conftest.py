@@ -200,8 +200,9 @@ def check_step_invariants(alloc, prompts: list, budget: int, log: list, rewards:
     if m.get("skipped") != int(np.sum(counts == 0)):
         problems.append(f"metrics skipped {m.get('skipped')} != {int(np.sum(counts == 0))}")
     for key, value in m.items():
-        # metrics documents mean_reward = nan when nothing was spent (budget 0); NaN anywhere else is a bug
-        if isinstance(value, float) and np.isnan(value) and not (key == "mean_reward" and budget == 0):
+        # metrics documents mean_reward = nan when nothing was scored (budget 0, or a saving allocator
+        # that skipped every prompt); NaN anywhere else is a bug
+        if isinstance(value, float) and np.isnan(value) and not (key == "mean_reward" and counts.sum() == 0):
             problems.append(f"metric {key} is NaN")
     predictor = predictor_of(alloc)
     if predictor is not None:

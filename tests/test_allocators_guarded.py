@@ -1,5 +1,6 @@
-"""The recommended default allocator: exact budget, integer keys without text or embeddings,
-and a fall-back to Uniform when its belief holds little evidence."""
+"""The budget-filling default of earlier versions, `GuardedProgressive` ("guarded-progressive"):
+exact budget, integer keys without text or embeddings, and a fall-back to Uniform when its belief
+holds little evidence."""
 
 import numpy as np
 import pytest
@@ -24,13 +25,14 @@ def _sampler(p: np.ndarray, seed: int = 0):
     return sample
 
 
-def test_default_is_guarded_and_takes_trainer_kwargs():
-    alloc = make_allocator(predictor="windowed", estimator="rloo", aggregation="token-mean", seed=3)
+def test_guarded_is_registered_and_takes_trainer_kwargs():
+    alloc = make_allocator(
+        "guarded-progressive", predictor="windowed", estimator="rloo", aggregation="token-mean", seed=3
+    )
     assert isinstance(alloc, GuardedProgressive)
-    assert isinstance(make_allocator("default"), GuardedProgressive)
-    assert ALLOCATORS["default"] is GuardedProgressive
+    assert ALLOCATORS["guarded-progressive"] is GuardedProgressive
     assert alloc.estimator == "rloo" and alloc.aggregation == "token-mean" and alloc.seed == 3
-    assert takes_keyword(ALLOCATORS["default"], "aggregation")
+    assert takes_keyword(ALLOCATORS["guarded-progressive"], "aggregation")
     # GuardedProgressive forwards **options to PosteriorProgressive: takes what that takes, no more
     assert takes_keyword(GuardedProgressive, "features") and not takes_keyword(GuardedProgressive, "colour")
     with pytest.raises(TypeError, match="allow_skip"):
@@ -47,7 +49,7 @@ def test_exact_budget_with_integer_keys_and_no_embeddings(monkeypatch, budget):
 
     monkeypatch.setattr(emb, "default_encoder", no_encoder)
     p = np.random.default_rng(1).beta(0.5, 0.5, size=24)
-    alloc = make_allocator(seed=0)
+    alloc = make_allocator("guarded-progressive", seed=0)
     keys = list(range(100, 124))
     for step in range(4):
         rewards = alloc.run(keys, budget, _sampler(p, step))
@@ -111,13 +113,14 @@ def test_shrink_toward_keeps_sum_and_bounds():
     assert shrink_toward(ref, tgt, 1.0).tolist() == tgt.tolist()
 
 
-def test_state_round_trip_resumes_identically():
+@pytest.mark.parametrize("name", [None, "guarded-progressive"])
+def test_state_round_trip_resumes_identically(name):
     p = np.random.default_rng(2).random(12)
     keys = list(range(12))
-    a = make_allocator(seed=0)
+    a = make_allocator(name, seed=0)
     for s in range(2):
         a.run(keys, 96, _sampler(p, s))
-    b = make_allocator(seed=0)
+    b = make_allocator(name, seed=0)
     b.load_state_dict(a.state_dict())
     ra = [r.size for r in a.run(keys, 96, _sampler(p, 9))]
     rb = [r.size for r in b.run(keys, 96, _sampler(p, 9))]

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from adaptive_rollouts.allocators import VIP, GuardedProgressive, PosteriorProgressive, Uniform, make_allocator
+from adaptive_rollouts.allocators import ALLOCATORS, VIP, PosteriorProgressive, Uniform, make_allocator
 from adaptive_rollouts.bridge import (
     OptionsError,
     allocator_factory,
@@ -34,7 +34,7 @@ def test_one_name_rule_for_registry_names_class_names_and_paths():
         assert allocator_factory(name) is PosteriorProgressive
     assert type(make_allocator("Posterior_Progressive")) is PosteriorProgressive  # the same rule
     for default in (None, "", "default"):
-        assert allocator_factory(default) is GuardedProgressive
+        assert allocator_factory(default) is ALLOCATORS["default"] is type(make_allocator())
     assert allocator_factory("adaptive_rollouts.allocators:Uniform") is Uniform
     with pytest.raises(ValueError, match="adaptive.allocator: unknown allocator 'nope'"):
         allocator_factory("nope", "adaptive.allocator")
@@ -47,7 +47,7 @@ def test_build_passes_trainer_values_only_where_taken_and_options_win():
     assert (vip.estimator, vip.aggregation) == ("grpo", "constant")  # the user's option wins
     uniform = build_allocator("uniform", aggregation="token-mean", estimator="rloo", features=object())
     assert type(uniform) is Uniform
-    assert build_allocator(None, seed=1).__class__ is GuardedProgressive
+    assert type(build_allocator(None, seed=1)) is ALLOCATORS["default"]
     with pytest.raises(OptionsError, match="rejects adaptive.allocator_kwargs") as err:
         build_allocator("vigor", {"lower": 2}, what="adaptive.allocator", options_name="adaptive.allocator_kwargs")
     assert isinstance(err.value, ValueError) and isinstance(err.value, TypeError)

@@ -9,12 +9,13 @@ Speedup = rollouts Uniform needs to reach ``target_frac`` (90%) of its final gai
 method needs, per seed (same problem instance and sampling seed for every method).
 
 Method names: any name of ``adaptive_rollouts.allocators.make_allocator``, plus the simulator's
-references ``oracle-vip`` (VIP objective, true p) and ``oracle-fill`` (fill the largest p(1-p) to 32,
-skip the rest), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
+references ``oracle-vip`` (VIP objective, true p), ``oracle-fill`` (fill the largest p(1-p) to 32,
+skip the rest) and ``oracle-skip`` (the known-p bound of saving: Uniform's group size, no rollouts
+where the group would be all-equal with probability > 0.9), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
 for the run's estimator and aggregation, with the true p: `VIP(aggregation=...)`); ``NAME@true-p``
 runs a predictor-based allocator with the true p as its prediction; ``uniform-rounds`` is a null
-control (the default with no trust: Uniform's counts, drawn in three rounds, so only the sampling
-noise differs from Uniform's).
+control (the default with saving off: Uniform's counts, drawn in the default's rounds, so only the
+sampling noise differs from Uniform's).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, regist
 from adaptive_rollouts.bridge import build_allocator as build_allocator_from
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.sim.bench_summary import summarize
-from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
+from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.realdata import reasoning_gym_features
@@ -97,8 +98,8 @@ QUICK = BenchConfig(
     seeds=(0, 1),
     lr_select="first-seed",
 )
-# Every registered allocator by its own name (the default's two aliases run in the regime map).
-REGISTERED = tuple(name for name in ALLOCATORS if name not in ("default", "guarded-progressive"))
+# Every registered allocator by its own name (the default runs under both its names in the regime map).
+REGISTERED = tuple(name for name in ALLOCATORS if name not in ("default", "saving-progressive"))
 FULL = BenchConfig(
     methods=(
         *REGISTERED,
@@ -147,20 +148,26 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
     return base, options
 
 
+# allocators whose objective is derived per loss aggregation: they are given the run's
+_AGGREGATION_AWARE = ("posterior-progressive", "guarded-progressive", "saving-progressive", "default")
+
+
 def build_allocator(
     name: str, problem: Problem, seed: int, aggregation: str | None = None, estimator: str | None = None
 ) -> tuple[Any, Any]:
     """(allocator, predictor or None) for a method name (see the module docstring).
 
     ``aggregation`` goes to the allocators whose objective is derived per loss aggregation
-    (PosteriorProgressive, GuardedProgressive); VIP keeps the paper's variance objective (passing it
+    (`_AGGREGATION_AWARE`); VIP keeps the paper's variance objective (passing it
     would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
     estimator) goes to every allocator that takes one."""
     truth = _truth_fn(problem)
     if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
-    if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's three rounds
-        return make_allocator("default", trust_scale=float("inf"), seed=seed), None
+    if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's rounds
+        return make_allocator("default", saving=False, seed=seed), None
+    if name == "oracle-skip":  # the known-p bound of saving
+        return SkipOracle(truth), TruePredictor(truth)
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
     if name == "oracle-fill":
@@ -170,7 +177,8 @@ def build_allocator(
     base = registry_key(base)
     if base not in ALLOCATORS:
         raise ValueError(
-            f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, optimum@true-p"
+            f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, oracle-skip, "
+            "optimum@true-p"
         )
     if variant not in ("", "true-p"):
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
@@ -185,7 +193,7 @@ def build_allocator(
         seed=seed,
         features=FeatureTable(list(range(problem.n_prompts)), problem.features),
         predictor=TruePredictor(truth) if variant == "true-p" else None,
-        aggregation=aggregation if base in ("posterior-progressive", "guarded-progressive", "default") else None,
+        aggregation=aggregation if base in _AGGREGATION_AWARE else None,
         estimator=estimator if base != "vip-paper" else None,
     )
     predictor = getattr(alloc, "predictor", None)
