@@ -10,9 +10,6 @@ and written into ``LEARNING_RATES`` (docs/demo.md gives the table it picked them
 
 from __future__ import annotations
 
-from adaptive_rollouts.bridge import build_allocator
-from adaptive_rollouts.embeddings import FeatureTable
-from adaptive_rollouts.types import Allocator
 from adaptive_rollouts.validation import check_choice
 
 METHODS = ("uniform", "vip", "vigor", "default")
@@ -33,16 +30,22 @@ def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
     return max(2, mean_rollouts // 2), 4 * mean_rollouts
 
 
-def make_allocator_for(
-    method: str, aggregation: str, features: FeatureTable | None, seed: int, mean_rollouts: int
-) -> Allocator:
-    """The allocator of a demo method. ``uniform``: stock GRPO groups. ``vip``: VIP as published
-    (``"vip-paper"``: the paper's GP on MiniLM features of the pool, RLOO objective, plug-in p(1-p))
-    with `vip_bounds`. ``vigor``: VIGOR as published. ``default``: the library's recommended default,
-    told the trainer's loss ``aggregation``. ``features``: a `FeatureTable` of the RL pool (VIP's GP
-    lives on a known pool)."""
+def make_allocator_for(method: str, aggregation: str, features, seed: int, mean_rollouts: int):
+    """The allocator of a demo method. ``uniform``: stock GRPO groups. ``vip``: VIP as published (the
+    paper's GP on MiniLM features of the pool, RLOO objective, plug-in p(1-p)) with `vip_bounds`.
+    ``vigor``: VIGOR as published. ``default``: the library's recommended default,
+    ``make_allocator()`` with no name, told the trainer's loss ``aggregation``. ``features``: a
+    `FeatureTable` of the RL pool (VIP's GP lives on a known pool)."""
+    from adaptive_rollouts.allocators import VIGOR, VIP, Uniform, make_allocator
+
     check_choice("method", method, METHODS)
+    if method == "uniform":
+        return Uniform(seed=seed)
     if method == "vip":
         lower, upper = vip_bounds(mean_rollouts)
-        return build_allocator("vip-paper", {"lower": lower, "upper": upper}, features=features, seed=seed)
-    return build_allocator(method, aggregation=aggregation if method == "default" else None, seed=seed)
+        return VIP(
+            "paper-gp", features=features, estimator="rloo", variance="plugin", lower=lower, upper=upper, seed=seed
+        )
+    if method == "vigor":
+        return VIGOR(seed=seed)
+    return make_allocator(aggregation=aggregation, seed=seed)  # "default"
