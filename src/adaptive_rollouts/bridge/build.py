@@ -154,7 +154,7 @@ def check_options(
     return factory
 
 
-def configure_allocator(allocator: Any, estimator: str, aggregation: str) -> dict[str, tuple]:
+def configure_allocator(allocator: Allocator, estimator: str, aggregation: str) -> dict[str, tuple]:
     """Give an allocator object the trainer's estimator and aggregation, as a named one is built.
 
     Only allocators that model them have the attributes (VIP, PosteriorProgressive, the default);

@@ -23,6 +23,7 @@ import numpy as np
 from adaptive_rollouts.allocators import registry_key
 from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts, default_encoder
 from adaptive_rollouts.predictors import PaperGP
+from adaptive_rollouts.types import Allocator, Encoder
 
 from .build import allocator_factory
 
@@ -98,7 +99,9 @@ def needs_text(spec: str | None, options: Mapping[str, Any]) -> bool:
     return isinstance(predictor, str) and predictor in TEXT_PREDICTORS
 
 
-def text_features(allocator: Any, pool: PoolFn | None = None, encoder: Any = None) -> KeyedTexts | None:
+def text_features(
+    allocator: Allocator, pool: PoolFn | None = None, encoder: Encoder | None = None
+) -> KeyedTexts | None:
     """The `KeyedTexts` through which the allocator's predictor reads prompt texts, or None.
 
     The trainer's prompts are row keys, so a predictor that embeds text needs the key -> text map.
