@@ -95,8 +95,8 @@ def registry_key(name: str | None) -> str:
     """The registry key of an allocator name: lowercase, ``_`` read as ``-``; None is the default.
     The one name rule of the library (CLI, benchmarks and trainer plug-ins all go through it).
 
-    >>> registry_key("Posterior_Progressive"), registry_key(None)
-    ('posterior-progressive', 'guarded-progressive')
+    >>> registry_key("Posterior_Progressive"), registry_key(None) == DEFAULT_ALLOCATOR
+    ('posterior-progressive', True)
     """
     return (DEFAULT_ALLOCATOR if name is None else name).lower().replace("_", "-")
 
