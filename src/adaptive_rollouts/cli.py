@@ -1,6 +1,9 @@
 """`adaptive-rollouts` command line: demo | bench | allocate.
 
-The subcommands' modules import their heavy dependencies (torch, TRL, matplotlib) only when they run.
+The subcommands' modules import their heavy dependencies (torch, TRL, matplotlib) only when they
+run. Every bad value is refused before any set-up, as argparse refuses a bad argument: exit status
+2, the usage line and one ``error:`` line naming the option and the value, no traceback (a
+subcommand raises `UsageError`, reported by `checks.arguments.reports_usage_errors`).
 """
 
 from __future__ import annotations
@@ -11,12 +14,32 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adaptive_rollouts.checks.arguments import nonnegative_int, positive_int, probability_list
+from adaptive_rollouts.checks.arguments import (
+    UsageError,
+    check_output_folder,
+    nonnegative_int,
+    positive_float,
+    positive_float_list,
+    positive_int,
+    probability_list,
+    reports_usage_errors,
+)
 from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
 from adaptive_rollouts.sim.cli import add_bench_arguments, run_bench
 from adaptive_rollouts.solvers import allocate
 
-__all__ = ["main", "build_parser", "positive_int", "nonnegative_int", "probability_list"]
+__all__ = [
+    "main",
+    "build_parser",
+    "positive_int",
+    "nonnegative_int",
+    "probability_list",
+    "positive_float",
+    "positive_float_list",
+    "UsageError",
+    "reports_usage_errors",
+    "check_output_folder",
+]
 
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
@@ -48,19 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="RLVR on a tiny LM through TRL: Uniform vs VIP vs VIGOR vs PosteriorProgressive")
     add_demo_arguments(demo)
-    demo.set_defaults(func=run_demo)
+    demo.set_defaults(func=reports_usage_errors(run_demo), parser=demo)
 
     bench = sub.add_parser("bench", help="learning-simulator benchmark of every allocator")
     add_bench_arguments(bench)
-    bench.set_defaults(func=run_bench)
+    bench.set_defaults(func=run_bench, parser=bench)
 
     alloc = sub.add_parser("allocate", help="exact allocation for given success probabilities")
     alloc.add_argument("--p", required=True, type=probability_list, help="comma-separated success probabilities")
     alloc.add_argument("--budget", type=nonnegative_int, required=True)
-    alloc.add_argument("--lower", type=nonnegative_int, default=2)
+    alloc.add_argument("--lower", type=positive_int, default=2, help="at least this many rollouts per prompt (>= 1)")
     alloc.add_argument("--upper", type=positive_int, default=None)
     alloc.add_argument("--objective", default="rloo", choices=["rloo", "drgrpo", "grpo"])
-    alloc.set_defaults(func=_cmd_allocate)
+    alloc.set_defaults(func=_cmd_allocate, parser=alloc)
     return parser
 
 
