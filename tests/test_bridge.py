@@ -161,3 +161,18 @@ def test_an_allocator_offers_run_or_where_the_trainer_allows_plan_and_observe():
     assert build_allocator(planner, plan_only=True) is planner
     with pytest.raises(ValueError, match="or plan and observe"):
         build_allocator(object(), plan_only=True)
+
+
+def test_a_sample_request_is_checked_where_it_enters_the_trainer():
+    from adaptive_rollouts.bridge import check_request
+
+    indices, counts = check_request(np.array([1, 0]), [2.0, 0], 2)
+    assert indices.dtype == counts.dtype == np.int64 and counts.tolist() == [2, 0]
+    for bad_indices, bad_counts, match in (
+        ([0, 0], [1, 1], "repeated"),
+        ([2], [1], "bad or repeated"),
+        ([0], [-1], "bad counts"),
+        ([0, 1], [1], "bad counts"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            check_request(bad_indices, bad_counts, 2)

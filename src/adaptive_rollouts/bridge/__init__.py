@@ -30,6 +30,7 @@ from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_est
 from .steps import (
     allocator_kind,
     check_counts,
+    check_request,
     check_spent,
     is_single_shot,
     plan_or_prompts,
@@ -46,6 +47,7 @@ __all__ = [
     "build_allocator",
     "check_counts",
     "check_options",
+    "check_request",
     "check_spent",
     "configure_allocator",
     "is_single_shot",

@@ -6,6 +6,7 @@ the trainer checks of the counts it spent, and what the allocator sees of the re
 - `is_single_shot`: the allocator offers ``plan`` / ``observe`` (one generation per step);
   `plan_or_prompts`: what its ``observe`` takes back;
 - `check_spent` / `check_counts`: the one count rule for a step, honouring the kind;
+  `check_request`: one ``sample(indices, counts)`` call of an allocator;
 - `scored_draw`: a sampling round's raw rewards -> the `Draw` the allocator gets (scored successes
   in [0, 1] through `success.SuccessSignal`, and how many rollouts had no reward), the one mapping
   every trainer calls; `scored_successes` for one prompt.
@@ -24,6 +25,7 @@ from adaptive_rollouts.types import AllocatorKind, Draw, Plan, PlanningAllocator
 __all__ = [
     "allocator_kind",
     "check_counts",
+    "check_request",
     "check_spent",
     "is_single_shot",
     "plan_or_prompts",
@@ -82,6 +84,23 @@ def check_counts(
         raise ValueError(f"{who} returned negative counts {arr[arr < 0][:10].tolist()}")
     check_spent(arr, budget, kind, who)
     return arr
+
+
+def check_request(indices: Any, counts: Any, n_prompts: int) -> tuple[np.ndarray, np.ndarray]:
+    """A ``sample(indices, counts)`` call as int64 arrays: distinct prompt indices in
+    ``[0, n_prompts)``, one count >= 0 each; raises naming the call. The trainer's edge against an
+    allocator object it did not build.
+
+    >>> [a.tolist() for a in check_request([2, 0], [3, 1], 3)]
+    [[2, 0], [3, 1]]
+    """
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    cnt = np.asarray(counts, dtype=np.int64).reshape(-1)
+    if idx.shape != cnt.shape or (cnt < 0).any():
+        raise ValueError(f"sample(indices, counts): bad counts {cnt.tolist()} for indices {idx.tolist()}")
+    if ((idx < 0) | (idx >= n_prompts)).any() or np.unique(idx).size < idx.size:
+        raise ValueError(f"sample(indices, counts): bad or repeated index in {idx.tolist()} ({n_prompts} prompts)")
+    return idx, cnt
 
 
 def scored_draw(signal: SuccessSignal, groups: Sequence[Any], prompts: Sequence[Hashable]) -> Draw:

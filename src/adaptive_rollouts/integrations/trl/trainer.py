@@ -34,6 +34,7 @@ from adaptive_rollouts.advantages import equal_prompt_weights
 from adaptive_rollouts.bridge import (
     allocator_kind,
     build_allocator,
+    check_request,
     check_spent,
     prompt_text,
     scored_draw,
@@ -176,12 +177,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                 # allocator time is what run() spends outside these calls: take the round back out
                 self.allocator_seconds += time.perf_counter()
                 try:
-                    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-                    counts = np.asarray(counts, dtype=np.int64).reshape(-1)
-                    if indices.shape != counts.shape or (counts < 0).any():
-                        raise ValueError(f"sample(indices, counts): bad counts {counts.tolist()}")
-                    if ((indices < 0) | (indices >= len(rows))).any() or len(set(indices.tolist())) < indices.size:
-                        raise ValueError(f"sample(indices, counts): bad or repeated index in {indices.tolist()}")
+                    indices, counts = check_request(indices, counts, len(rows))
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
