@@ -15,10 +15,13 @@ from adaptive_rollouts.bridge import (
     allocator_kind,
     build_allocator,
     check_counts,
+    check_request,
     check_spent,
     needs_pool,
     needs_text,
+    plan_or_prompts,
     prompt_text,
+    scored_draw,
     scored_successes,
     step_log,
     step_values,
@@ -140,8 +143,6 @@ def test_step_values_and_log_keep_the_trainers_counts_and_add_the_regime():
 
 
 def test_observe_gets_the_plan_back_or_the_prompts_from_an_older_allocator():
-    from adaptive_rollouts.bridge import plan_or_prompts
-
     plan = Uniform().plan(["a", "b"], 4)
     assert plan_or_prompts(plan, ["a", "b"]) is plan
     assert plan_or_prompts(np.array([2, 2]), ("a", "b")) == ["a", "b"]
@@ -164,8 +165,6 @@ def test_an_allocator_offers_run_or_where_the_trainer_allows_plan_and_observe():
 
 
 def test_a_sample_request_is_checked_where_it_enters_the_trainer():
-    from adaptive_rollouts.bridge import check_request
-
     indices, counts = check_request(np.array([1, 0]), [2.0, 0], 2)
     assert indices.dtype == counts.dtype == np.int64 and counts.tolist() == [2, 0]
     for bad_indices, bad_counts, match in (
@@ -176,3 +175,45 @@ def test_a_sample_request_is_checked_where_it_enters_the_trainer():
     ):
         with pytest.raises(ValueError, match=match):
             check_request(bad_indices, bad_counts, 2)
+
+
+@pytest.mark.parametrize("name", [None, "uniform", "vigor", "vip-paper"])
+def test_a_trainer_is_its_hooks_plus_the_bridge(name):
+    """A whole trainer step written with the bridge alone: what a plug-in for another framework adds
+    is only its generation (here: +-1 rewards drawn per prompt, one in five unscored)."""
+    from adaptive_rollouts.keys import row_key
+
+    rng = np.random.default_rng(0)
+    texts = [f"question {i}" for i in range(8)]
+    keys = [row_key(source="train", index=i) for i in range(8)]
+    p = np.linspace(0.05, 0.95, 8)
+    encoder = FeatureTable(texts, rng.normal(size=(8, 4)))
+    allocator = build_allocator(name, estimator="rloo", aggregation="seq-mean", seed=0)
+    features = text_features(allocator, pool=lambda: (keys, texts), encoder=encoder)
+    signal, regime, budget = SuccessSignal(), RegimeTracker(), 32
+    for _ in range(3):
+        if features is not None:
+            features.register(keys, [prompt_text([{"role": "user", "content": t}]) for t in texts])
+        spent = np.zeros(8, dtype=np.int64)
+        seen: list[list[np.ndarray]] = [[] for _ in keys]
+
+        def sample(indices, counts):
+            indices, counts = check_request(indices, counts, len(keys))
+            raw = [
+                [None if rng.random() < 0.2 else float(2 * (rng.random() < p[i]) - 1) for _ in range(c)]
+                for i, c in zip(indices, counts)
+            ]
+            spent[indices] += counts
+            draw = scored_draw(signal, raw, [keys[i] for i in indices])
+            for i, got in zip(indices, draw):
+                seen[i].append(got)
+            return draw
+
+        allocator.run(keys, budget, sample)
+        assert check_spent(spent, budget, allocator_kind(allocator)) == spent.sum()
+        successes = [np.concatenate(s) if s else np.zeros(0) for s in seen]
+        log = step_log(step_values(keys, spent, successes, allocator.last_metrics, budget), regime, keys, successes)
+        assert log["adaptive/rollouts"] == spent.sum() and log["adaptive/unscored"] == spent.sum() - sum(
+            map(len, successes)
+        )
+        assert all(0.0 <= x <= 1.0 for s in successes for x in s)  # +-1 rewards reach the allocator as {0, 1}
