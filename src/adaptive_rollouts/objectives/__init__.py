@@ -16,13 +16,13 @@ from ..validation import AGGREGATIONS, ESTIMATORS
 from .aggregation import aggregation_weight, batch_gradient_moments
 from .beta import beta_from_moments, beta_moment, power_moments
 from .improvement import group_moments, grpo_moment_table, improvement_table
+from .mixing import mixed_probability
 from .variance import (
     VARIANCE_OBJECTIVES,
     bernoulli_variance,
     drgrpo_variance,
     grpo_variance,
     grpo_variance_graded,
-    mixed_probability,
     rloo_variance,
     unit_variance,
     variance,

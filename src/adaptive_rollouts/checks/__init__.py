@@ -1,0 +1,1 @@
+"""Input checks: every check of a value entering the library, one function each."""
