@@ -38,7 +38,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "adaptive_rollouts"
 # the core: what any trainer, the simulator and the demo build on; it imports none of them
 CORE_PACKAGES = ("objectives", "solvers", "predictors", "allocators", "checks", "state")
-CORE_MODULES = ("types", "validation", "reward_checks", "metrics", "advantages", "keys", "success", "fingerprints")
+CORE_MODULES = ("types", "metrics", "advantages", "keys", "success", "fingerprints")
 EDGE = ("bridge", "integrations", "sim", "demo", "cli")
 # where every import inside a function is of an optional dependency (allocators and demo: not yet)
 NO_INNER_IMPORTS = ("objectives", "solvers", "predictors", "bridge", "checks", "state", "sim", "integrations")

@@ -190,7 +190,7 @@ def test_a_budget_below_one_group_is_refused_before_any_rollout():
         calls.append(1)
         return [np.zeros(c) for c in counts]
 
-    from adaptive_rollouts.validation import InfeasibleBudgetError
+    from adaptive_rollouts.checks.validation import InfeasibleBudgetError
 
     with pytest.raises(InfeasibleBudgetError, match="budget 1"):
         SavingProgressive().run(["a", "b"], 1, sample)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..fingerprints import RegimeTracker
-from ..state_tree import describe
+from ..state.tree import describe
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from .posterior_progressive import PosteriorProgressive, Round
 

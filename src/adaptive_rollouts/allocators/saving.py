@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from ..fingerprints import RegimeTracker
 from ..objectives import beta_from_moments
 from ..objectives.signal import expected_group_signal, group_signal
-from ..state_checks import StateReader
+from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
 from .base import BaseAllocator, RolloutCollector
 from .guarded import equal_split, measured_persistence
 from .posterior_progressive import beta_prior

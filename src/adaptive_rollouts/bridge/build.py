@@ -19,8 +19,8 @@ from typing import Any
 
 from adaptive_rollouts import allocators
 from adaptive_rollouts.allocators import ALLOCATORS, registry_key, takes_keyword
+from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from adaptive_rollouts.types import Allocator
-from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = [
     "DEFAULT_NAMES",

@@ -1,6 +1,6 @@
-"""What each trainer's loss and advantage settings mean for the allocator: its ``estimator`` (one of
-`validation.ESTIMATORS`) and ``aggregation`` (one of `validation.AGGREGATIONS`). One table and one
-function per trainer setting; a new trainer adds its own here.
+"""What each trainer's loss and advantage settings mean for the allocator: its ``estimator`` (one
+of `checks.validation.ESTIMATORS`) and ``aggregation`` (one of `checks.validation.AGGREGATIONS`).
+One table and one function per trainer setting; a new trainer adds its own here.
 
 TRL (``GRPOConfig``): `trl_aggregation` of ``loss_type``, `trl_estimator` of ``scale_rewards`` /
 ``advantage_estimator`` / ``multi_objective_aggregation``.
@@ -10,7 +10,7 @@ and ``norm_adv_by_std_in_grpo``; each with the ``adaptive.`` override (``"auto"`
 
 from __future__ import annotations
 
-from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = [
     "AGGREGATION_FROM_LOSS_AGG_MODE",

@@ -10,7 +10,7 @@ and written into ``LEARNING_RATES`` (docs/demo.md gives the table it picked them
 
 from __future__ import annotations
 
-from adaptive_rollouts.validation import check_choice
+from adaptive_rollouts.checks.validation import check_choice
 
 METHODS = ("uniform", "vip", "vigor", "default")
 LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)

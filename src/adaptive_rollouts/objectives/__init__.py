@@ -12,7 +12,7 @@ Derivations and their assumptions: docs/objectives.md.
 
 from __future__ import annotations
 
-from ..validation import AGGREGATIONS, ESTIMATORS
+from ..checks.validation import AGGREGATIONS, ESTIMATORS
 from .aggregation import aggregation_weight, batch_gradient_moments
 from .beta import beta_from_moments, beta_moment, power_moments
 from .improvement import group_moments, grpo_moment_table, improvement_table

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = ["AGGREGATIONS", "aggregation_weight", "batch_gradient_moments"]
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from ..validation import ESTIMATORS, check_choice, check_probabilities
+from ..checks.validation import ESTIMATORS, check_choice, check_probabilities
 from .mixing import mixed_probability
 from .pricing import allocation_cost, no_signal_cost, singleton_penalty
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, registry_key, takes_keyword
 from adaptive_rollouts.bridge import build_allocator as build_allocator_from
+from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.sim.bench_summary import summarize
 from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
@@ -38,7 +39,6 @@ from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.realdata import reasoning_gym_features
 from adaptive_rollouts.sim.speedup import rollouts_to_target
 from adaptive_rollouts.sim.train import TrainConfig, train
-from adaptive_rollouts.validation import check_choice
 
 __all__ = [
     "BASE_LR",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .reward_checks import check_rewards, check_rewards_flat, group_sums
+from .rewards import check_rewards, check_rewards_flat, group_sums
 
 __all__ = [
     "AGGREGATIONS",
@@ -37,7 +37,7 @@ ESTIMATORS: tuple[str, ...] = ("grpo", "drgrpo", "rloo")
 """Group advantage estimators: GRPO (std-normalised), Dr. GRPO (mean-centred), RLOO (leave-one-out)."""
 
 AGGREGATIONS: tuple[str, ...] = ("prompt-mean", "seq-mean", "token-mean", "constant")
-"""How a trainer's loss averages the rollouts of a batch (see docs/theory.md, "Loss aggregation")."""
+"""How a trainer's loss averages the rollouts of a batch (see docs/objectives.md, section 3, "Loss aggregation")."""
 
 
 class InfeasibleBudgetError(ValueError):
