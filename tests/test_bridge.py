@@ -217,3 +217,10 @@ def test_a_trainer_is_its_hooks_plus_the_bridge(name):
             map(len, successes)
         )
         assert all(0.0 <= x <= 1.0 for s in successes for x in s)  # +-1 rewards reach the allocator as {0, 1}
+
+
+def test_a_round_is_mapped_at_once_so_equal_rewards_give_equal_successes():
+    draw = scored_draw(SuccessSignal(), [[0.5], [-1.0, 1.0]], ["a", "b"])
+    assert [s.tolist() for s in draw] == [[0.75], [0.0, 1.0]]  # the round's range [-1, 1] maps both groups
+    with pytest.raises(ValueError, match="2 reward groups for 1 prompts"):
+        scored_draw(SuccessSignal(), [[0.5], [1.0]], ["a"])

@@ -106,14 +106,17 @@ def check_request(indices: Any, counts: Any, n_prompts: int) -> tuple[np.ndarray
 def scored_draw(signal: SuccessSignal, groups: Sequence[Any], prompts: Sequence[Hashable]) -> Draw:
     """The raw rewards of a sampling round, one group per prompt of ``prompts`` (None / NaN:
     unscored) -> the `Draw` a ``sample`` call answers: each prompt's scored successes in [0, 1] and
-    its number of unscored rollouts. Unscored rollouts are not observations: the allocator never sees
+    its number of unscored rollouts. The round is mapped at once (`SuccessSignal.to_success_groups`):
+    equal rewards give equal successes whatever the order of the groups. Unscored rollouts are not observations: the allocator never sees
     them as rewards, only as ``unscored``.
 
     >>> draw = scored_draw(SuccessSignal(), [[-1.0, None, 1.0], [1.0]], ["a", "b"])
     >>> [s.tolist() for s in draw], draw.unscored.tolist()
     ([[0.0, 1.0], [1.0]], [1, 0])
     """
-    values = [signal.to_success(group, prompt=prompt) for group, prompt in zip(groups, prompts, strict=True)]
+    if len(groups) != len(prompts):
+        raise ValueError(f"{len(groups)} reward groups for {len(prompts)} prompts")
+    values = signal.to_success_groups(groups, prompts)  # one auto range for the whole round
     scored = [v[~np.isnan(v)] for v in values]
     return Draw(scored, np.array([v.size - s.size for v, s in zip(values, scored)], dtype=np.int64))
 
