@@ -6,14 +6,18 @@ import argparse
 import time
 from pathlib import Path
 
-from .allocation import METHODS
 from .run import DemoConfig
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     d = DemoConfig()
     parser.add_argument("--out", default="runs/demo", help="report folder (default runs/demo)")
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS))
+    parser.add_argument(
+        "--methods",
+        default=",".join(d.methods),
+        help="comma list of arms (uniform, default, null, oracle, oracle-skip, vip-paper, uniform-drgrpo, vigor, "
+        "or any allocator name); default: Uniform vs the default",
+    )
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds (first-seed .. first-seed + seeds - 1)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=d.steps, help="RL steps per run")
@@ -25,16 +29,17 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     )
     parser.add_argument("--workers", type=int, default=1, help="runs in parallel (processes, one thread each)")
     parser.add_argument("--model-dir", default=None, help="warm-start folder (default: the shipped weights)")
-    parser.add_argument("--loss-type", default=d.loss_type, help="TRL loss_type (grpo, dapo, dr_grpo, ...)")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
     """The DemoConfig of parsed ``add_demo_arguments`` arguments; ValueError names a bad one."""
+    from .allocation import known_arms
+
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in known_arms()]
     if unknown or not methods:
-        raise ValueError(f"--methods: unknown {unknown or methods}; choose from {list(METHODS)}")
+        raise ValueError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
     if args.seeds < 1 or args.steps < 1 or args.workers < 1:
         raise ValueError(f"--seeds, --steps and --workers must be >= 1, got {args.seeds}, {args.steps}, {args.workers}")
     if args.lr is not None and not args.lr > 0:
@@ -47,14 +52,15 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         mean_rollouts=args.mean_rollouts,
         eval_every=args.eval_every,
         learning_rates=None if args.lr is None else {m: args.lr for m in methods},
-        loss_type=args.loss_type,
         model_dir=args.model_dir,
     )
 
 
 def run_demo(args: argparse.Namespace) -> int:
     import os
+    import warnings
 
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notes, once per run
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     cfg = config_from_args(args)

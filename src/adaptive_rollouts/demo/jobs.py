@@ -12,6 +12,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from .allocation import arm_of
 from .run import DemoConfig, RunResult, config_dict, run_one
 
 
@@ -54,6 +55,7 @@ def _run_config(cfg: DemoConfig, method: str, seed: int) -> dict:
     """What a saved run must match to be reused: everything but the method/seed lists and other rates."""
     out = config_dict(replace(cfg, methods=(method,), seeds=(seed,)))
     out["learning_rates"] = {method: cfg.learning_rate(method)}
+    out["arm"] = asdict(arm_of(method))
     return out
 
 
@@ -89,7 +91,7 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: in
             done[method, seed] = saved
     todo = [j for j in jobs if j not in done]
     features = None
-    if any(m == "vip" for m, _ in todo):
+    if any(m == "vip-paper" for m, _ in todo):
         encoder = default_encoder() if encoder is None else encoder
         prompts = [p.prompt for p in pool]
         features = FeatureTable(prompts, encoder.encode(prompts))  # embed the pool once, shared by all runs

@@ -102,9 +102,18 @@ def table(rows: list[dict], results) -> str:
     for r in rows:
         lines.append(
             f"| {r['method']} | {r['zero_variance_fraction']:.3f} | {r['all_fail_fraction']:.3f} "
-            f"| {r['all_pass_fraction']:.3f} | {r['p_persistence']:.3f} |"
+            f"| {r['all_pass_fraction']:.3f} | {persistence_cell(r['p_persistence'])} |"
         )
     return "\n".join(lines)
+
+
+def persistence_cell(value: float) -> str:
+    """A persistence-of-p table cell: the value, or "no revisits" when no prompt was seen twice.
+
+    >>> persistence_cell(float("nan")), persistence_cell(0.51234)
+    ('no revisits', '0.512')
+    """
+    return "no revisits" if np.isnan(value) else f"{value:.3f}"
 
 
 def plot(results, out: Path) -> list[str]:

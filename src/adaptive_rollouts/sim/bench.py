@@ -44,6 +44,7 @@ __all__ = [
     "QUICK",
     "FULL",
     "build_allocator",
+    "null_control",
     "run_benchmark",
     "rollouts_to_target",
     "summarize",
@@ -145,6 +146,13 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
     return base, options
 
 
+def null_control(seed: int) -> Any:
+    """The null control (``uniform-rounds``): the default allocator with no trust in its beliefs, so
+    it gives Uniform's counts, drawn in the default's rounds; only the sampling noise differs from
+    Uniform's. Used by the regime map and the demo protocol."""
+    return make_allocator("default", trust_scale=float("inf"), seed=seed)
+
+
 def build_allocator(
     name: str, problem: Problem, seed: int, aggregation: str | None = None, estimator: str | None = None
 ) -> tuple[Any, Any]:
@@ -159,8 +167,8 @@ def build_allocator(
         from adaptive_rollouts.allocators import VIP
 
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
-    if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's three rounds
-        return make_allocator("default", trust_scale=float("inf"), seed=seed), None
+    if name == "uniform-rounds":
+        return null_control(seed), None
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
     if name == "oracle-fill":

@@ -1,0 +1,96 @@
+"""The demo's full protocol: every arm, two regimes, tuned rates, >= 5 report seeds; resumable.
+
+    python benchmarks/demo_protocol.py                                  # both regimes, every arm
+    python benchmarks/demo_protocol.py --regimes multi-epoch --arms uniform,null,default
+    python benchmarks/demo_protocol.py --report-only                    # tables from what is there
+
+Each run is saved as it finishes under ``--out/<regime>/runs/<arm>/`` (keyed by every setting that
+changes its numbers, with its commit) and reused on a rerun, so an interrupted protocol resumes;
+a folder made with other settings is refused, naming the setting. ``--report-only`` runs nothing
+and lists the seeds / arms still missing. Writes ``--out/<regime>/summary.{json,md}``
+(`adaptive_rollouts.demo.protocol_report`). See docs/demo.md for the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
+
+
+def parse(argv=None) -> argparse.Namespace:
+    from adaptive_rollouts.demo.protocol import ProtocolConfig
+
+    d = ProtocolConfig()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="results/demo_protocol")
+    p.add_argument("--regimes", default="single-pass,multi-epoch")
+    p.add_argument("--arms", default=None, help="comma list (default: every protocol arm the library has)")
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
+    p.add_argument("--mean-rollouts", type=int, default=d.mean_rollouts)
+    p.add_argument("--visits", type=int, default=d.visits, help="multi-epoch: visits of every pool prompt")
+    p.add_argument("--eval-every", type=int, default=d.eval_every)
+    p.add_argument("--held-out", type=int, default=d.held_out)
+    p.add_argument("--lr-grid", default=",".join(f"{x:g}" for x in d.lr_grid))
+    p.add_argument("--tune-seeds", default=",".join(map(str, d.tune_seeds)))
+    p.add_argument("--report-seeds", default=",".join(map(str, d.report_seeds)))
+    p.add_argument("--oracle-samples", type=int, default=d.oracle_samples)
+    p.add_argument("--probe-every", type=int, default=d.probe_every)
+    p.add_argument("--map-results", default="results/map", help="regime-map folder for placing the regimes")
+    p.add_argument("--report-only", action="store_true", help="run nothing; tables and what is missing")
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def default_arms() -> tuple[str, ...]:
+    """The protocol's arms, plus the saving baselines the library has; the known-p skip arm only
+    once trainers accept allocators that spend less than the budget (``types.Draw`` exists)."""
+    from adaptive_rollouts import types
+    from adaptive_rollouts.allocators import ALLOCATORS
+    from adaptive_rollouts.demo.protocol import ARMS, SAVING_BASELINES
+
+    arms = [a for a in ARMS if a != "oracle-skip" or hasattr(types, "Draw")]
+    return (*arms, *(name for name in SAVING_BASELINES if name in ALLOCATORS))
+
+
+def main(argv=None) -> int:
+    from adaptive_rollouts.demo.protocol import ProtocolConfig, check_config, run_protocol
+    from adaptive_rollouts.demo.protocol_report import write_regime_report
+
+    args = parse(argv)
+    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip()) if args.arms else default_arms()
+    base = ProtocolConfig(
+        arms=arms,
+        steps=args.steps,
+        prompts_per_step=args.prompts_per_step,
+        mean_rollouts=args.mean_rollouts,
+        visits=args.visits,
+        eval_every=args.eval_every,
+        held_out=args.held_out,
+        lr_grid=_floats(args.lr_grid),
+        tune_seeds=_ints(args.tune_seeds),
+        report_seeds=_ints(args.report_seeds),
+        oracle_samples=args.oracle_samples,
+        probe_every=args.probe_every,
+    )
+    configs = [check_config(replace(base, regime=r.strip())) for r in args.regimes.split(",") if r.strip()]
+    command = "python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    for cfg in configs:
+        state = run_protocol(cfg, Path(args.out), run_missing=not args.report_only, progress=not args.no_progress)
+        print(write_regime_report(cfg, state, Path(args.out), command.strip(), Path(args.map_results)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,269 @@
+"""Tables of the demo protocol, read exactly as the regime map reads its runs.
+
+Per arm against Uniform on the seeds both have: rollouts to a common target and completion tokens
+to it (`sim.speedup.rollouts_needed`: the running max of the seed-mean held-out curves, target at
+``target_at`` of the run on the pooled curve), the speedup and its paired bootstrap intervals
+(`sim.speedup.bootstrap_speedup`, 90% as the map reports and 95%). Per regime the map's
+fingerprints of Uniform's runs (`sim.map_summary.uniform_fingerprints`) and the nearest map cell.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.fingerprints import RegimeTracker
+
+from .regime import group_rewards
+
+MAP_ARMS = {"null": "uniform-rounds", "oracle": "optimum@true-p", "default": "default", "vip-paper": "vip-paper"}
+FINGERPRINT_AXES = ("noise_to_signal_batch", "zero_variance_fraction", "p_persistence")
+
+
+def regime_metrics(groups: list[list[list[int]]]) -> dict[str, float]:
+    """`RegimeTracker` metrics of a run's recorded groups (as the map records them per run)."""
+    tracker = RegimeTracker()
+    for step in groups:
+        keys, rewards = group_rewards(step)
+        tracker.update(keys, rewards)
+    return tracker.metrics()
+
+
+def curve(run: dict, axis: str = "rollouts") -> dict[str, Any]:
+    """A saved run as the map's speedup functions read it: cost axis (``rollouts`` or ``tokens``)
+    at each evaluation after the start, held-out accuracy there, and the accuracy at the start."""
+    r = run["result"]
+    return {"rollouts": r[axis][1:], "accuracy": r["held_out"][1:], "accuracy0": r["held_out"][0]}
+
+
+def map_shaped(run: dict) -> dict[str, Any]:
+    """A saved Uniform run in the shape `uniform_fingerprints` reads (probes and regime metrics)."""
+    probes = run["result"].get("probes") or {}
+    return {
+        "nsr_rollout": list(probes.get("nsr_rollout", [])),
+        "probe": {"probe_var": list(probes.get("probe_var", [])), "probe_signal": list(probes.get("probe_signal", []))},
+        "regime": regime_metrics(run["result"]["groups"]),
+    }
+
+
+def _report_runs(cfg, state, arm: str) -> dict[int, dict]:
+    lr = state.best_lr.get(arm)
+    return {s: state.runs[arm, s, lr] for s in cfg.report_seeds if (arm, s, lr) in state.runs}
+
+
+def arm_rows(cfg, state) -> list[dict[str, Any]]:
+    """One row per arm with report runs: speedups in rollouts and tokens with paired intervals."""
+    from adaptive_rollouts.sim.speedup import bootstrap_speedup, rollouts_needed, speedup
+
+    uniform = _report_runs(cfg, state, "uniform")
+    rows = []
+    for arm in cfg.arms:
+        runs = _report_runs(cfg, state, arm)
+        if not runs:
+            continue
+        seeds = sorted(set(runs) & set(uniform))
+        first = next(iter(runs.values()))
+        spent = [sum(map(sum, r["result"]["counts"])) / len(r["result"]["counts"]) for r in runs.values()]
+        skipped = [np.mean([np.mean(np.asarray(c) == 0) for c in r["result"]["counts"]]) for r in runs.values()]
+        row: dict[str, Any] = {
+            "arm": arm,
+            "objective": first["result"]["objective"],
+            "loss": f"{first['settings']['loss_type']} / scale_rewards={first['settings']['scale_rewards']}",
+            "lr": state.best_lr[arm],
+            "lr_tried": state.tried.get(arm, []),
+            "seeds": seeds,
+            "final_accuracy": float(np.mean([r["result"]["held_out"][-1] for r in runs.values()])),
+            "rollouts_per_step": float(np.mean(spent)),
+            "skipped_fraction": float(np.mean(skipped)),
+            "oracle_rollouts_per_step": float(
+                np.mean([r["result"]["extra_rollouts"] / len(r["result"]["counts"]) for r in runs.values()])
+            ),
+            "commits": sorted({f"{r['commit']} (src {r['code']})" for r in runs.values()}),
+        }
+        if seeds:
+            for axis in ("rollouts", "tokens"):
+                u = [curve(uniform[s], axis) for s in seeds]
+                m = [curve(runs[s], axis) for s in seeds]
+                target, need_u, need_m = rollouts_needed(u, m, cfg.target_at)
+                row[axis] = {
+                    "target": target,
+                    "uniform": need_u,
+                    "arm": need_m,
+                    "speedup": speedup(u, m, cfg.target_at),
+                    "ci90": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap)),
+                    "ci95": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap, level=0.95)),
+                    "per_seed": [speedup([a], [b], cfg.target_at) for a, b in zip(u, m)],
+                }
+        rows.append(row)
+    return rows
+
+
+def regime_fingerprints(cfg, state) -> dict[str, float]:
+    """The map's fingerprints of the regime, from Uniform's report runs."""
+    from adaptive_rollouts.sim.map_summary import uniform_fingerprints
+
+    uniform = list(_report_runs(cfg, state, "uniform").values())
+    if not uniform:
+        return {}
+    return uniform_fingerprints([map_shaped(r) for r in uniform], cfg.prompts_per_step * cfg.mean_rollouts)
+
+
+def nearest_cell(fingerprints: dict[str, float], map_rows: list[dict]) -> dict | None:
+    """The map row nearest to ``fingerprints`` over `FINGERPRINT_AXES` (batch noise/signal on a log10
+    scale; an axis missing on either side is left out), or None if no row shares an axis.
+
+    >>> rows = [{"cell": "a", "fingerprints": {"noise_to_signal_batch": 0.5, "zero_variance_fraction": 0.7}},
+    ...         {"cell": "b", "fingerprints": {"noise_to_signal_batch": 20.0, "zero_variance_fraction": 0.7}}]
+    >>> nearest_cell({"noise_to_signal_batch": 0.4, "zero_variance_fraction": 0.4}, rows)["cell"]
+    'a'
+    """
+
+    def point(f: dict) -> np.ndarray:
+        x = [f.get(k, np.nan) for k in FINGERPRINT_AXES]
+        x[0] = np.log10(x[0]) if x[0] is not None and x[0] > 0 else np.nan
+        return np.asarray(x, dtype=float)
+
+    here, best, best_d = point(fingerprints), None, np.inf
+    for row in map_rows:
+        there = point(row["fingerprints"])
+        shared = np.isfinite(here) & np.isfinite(there)
+        if shared.any():
+            d = float(np.sqrt(np.mean((here[shared] - there[shared]) ** 2)))
+            if d < best_d:
+                best, best_d = row, d
+    return None if best is None else {**best, "distance": best_d}
+
+
+def load_map_summary(folder: Path) -> list[dict] | None:
+    """The rows of `sim.map_summary.summarize_map` for a regime-map folder (the full map's settings,
+    the cells found there), or None if the folder holds no map."""
+    from adaptive_rollouts.sim.map_summary import summarize_map
+    from adaptive_rollouts.sim.regime_map import FULL_MAP, run_map
+
+    folder = Path(folder)
+    found = {p.stem.removeprefix("cell_") for p in folder.glob("cell_*.json")}
+    cells = [c for c in FULL_MAP.cells if c.key.replace("/", "_") in found]
+    if not cells or not (folder / "runs.jsonl").exists():
+        return None
+    from dataclasses import replace
+
+    result = run_map(replace(FULL_MAP, cells=cells), folder, progress=False, run_missing=False)
+    return summarize_map(result)["rows"]
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "-"
+    if isinstance(x, float) and np.isinf(x):
+        return "never"
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def _speed(entry: dict | None) -> str:
+    if not entry:
+        return "-"
+    return (
+        f"{_fmt(entry['speedup'])} (90% {_fmt(entry['ci90'][0])}-{_fmt(entry['ci90'][1])}; "
+        f"95% {_fmt(entry['ci95'][0])}-{_fmt(entry['ci95'][1])})"
+    )
+
+
+def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, map_note: str) -> str:
+    """The regime's report: arms table, commits, what is missing, fingerprints and map placement."""
+    lines = [
+        f"## Regime {cfg.regime} (pool {cfg.pool_size()} prompts, {cfg.steps} steps x {cfg.prompts_per_step} prompts "
+        f"x {cfg.mean_rollouts} rollouts, held-out greedy accuracy every {cfg.eval_every} steps)",
+        "",
+        "| arm | objective | loss | lr (tried) | seeds | final acc | rollouts/step | skipped | rollouts to target "
+        "(Uniform / arm) | speedup, rollouts | speedup, completion tokens |",
+        "|" + "---|" * 11,
+    ]
+    for r in rows:
+        ro = r.get("rollouts") or {}
+        lines.append(
+            f"| {r['arm']} | {r['objective']} | {r['loss']} | {r['lr']:g} ({', '.join(f'{x:g}' for x in r['lr_tried'])}) "
+            f"| {len(r['seeds'])} | {_fmt(r['final_accuracy'], 3)} | {_fmt(r['rollouts_per_step'], 1)} "
+            f"| {_fmt(r['skipped_fraction'])} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
+            f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} |"
+        )
+    commits = sorted({c for r in rows for c in r["commits"]})
+    if len(commits) > 1:
+        lines += ["", f"Runs from {len(commits)} code versions in this table:"]
+        lines += [f"- {r['arm']}: {', '.join(r['commits'])}" for r in rows]
+    elif commits:
+        lines += ["", f"Every run on {commits[0]}."]
+    if state.errors:
+        lines += ["", *[f"- {arm}: no number ({err})" for arm, err in state.errors.items()]]
+    if state.missing:
+        lines += ["", "Missing:", *[f"- {arm}: {', '.join(todo)}" for arm, todo in state.missing.items()]]
+    lines += ["", "Fingerprints (the map's, on Uniform's report runs):", ""]
+    lines += _placement(prints, placed, map_note)
+    return "\n".join(lines)
+
+
+def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
+    from .report import persistence_cell
+
+    def persistence(f: dict) -> str:
+        p = f.get("p_persistence")
+        return persistence_cell(float("nan") if p is None else float(p))
+
+    lines = [
+        "| | batch noise/signal (resampled step) | per rollout / budget | zero-variance groups | persistence of p |",
+        "|---|---|---|---|---|",
+    ]
+    if prints:
+        lines.append(
+            f"| this regime | {_fmt(prints['noise_to_signal_batch'])} | {_fmt(prints['noise_to_signal_rollout_over_budget'])} "
+            f"| {_fmt(prints['zero_variance_fraction'])} | {persistence(prints)} |"
+        )
+    if placed is None:
+        return [*lines, "", map_note]
+    f = placed["fingerprints"]
+    lines.append(
+        f"| nearest map cell {placed['cell']} | {_fmt(f.get('noise_to_signal_batch'))} "
+        f"| {_fmt(f.get('noise_to_signal_rollout_over_budget'))} | {_fmt(f.get('zero_variance_fraction'))} "
+        f"| {persistence(f)} |"
+    )
+    lines += ["", "The map's speedups in that cell (its prediction for this regime):", ""]
+    lines += [
+        f"- {name}: {_fmt(e['speedup'])} (90% {_fmt(e['ci90'][0])}-{_fmt(e['ci90'][1])})"
+        for name, e in placed["methods"].items()
+    ]
+    return lines
+
+
+def result_header(command: str, settings: dict) -> dict[str, Any]:
+    """What made a result file: the command, the commit and the settings."""
+    from .protocol import code_version
+
+    return {"command": command, **code_version(), "settings": settings}
+
+
+def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | None) -> str:
+    """``summary.json`` and ``summary.md`` of one regime under ``out/<regime>``; returns the Markdown."""
+    from dataclasses import asdict
+
+    rows = arm_rows(cfg, state)
+    prints = regime_fingerprints(cfg, state)
+    map_rows = load_map_summary(map_folder) if map_folder is not None else None
+    placed = nearest_cell(prints, map_rows) if map_rows and prints else None
+    note = f"No regime-map results at {map_folder}: run `adaptive-rollouts bench --map --out {map_folder}` to place it."
+    text = markdown(cfg, state, rows, prints, placed, note)
+    folder = Path(out) / cfg.regime
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {
+        **result_header(command, asdict(cfg)),
+        "arms": rows,
+        "fingerprints": prints,
+        "map_cell": None if placed is None else {k: placed[k] for k in ("cell", "fingerprints", "methods", "distance")},
+        "best_lr": state.best_lr,
+        "errors": state.errors,
+        "missing": state.missing,
+    }
+    (folder / "summary.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
+    (folder / "summary.md").write_text(f"Made by `{command}`.\n\n{text}\n")
+    return text
