@@ -28,7 +28,7 @@ import numpy as np
 from .allocation import arm_of
 
 REGIMES = ("single-pass", "multi-epoch")
-ARMS = ("uniform", "null", "oracle", "oracle-skip", "default", "uniform-drgrpo", "vip-paper")
+ARMS = ("uniform", "null", "default", "oracle", "uniform-drgrpo", "vip-paper", "oracle-skip")
 SAVING_BASELINES = ("pilot", "greso", "pilot-commit", "sgpo")  # run when the library has them
 SRC = Path(__file__).resolve().parents[1]  # src/adaptive_rollouts
 
@@ -37,12 +37,12 @@ SRC = Path(__file__).resolve().parents[1]  # src/adaptive_rollouts
 class ProtocolConfig:
     regime: str = "single-pass"
     arms: tuple[str, ...] = ARMS
-    steps: int = 30
-    prompts_per_step: int = 16
+    steps: int = 24
+    prompts_per_step: int = 8
     mean_rollouts: int = 8
-    visits: int = 5  # multi-epoch: every pool prompt is seen this many times
+    visits: int = 4  # multi-epoch: every pool prompt is seen this many times
     eval_every: int = 3
-    held_out: int = 512
+    held_out: int = 256
     lr_grid: tuple[float, ...] = (3e-5, 1e-4, 3e-4)
     lr_step: float = 10**0.5
     max_extensions: int = 2
@@ -50,7 +50,7 @@ class ProtocolConfig:
     report_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     same_rate: tuple[str, ...] = ("null",)
     oracle_samples: int = 16
-    probe_every: int = 15
+    probe_every: int = 12
     probe_resamples: int = 6
     target_at: float = 0.5
     bootstrap: int = 1000
@@ -60,7 +60,7 @@ class ProtocolConfig:
         """single-pass: one prompt per visit (none recurs); multi-epoch: ``visits`` visits per prompt.
 
         >>> ProtocolConfig().pool_size(), ProtocolConfig(regime="multi-epoch").pool_size()
-        (480, 96)
+        (192, 48)
         """
         visits = self.steps * self.prompts_per_step
         if self.regime == "single-pass":

@@ -54,22 +54,37 @@ def _report_runs(cfg, state, arm: str) -> dict[int, dict]:
     return {s: state.runs[arm, s, lr] for s in cfg.report_seeds if (arm, s, lr) in state.runs}
 
 
+def reference_arm(arm: str, arms) -> str:
+    """The Uniform an arm is compared with: the one trained with the same loss.
+
+    >>> reference_arm("vip-paper", ["uniform", "uniform-drgrpo", "vip-paper"]), reference_arm("vip-paper", ["uniform"])
+    ('uniform-drgrpo', 'uniform')
+    """
+    from .allocation import arm_of
+
+    loss = arm_of(arm).loss_type
+    same = [a for a in ("uniform", "uniform-drgrpo") if a in arms and arm_of(a).loss_type == loss]
+    return same[0] if same else "uniform"
+
+
 def arm_rows(cfg, state) -> list[dict[str, Any]]:
     """One row per arm with report runs: speedups in rollouts and tokens with paired intervals."""
     from adaptive_rollouts.sim.speedup import bootstrap_speedup, rollouts_needed, speedup
 
-    uniform = _report_runs(cfg, state, "uniform")
     rows = []
     for arm in cfg.arms:
         runs = _report_runs(cfg, state, arm)
         if not runs:
             continue
+        reference = reference_arm(arm, cfg.arms)
+        uniform = _report_runs(cfg, state, reference)
         seeds = sorted(set(runs) & set(uniform))
         first = next(iter(runs.values()))
         spent = [sum(map(sum, r["result"]["counts"])) / len(r["result"]["counts"]) for r in runs.values()]
         skipped = [np.mean([np.mean(np.asarray(c) == 0) for c in r["result"]["counts"]]) for r in runs.values()]
         row: dict[str, Any] = {
             "arm": arm,
+            "against": reference,
             "objective": first["result"]["objective"],
             "loss": f"{first['settings']['loss_type']} / scale_rewards={first['settings']['scale_rewards']}",
             "lr": state.best_lr[arm],
@@ -177,16 +192,16 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
         f"## Regime {cfg.regime} (pool {cfg.pool_size()} prompts, {cfg.steps} steps x {cfg.prompts_per_step} prompts "
         f"x {cfg.mean_rollouts} rollouts, held-out greedy accuracy every {cfg.eval_every} steps)",
         "",
-        "| arm | objective | loss | lr (tried) | seeds | final acc | rollouts/step | skipped | rollouts to target "
-        "(Uniform / arm) | speedup, rollouts | speedup, completion tokens |",
-        "|" + "---|" * 11,
+        "| arm | objective | loss | lr (tried) | seeds | final acc | rollouts/step | skipped | against "
+        "| rollouts to target (it / arm) | speedup, rollouts | speedup, completion tokens |",
+        "|" + "---|" * 12,
     ]
     for r in rows:
         ro = r.get("rollouts") or {}
         lines.append(
             f"| {r['arm']} | {r['objective']} | {r['loss']} | {r['lr']:g} ({', '.join(f'{x:g}' for x in r['lr_tried'])}) "
             f"| {len(r['seeds'])} | {_fmt(r['final_accuracy'], 3)} | {_fmt(r['rollouts_per_step'], 1)} "
-            f"| {_fmt(r['skipped_fraction'])} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
+            f"| {_fmt(r['skipped_fraction'])} | {r['against']} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
             f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} |"
         )
     commits = sorted({c for r in rows for c in r["commits"]})
