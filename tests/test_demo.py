@@ -264,7 +264,22 @@ def test_per_rollout_gradients_shape_and_zero_advantage_rows():
     assert np.all(grads[flat] == 0) and np.all(np.abs(grads[~flat]).sum(1) > 0)
 
 
-@pytest.mark.parametrize("name", ["tasks", "evaluate", "stats", "allocation", "regime", "warm_start", "tokenizer"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tasks",
+        "evaluate",
+        "stats",
+        "allocation",
+        "regime",
+        "warm_start",
+        "tokenizer",
+        "oracle",
+        "protocol",
+        "protocol_report",
+        "report",
+    ],
+)
 def test_demo_docstring_examples_run(name):
     import doctest
     import importlib
