@@ -58,7 +58,7 @@ def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = 
         "extra_rollouts": 0,
         "probes": {"probe_var": [2.0], "probe_signal": [1.0], "nsr_rollout": [80.0], "probe_step": [0]},
     }
-    return {"settings": run_settings(cfg, arm, seed, lr), "commit": commit, "code": commit, "result": result}
+    return {"settings": run_settings(cfg, arm, seed, lr), "commit": "c" + commit, "code": commit, "result": result}
 
 
 def fill(store: RunStore, cfg: ProtocolConfig, arms, commit: str = "aaaa", skip=()) -> None:

@@ -96,7 +96,8 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
             "oracle_rollouts_per_step": float(
                 np.mean([r["result"]["extra_rollouts"] / len(r["result"]["counts"]) for r in runs.values()])
             ),
-            "commits": sorted({f"{r['commit']} (src {r['code']})" for r in runs.values()}),
+            "code": sorted({r["code"] for r in runs.values()}),
+            "commits": sorted({r["commit"] for r in runs.values()}),
         }
         if seeds:
             for axis in ("rollouts", "tokens"):
@@ -204,12 +205,13 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
             f"| {_fmt(r['skipped_fraction'])} | {r['against']} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
             f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} |"
         )
-    commits = sorted({c for r in rows for c in r["commits"]})
-    if len(commits) > 1:
-        lines += ["", f"Runs from {len(commits)} code versions in this table:"]
-        lines += [f"- {r['arm']}: {', '.join(r['commits'])}" for r in rows]
-    elif commits:
-        lines += ["", f"Every run on {commits[0]}."]
+    code = sorted({c for r in rows for c in r["code"]})
+    if len(code) > 1:
+        lines += ["", f"Runs from {len(code)} code versions (git trees of src/adaptive_rollouts) in this table:"]
+        lines += [f"- {r['arm']}: source {', '.join(r['code'])} (commits {', '.join(r['commits'])})" for r in rows]
+    elif code:
+        commits = sorted({c for r in rows for c in r["commits"]})
+        lines += ["", f"Every run on one source tree ({code[0]}; commits {', '.join(commits)})."]
     if state.errors:
         lines += ["", *[f"- {arm}: no number ({err})" for arm, err in state.errors.items()]]
     if state.missing:
