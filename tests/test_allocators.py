@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from adaptive_rollouts.allocators import (
     AR3PO,
-    GRESO,
     VIGOR,
     VIP,
     DynamicSampling,
     DynaMO,
+    GRESOFill,
     InverseAccuracy,
     InverseVariance,
     Knapsack,
@@ -85,7 +85,7 @@ def build(name: str, q: int, seed: int = 0):
         ),
         "dynamic-sampling": lambda: DynamicSampling(seed=seed),
         "dynamic-sampling-g4": lambda: DynamicSampling(group_size=4, seed=seed),
-        "greso": lambda: GRESO(seed=seed),
+        "greso-fill": lambda: GRESOFill(seed=seed),
         "knapsack": lambda: Knapsack(KnownP(p), upper=16, seed=seed),
         "dynamo": lambda: DynaMO(KnownP(p), upper=12, seed=seed),
         "inverse-accuracy": lambda: InverseAccuracy(KnownP(p), seed=seed),
@@ -107,7 +107,7 @@ NAMES = [
     "vip-token-mean",
     "dynamic-sampling",
     "dynamic-sampling-g4",
-    "greso",
+    "greso-fill",
     "knapsack",
     "dynamo",
     "inverse-accuracy",
@@ -164,13 +164,13 @@ def test_exact_budget_and_bounds(name, q, extra, seed, steps):
         check_bounds(alloc, counts, budget)
         assert len(rewards) == q
         m = alloc.last_metrics
-        assert m["rollouts"] == budget
+        assert m["rollouts_spent"] == budget
         assert m["skipped"] == int(np.sum(counts == 0))
         assert sum(m["allocation_histogram"].values()) == q
         for r, c in zip(rewards, counts):
             assert r.size in (0, c)  # dropped groups come back empty, never partially
         if hasattr(alloc, "plan"):
-            planned = alloc.plan(prompts, budget)
+            planned = alloc.plan(prompts, budget).counts
             check_bounds(alloc, planned, budget)
 
 
@@ -265,6 +265,10 @@ def test_registry_builds_every_name():
         "posterior-progressive",
         "dynamic-sampling",
         "greso",
+        "greso-fill",
+        "pilot",
+        "pilot-commit",
+        "sgpo",
         "knapsack",
         "dynamo",
         "inverse-accuracy",
@@ -273,6 +277,7 @@ def test_registry_builds_every_name():
         "speedrl",
         "default",
         "guarded-progressive",
+        "saving-progressive",
     }
     assert set(ALLOCATORS) == expected
     assert isinstance(make_allocator("VIGOR", alpha=0.25), VIGOR)

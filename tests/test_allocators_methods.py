@@ -102,14 +102,14 @@ def test_vigor_ties_are_seeded_and_random():
 )
 def test_vip_reproduces_worked_example(estimator, expected):
     vip = VIP(KnownP(dict(zip(WORKED, WORKED_P))), estimator=estimator, lower=4, upper=12)
-    assert vip.plan(WORKED, 64).tolist() == expected
+    assert vip.plan(WORKED, 64).counts.tolist() == expected
 
 
 def test_vip_worked_example_is_the_brute_force_optimum():
     a = np.array(WORKED_P) * (1 - np.array(WORKED_P))
     f = {"rloo": lambda n: 1 / (n - 1), "drgrpo": lambda n: (n - 1) / n**2}
     for est, fn in f.items():
-        got = VIP(KnownP(dict(zip(WORKED, WORKED_P))), estimator=est, lower=4, upper=12).plan(WORKED, 64)
+        got = VIP(KnownP(dict(zip(WORKED, WORKED_P))), estimator=est, lower=4, upper=12).plan(WORKED, 64).counts
         # both f are convex on [4, 12]: for a separable convex objective, no improving +1/-1 move
         # between two prompts is equivalent to global optimality
         cost = lambda c: float(np.sum(a * fn(np.asarray(c, dtype=float))))  # noqa: E731
@@ -124,18 +124,19 @@ def test_vip_worked_example_is_the_brute_force_optimum():
 
 def test_vip_first_step_is_even():
     vip = VIP(KnownP({}, var=0.0))  # no data: the same prior p for every prompt
-    counts = vip.plan([f"p{i}" for i in range(5)], 42)
+    counts = vip.plan([f"p{i}" for i in range(5)], 42).counts
     assert counts.sum() == 42 and counts.max() - counts.min() <= 1
 
 
 def test_vip_plan_observe_halves_and_metrics():
     stub = KnownP({"a": 0.5, "b": 0.9})
     vip = VIP(stub)
-    counts = vip.plan(["a", "b"], 10)
-    vip.observe(["a", "b"], [np.ones(counts[0]), np.zeros(counts[1])])
+    plan = vip.plan(["a", "b"], 10)
+    counts = plan.counts
+    vip.observe(plan, [np.ones(counts[0]), np.zeros(counts[1])])
     assert stub.updates[-1][0] == ["a", "b"]
     m = vip.last_metrics
-    assert m["rollouts"] == 10 and m["brier"] is not None
+    assert m["rollouts_spent"] == 10 and m["brier"] is not None
     expected_brier = (counts[0] * 0.25 + counts[1] * 0.81) / 10
     assert m["brier"] == pytest.approx(expected_brier)
 
@@ -191,7 +192,7 @@ def test_one_round_equals_one_shot_exact_solve():
     )
     vip = VIP(KnownP(p, var=0.002), variance="expected", upper=12)
     sizes = [r.size for r in ours.run(WORKED, 64, bernoulli_sampler(WORKED_P))]
-    assert sizes == vip.plan(WORKED, 64).tolist()
+    assert sizes == vip.plan(WORKED, 64).counts.tolist()
 
 
 def test_round_one_follows_the_prediction_not_a_flat_two():
@@ -246,7 +247,7 @@ def test_ours_updates_its_predictor_once_per_step():
 
 
 def test_uniform_split():
-    assert Uniform().plan(list("abc"), 10).tolist() == [4, 3, 3]
+    assert Uniform().plan(list("abc"), 10).counts.tolist() == [4, 3, 3]
 
 
 def test_knapsack_matches_enumeration():
@@ -255,7 +256,7 @@ def test_knapsack_matches_enumeration():
     value = knapsack_value(p, upper)
     for budget in (0, 2, 5, 9, 14, 24):
         alloc = Knapsack(KnownP(dict(zip("abc", p))), upper=upper)
-        got = alloc.plan(list("abc"), budget)
+        got = alloc.plan(list("abc"), budget).counts
         best = max(
             sum(value[i, n] for i, n in enumerate(c))
             for c in itertools.product([0] + list(range(2, upper + 1)), repeat=3)
@@ -287,7 +288,7 @@ def test_proportional_counts_water_filling():
 
 def test_dynamo_is_neyman():
     p = {"a": 0.5, "b": 0.1, "c": 0.9}
-    counts = DynaMO(KnownP(p), lower=1).plan(list("abc"), 50)  # sigma = .5, .3, .3 -> 5:3:3 of 50
+    counts = DynaMO(KnownP(p), lower=1).plan(list("abc"), 50).counts  # sigma = .5, .3, .3 -> 5:3:3 of 50
     assert counts.tolist() == [23, 14, 13] or counts.tolist() == [23, 13, 14]
 
 
@@ -299,7 +300,7 @@ def test_dynamic_sampling_drops_flat_groups_and_counts_them():
     spent = sum(int(c.sum()) for _, c in log)
     assert spent == 16
     m = alloc.last_metrics
-    assert m["rollouts"] == 16
+    assert m["rollouts_spent"] == 16
     kept = sum(r.size for r in rewards)
     assert kept + m["dropped_rollouts"] == 16
     assert all(r.size == 0 or np.ptp(r) > 0 for r in rewards)
@@ -316,7 +317,7 @@ def test_greso_skips_by_streak_and_adapts():
     # Monte Carlo: a prompt kept with probability k is skipped ~ (1 - k) of the time
     g2 = GRESO(p_easy=0.5, seed=3)
     g2._easy["x"] = 1
-    skipped = np.mean([g2.plan(["x", "y"], 8)[0] == 0 for _ in range(2000)])
+    skipped = np.mean([g2.plan(["x", "y"], 8).counts[0] == 0 for _ in range(2000)])
     assert abs(skipped - 0.5) < 0.05
 
 
@@ -344,6 +345,9 @@ def test_ar3po_and_speedrl_rules():
         "adaptive_rollouts.allocators.posterior_progressive",
         "adaptive_rollouts.allocators.dynamic_sampling",
         "adaptive_rollouts.allocators.greso",
+        "adaptive_rollouts.allocators.pilot",
+        "adaptive_rollouts.allocators.pilot_commit",
+        "adaptive_rollouts.allocators.sgpo",
         "adaptive_rollouts.allocators.knapsack",
         "adaptive_rollouts.allocators.proportional",
         "adaptive_rollouts.allocators.ar3po",

@@ -144,21 +144,20 @@ def test_no_revisits_instead_of_nan():
     assert "no revisits" in text and "nan" not in text
 
 
-def test_skip_rule_and_known_p_skip_allocator():
-    from adaptive_rollouts.demo.oracle import KnownPSkip, skip_counts
+def test_oracle_skip_arm_skips_on_the_sampled_p():
+    from adaptive_rollouts.demo.allocation import make_arm_allocator
     from adaptive_rollouts.types import Prediction
 
-    p = np.array([0.0, 0.02, 0.3, 0.5, 0.97, 1.0])
-    # P(all equal at 8): 1, 0.85, 0.06, 0.008, 0.78, 1 -> skip above 0.9
-    assert skip_counts(p, 8).tolist() == [0, 8, 8, 8, 8, 0]
-    assert skip_counts(p, 2).tolist() == [0, 0, 2, 2, 0, 0]  # P(all equal at 2) at 0.02: 0.96
-
-    class Known:
+    class Sampled:  # stands in for SampledSuccess
         def predict(self, prompts):
-            return Prediction(p[: len(prompts)], np.zeros(len(prompts)))
+            return Prediction(np.array([0.0, 0.02, 0.3, 0.5, 0.97, 1.0])[: len(prompts)], np.zeros(len(prompts)))
 
-    assert KnownPSkip(Known(), group=8)._plan(list("abcdef"), 48).tolist() == [0, 8, 8, 8, 8, 0]
-    assert KnownPSkip.kind == "save"
+    skip = make_arm_allocator("oracle-skip", 0, 8, oracle=Sampled())
+    # P(all equal at 8): 1, 0.85, 0.06, 0.008, 0.78, 1 -> skip above 0.9
+    assert skip.plan(list("abcdef"), 48).counts.tolist() == [0, 8, 8, 8, 8, 0]
+    assert skip.kind == "save"
+    with pytest.raises(ValueError, match="needs the sampled-p predictor"):
+        make_arm_allocator("oracle", 0, 8)
 
 
 def test_sampled_success_is_uncharged_and_leaves_training_rng_alone():

@@ -59,8 +59,10 @@ P = np.array([0.03, 0.2, 0.5, 0.85, 0.97])
 def test_vip_grpo_matches_exhaustive_optimum(budget):
     best, _ = exhaustive_grpo(P, budget, 2, 9)
     for variance in ("plugin", "expected"):
-        counts = VIP(KnownP(P), estimator="grpo", lower=2, upper=9, variance=variance).plan(
-            [str(i) for i in range(P.size)], budget
+        counts = (
+            VIP(KnownP(P), estimator="grpo", lower=2, upper=9, variance=variance)
+            .plan([str(i) for i in range(P.size)], budget)
+            .counts
         )
         assert counts.sum() == budget
         cost = float(sum(grpo_cost(pi, n) for pi, n in zip(P, counts)))
@@ -91,7 +93,7 @@ def test_grpo_expected_variance_is_posterior_average():
 def test_progressive_single_round_grpo_variance_matches_vip():
     var = np.full(P.size, 1e-3)
     prompts = [str(i) for i in range(P.size)]
-    vip = VIP(KnownP(P, var), estimator="grpo", lower=2, upper=9, variance="expected").plan(prompts, 20)
+    vip = VIP(KnownP(P, var), estimator="grpo", lower=2, upper=9, variance="expected").plan(prompts, 20).counts
     pp = PosteriorProgressive(
         KnownP(P, var),
         objective="variance",

@@ -14,7 +14,7 @@ def test_binary_batch_by_hand():
     counts = [4, 0, 3, 1, 2]
     rewards = [np.array([1.0, 0.0, 1.0, 1.0]), np.zeros(0), np.ones(3), np.zeros(1), np.zeros(2)]
     m = step_metrics(prompts, counts, rewards)
-    assert m["num_prompts"] == 5 and m["rollouts"] == 10
+    assert m["num_prompts"] == 5 and m["rollouts_spent"] == 10
     assert m["skipped"] == 1 and m["singletons"] == 1
     assert m["zero_variance_groups"] == 3  # c all-correct, d singleton, e all-wrong
     assert m["signal_groups"] == 1 and m["effective_rollouts"] == 4
@@ -51,7 +51,7 @@ def test_brier_by_hand():
 
 def test_nothing_spent():
     m = step_metrics(["a"], [0], [np.zeros(0)], prediction=Prediction(np.array([0.5]), np.zeros(1)))
-    assert m["rollouts"] == 0 and m["skipped"] == 1 and m["effective_fraction"] == 0.0
+    assert m["rollouts_spent"] == 0 and m["skipped"] == 1 and m["effective_fraction"] == 0.0
     assert np.isnan(m["mean_reward"]) and m["brier"] is None
 
 

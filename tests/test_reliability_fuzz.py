@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from adaptive_rollouts.objectives import variance_table
 from adaptive_rollouts.solvers import allocate, solve_table
+from adaptive_rollouts.types import allocator_kind
 
 CI = settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
@@ -177,8 +178,9 @@ def check_allocator_case(case: dict) -> None:
         problems = check_step_invariants(alloc, prompts, budget, env.log, rewards)
         assert not problems, (case, problems)
         if hasattr(alloc, "plan"):
-            counts = alloc.plan(prompts, budget)
-            assert counts.sum() == budget and np.all(counts >= 0), (case, counts.tolist())
+            counts = alloc.plan(prompts, budget).counts
+            spent_ok = counts.sum() == budget if allocator_kind(alloc) == "fill" else counts.sum() <= budget
+            assert spent_ok and np.all(counts >= 0), (case, counts.tolist())
 
 
 @pytest.mark.parametrize("name", REGISTRY + sorted(VARIANTS))

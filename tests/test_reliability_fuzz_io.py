@@ -151,7 +151,7 @@ def check_state_dict_case(case: dict) -> None:
     if hasattr(target, "predict"):
         pred = target.predict(POOL[:6])
     else:
-        counts = target.plan(POOL[:6], 18)
+        counts = target.plan(POOL[:6], 18).counts
         assert counts.sum() == 18 and np.all(counts >= 0)
         pred = target.predictor.predict(POOL[:6]) if hasattr(target, "slot") else None
     if pred is not None:

@@ -1,5 +1,6 @@
-"""The recommended default allocator: exact budget, integer keys without text or embeddings,
-and a fall-back to Uniform when its belief holds little evidence."""
+"""The budget-filling default of earlier versions, `GuardedProgressive` ("guarded-progressive"):
+exact budget, integer keys without text or embeddings, and a fall-back to Uniform when its belief
+holds little evidence."""
 
 import numpy as np
 import pytest
@@ -24,13 +25,14 @@ def _sampler(p: np.ndarray, seed: int = 0):
     return sample
 
 
-def test_default_is_guarded_and_takes_trainer_kwargs():
-    alloc = make_allocator(predictor="windowed", estimator="rloo", aggregation="token-mean", seed=3)
+def test_guarded_is_registered_and_takes_trainer_kwargs():
+    alloc = make_allocator(
+        "guarded-progressive", predictor="windowed", estimator="rloo", aggregation="token-mean", seed=3
+    )
     assert isinstance(alloc, GuardedProgressive)
-    assert isinstance(make_allocator("default"), GuardedProgressive)
-    assert ALLOCATORS["default"] is GuardedProgressive
+    assert ALLOCATORS["guarded-progressive"] is GuardedProgressive
     assert alloc.estimator == "rloo" and alloc.aggregation == "token-mean" and alloc.seed == 3
-    assert takes_keyword(ALLOCATORS["default"], "aggregation")
+    assert takes_keyword(ALLOCATORS["guarded-progressive"], "aggregation")
     # GuardedProgressive forwards **options to PosteriorProgressive: takes what that takes, no more
     assert takes_keyword(GuardedProgressive, "features") and not takes_keyword(GuardedProgressive, "colour")
     with pytest.raises(TypeError, match="allow_skip"):
@@ -47,7 +49,7 @@ def test_exact_budget_with_integer_keys_and_no_embeddings(monkeypatch, budget):
 
     monkeypatch.setattr(emb, "default_encoder", no_encoder)
     p = np.random.default_rng(1).beta(0.5, 0.5, size=24)
-    alloc = make_allocator(seed=0)
+    alloc = make_allocator("guarded-progressive", seed=0)
     keys = list(range(100, 124))
     for step in range(4):
         rewards = alloc.run(keys, budget, _sampler(p, step))
@@ -61,7 +63,7 @@ def test_no_evidence_is_uniform_and_little_evidence_is_near_uniform():
     keys = list(range(16))
     # kappa -> inf: exactly Uniform's counts (16 prompts, 128 rollouts: 8 each)
     counts = [r.size for r in GuardedProgressive(trust_scale=1e12).run(keys, 128, _sampler(p))]
-    assert counts == Uniform().plan(keys, 128).tolist()
+    assert counts == Uniform().plan(keys, 128).counts.tolist()
     # no history: closer to Uniform than the untempered optimum, but still moved toward it
     fresh = np.array([r.size for r in GuardedProgressive().run(keys, 128, _sampler(p))])
     full = np.array([r.size for r in PosteriorProgressive("beta").run(keys, 128, _sampler(p))])
@@ -111,13 +113,14 @@ def test_shrink_toward_keeps_sum_and_bounds():
     assert shrink_toward(ref, tgt, 1.0).tolist() == tgt.tolist()
 
 
-def test_state_round_trip_resumes_identically():
+@pytest.mark.parametrize("name", [None, "guarded-progressive"])
+def test_state_round_trip_resumes_identically(name):
     p = np.random.default_rng(2).random(12)
     keys = list(range(12))
-    a = make_allocator(seed=0)
+    a = make_allocator(name, seed=0)
     for s in range(2):
         a.run(keys, 96, _sampler(p, s))
-    b = make_allocator(seed=0)
+    b = make_allocator(name, seed=0)
     b.load_state_dict(a.state_dict())
     ra = [r.size for r in a.run(keys, 96, _sampler(p, 9))]
     rb = [r.size for r in b.run(keys, 96, _sampler(p, 9))]
@@ -149,7 +152,7 @@ def test_zero_variance_gate_falls_back_to_uniform_where_few_groups_are_dead():
     gated = GuardedProgressive(zero_variance_gate=(0.8, 0.9))
     for s in range(3):
         counts = [r.size for r in gated.run(keys, 128, _sampler(informative, s))]
-    assert gated.gate() == 0.0 and counts == Uniform().plan(keys, 128).tolist()
+    assert gated.gate() == 0.0 and counts == Uniform().plan(keys, 128).counts.tolist()
     mostly_dead = np.r_[np.zeros(15), 0.5]  # 15 of 16 groups all-fail: gate open
     open_gate = GuardedProgressive(zero_variance_gate=(0.8, 0.9))
     for s in range(3):

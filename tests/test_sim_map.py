@@ -230,7 +230,7 @@ def test_true_p_optimum_method_is_the_probes_reference():
     assert isinstance(alloc, VIP) and pred is None
     assert alloc.aggregation == "token-mean" and alloc.estimator == "rloo"
     p = pb.success(np.arange(8))
-    counts = alloc.plan(list(range(8)), 64)
+    counts = alloc.plan(list(range(8)), 64).counts
     assert counts.sum() == 64
     # the optimum gives no more rollouts to a prompt at p ~ 0 than to the most uncertain one
     assert counts[np.argmin(np.abs(p - 0.5))] >= counts[np.argmin(p)]

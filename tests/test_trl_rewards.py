@@ -19,6 +19,7 @@ from adaptive_rollouts.integrations.trl import (  # noqa: E402
     aggregation_for_loss_type,
     estimator_for,
 )
+from adaptive_rollouts.types import Draw  # noqa: E402
 
 
 def reward_none_on_even_length(prompts, completions, **kwargs):
@@ -60,26 +61,35 @@ def test_none_reward_advantages_use_the_scored_rollouts_of_the_group(tmp_path):
     assert got[2] == 0 and got[4] == 0 and got[5] == 0  # group 1 has one scored rollout: no baseline
 
 
-def test_rollout_collector_takes_fewer_rewards_only_from_a_marked_sample():
+def test_rollout_collector_takes_fewer_rewards_only_from_a_draw_that_says_so():
     from adaptive_rollouts.allocators.base import RolloutCollector
+    from adaptive_rollouts.types import Draw
 
     def sample(indices, counts):
         return [np.ones(int(c) - 1) for c in counts]  # one rollout of each prompt unscored
 
     with pytest.raises(ValueError, match="expected 3"):
         RolloutCollector(["a", "b"], sample).draw(np.array([3, 3]))
-    sample.may_leave_unscored = True
-    collector = RolloutCollector(["a", "b"], sample)
+
+    def draw(indices, counts):
+        return Draw([np.ones(int(c) - 1) for c in counts], np.ones(len(counts), dtype=np.int64))
+
+    collector = RolloutCollector(["a", "b"], draw)
     collector.draw(np.array([3, 2]))
     assert collector.counts.tolist() == [3, 2] and collector.scored.tolist() == [2, 1]
     assert collector.unscored.tolist() == [1, 1]
 
     def too_many(indices, counts):
-        return [np.ones(int(c) + 1) for c in counts]
+        return Draw([np.ones(int(c) + 1) for c in counts], np.zeros(len(counts), dtype=np.int64))
 
-    too_many.may_leave_unscored = True
-    with pytest.raises(ValueError, match="at most 2"):
+    with pytest.raises(ValueError, match="expected 2"):
         RolloutCollector(["a"], too_many).draw(np.array([2]))
+
+    def over_unscored(indices, counts):
+        return Draw([np.ones(0) for c in counts], np.array([int(c) + 1 for c in counts]))
+
+    with pytest.raises(ValueError, match=r"unscored=3 is outside \[0, 2\]"):
+        RolloutCollector(["a"], over_unscored).draw(np.array([2]))
 
 
 @pytest.mark.parametrize("make", [VIGOR, lambda: PosteriorProgressive("beta"), lambda: VIP("beta")])
@@ -91,14 +101,14 @@ def test_allocators_spend_the_budget_and_learn_from_scored_rewards_only(make):
         for c in counts:
             r = (rng.random(int(c)) < 0.5).astype(float)
             out.append(r[rng.random(int(c)) > 1 / 3])
-        return out
+        return Draw(out, np.asarray(counts) - np.array([r.size for r in out]))
 
-    sample.may_leave_unscored = True
     alloc = make()
     prompts = [f"train#{i}" for i in range(6)]
     rewards = alloc.run(prompts, 36, sample)
     assert sum(r.size for r in rewards) < 36  # unscored rollouts are not in the rewards
-    assert alloc.last_metrics["rollouts"] == sum(r.size for r in rewards)
+    m = alloc.last_metrics
+    assert m["rollouts_spent"] == 36 and m["unscored"] == 36 - sum(r.size for r in rewards)
 
 
 # ---------------------------------------------------------------- rewards of any range

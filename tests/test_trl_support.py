@@ -132,7 +132,6 @@ class Recorder:
                 got.setdefault(i, []).append(np.asarray(r, dtype=float))
             return answer
 
-        recording.may_leave_unscored = getattr(sample, "may_leave_unscored", False)
         out = self.inner.run(prompts, budget, recording)
         self.seen.append([np.concatenate(got.get(i, [np.zeros(0)])) for i in range(len(prompts))])
         return out

@@ -9,7 +9,10 @@ Keys (all JSON-able; `allocation_histogram` has int keys, which JSON turns into 
 | key | meaning |
 |---|---|
 | num_prompts | prompts in the batch |
-| rollouts | rollouts spent, sum of counts |
+| rollouts_spent | rollouts generated: sum of counts, plus those left unscored |
+| unscored | rollouts generated without a reward (failed generation or scoring) |
+| budget | the step's budget (None when not given) |
+| rollouts_saved | budget - rollouts_spent: what a "save" allocator did not spend (None without a budget) |
 | skipped | prompts given zero rollouts |
 | singletons | prompts given exactly one rollout (no signal possible) |
 | zero_variance_groups | groups of >= 1 rollout whose rewards span <= tol (singletons included) |
@@ -84,8 +87,11 @@ def step_metrics(
     wall_time_s: float | None = None,
     tol: float = 1e-8,
     flat: np.ndarray | None = None,
+    budget: int | None = None,
+    spent: int | None = None,
 ) -> dict[str, Any]:
-    """Metrics of one step; `counts[q]` must equal `len(rewards[q])` (the rollouts actually spent).
+    """Metrics of one step; `counts[q]` must equal `len(rewards[q])` (the rollouts scored).
+    ``spent``: rollouts generated, when some were left unscored (default: sum of counts).
     Vectorised over the concatenated rewards (``flat``: that concatenation, when the caller
     already has it and has checked it)."""
     counts = np.asarray(counts)
@@ -94,7 +100,10 @@ def step_metrics(
             raise ValueError(f"counts must be integers, got {counts.tolist()}")
         counts = counts.astype(np.int64)
     flat = _check(prompts, counts, rewards) if flat is None else flat
-    spent = int(counts.sum())
+    scored = int(counts.sum())
+    spent = scored if spent is None else int(spent)
+    if spent < scored or (budget is not None and spent > budget):
+        raise ValueError(f"rollouts spent ({spent}) must lie in [scored ({scored}), budget ({budget})]")
     used = counts > 0
     low, high, total = _group_extremes(flat, counts)
     with np.errstate(invalid="ignore"):
@@ -105,7 +114,10 @@ def step_metrics(
     values, freq = np.unique(counts, return_counts=True)
     out: dict[str, Any] = {
         "num_prompts": len(prompts),
-        "rollouts": spent,
+        "rollouts_spent": spent,
+        "unscored": spent - scored,
+        "budget": None if budget is None else int(budget),
+        "rollouts_saved": None if budget is None else int(budget) - spent,
         "skipped": int(np.sum(~used)),
         "singletons": int(np.sum(counts == 1)),
         "zero_variance_groups": int(all_equal.sum()),
@@ -114,7 +126,7 @@ def step_metrics(
         "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
         "solve_all": int(solve_all.sum()),
         "solve_none": int(solve_none.sum()),
-        "mean_reward": float(flat.mean()) if spent else float("nan"),
+        "mean_reward": float(flat.mean()) if scored else float("nan"),
         "count_min": int(counts[used].min()) if used.any() else 0,
         "count_max": int(counts[used].max()) if used.any() else 0,
         "count_mean": float(counts[used].mean()) if used.any() else 0.0,
@@ -129,7 +141,7 @@ def step_metrics(
         mean = np.asarray(prediction.mean, dtype=float)
         if mean.shape != (len(prompts),):
             raise ValueError(f"prediction.mean has shape {mean.shape}, expected ({len(prompts)},)")
-        if spent:
+        if scored:
             per_rollout = np.repeat(mean, counts)
             out["predicted_success"] = float(per_rollout.mean())
             out["observed_success"] = float(flat.mean())

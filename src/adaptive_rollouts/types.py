@@ -8,7 +8,8 @@ one per prompt, in the order of the prompts.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -16,9 +17,34 @@ Prompt = Hashable
 Rewards = list[np.ndarray]
 StateDict = dict[str, Any]
 
-SampleFn = Callable[[np.ndarray, np.ndarray], Rewards]
+AllocatorKind = Literal["fill", "save"]
+"""What an allocator promises about the budget C of a step: "fill" spends exactly C (VIP, VIGOR and
+the other published fixed-budget methods); "save" spends at most C and may give a prompt no
+rollouts (reported as skipped), so a trainer trains on fewer rollouts than C."""
+
+
+class Draw(list):
+    """The answer of a ``sample`` call when some rollouts could not be scored (TRL: every reward
+    function returned None; verl: a failed session): the list of per-prompt scored rewards (so code
+    that reads it as a plain list keeps working) plus ``unscored[i]``, how many rollouts of the i-th
+    requested prompt were generated but have no reward (``len(draw[i]) + unscored[i]`` = the count
+    asked). Unscored rollouts are spent (they count against the budget) but are never observations.
+
+    >>> import numpy as np
+    >>> d = Draw([np.ones(2), np.zeros(0)], [1, 3])
+    >>> len(d), d.unscored.tolist()
+    (2, [1, 3])
+    """
+
+    def __init__(self, rewards: Sequence[np.ndarray], unscored: Sequence[int] | np.ndarray):
+        super().__init__(rewards)
+        self.unscored = np.asarray(unscored)
+
+
+SampleFn = Callable[[np.ndarray, np.ndarray], Rewards | Draw]
 """sample(indices, counts) generates counts[i] more rollouts for prompts[indices[i]] and
-returns their rewards, one 1-D array of length counts[i] per entry."""
+returns their rewards, one 1-D array of length counts[i] per entry, or a `Draw` when some of them
+could not be scored."""
 
 
 class Prediction(NamedTuple):
@@ -38,6 +64,33 @@ class Prediction(NamedTuple):
     @property
     def plugin_bernoulli_variance(self) -> np.ndarray:
         return self.mean * (1.0 - self.mean)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A single-shot allocator's decision for one step, returned by ``plan`` and given back to
+    ``observe``: the checked prompts, ``counts[i]`` rollouts for ``prompts[i]`` (0 = skipped), the
+    budget, the prediction the counts were planned from (None for allocators without one) and the
+    seconds planning took. A value: it holds everything ``observe`` needs, so nothing is left on the
+    allocator between the two calls. ``np.asarray(plan)`` is the counts."""
+
+    prompts: list
+    counts: np.ndarray
+    budget: int
+    prediction: Prediction | None = None
+    seconds: float = 0.0
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.counts if dtype is None else self.counts.astype(dtype)
+
+    @property
+    def spent(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def skipped(self) -> list:
+        """The prompts given no rollouts."""
+        return [p for p, n in zip(self.prompts, self.counts.tolist()) if n == 0]
 
 
 @runtime_checkable
@@ -65,7 +118,10 @@ class Predictor(Protocol):
 
 @runtime_checkable
 class Allocator(Protocol):
-    """Spends exactly `budget` rollouts over `prompts` in one training step."""
+    """Spends `budget` rollouts over `prompts` in one training step: exactly (``kind == "fill"``) or
+    at most (``kind == "save"``)."""
+
+    kind: ClassVar[AllocatorKind]
 
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         """Returns all rewards per prompt (an empty array for a skipped prompt)."""
@@ -81,6 +137,14 @@ class PlanningAllocator(Allocator, Protocol):
     """Single-shot allocators also offer the two halves, for trainers that generate
     outside the allocator (verl, TRL)."""
 
-    def plan(self, prompts: Sequence[Prompt], budget: int) -> np.ndarray: ...
+    def plan(self, prompts: Sequence[Prompt], budget: int) -> Plan: ...
 
-    def observe(self, prompts: Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None: ...
+    def observe(self, plan: Plan | Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None: ...
+
+
+def allocator_kind(allocator: Any) -> AllocatorKind:
+    """The declared kind of an allocator object or class; "fill" when it declares none."""
+    kind = getattr(allocator, "kind", "fill")
+    if kind not in ("fill", "save"):
+        raise ValueError(f"{type(allocator).__name__}.kind must be 'fill' or 'save', got {kind!r}")
+    return cast(AllocatorKind, kind)

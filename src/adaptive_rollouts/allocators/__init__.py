@@ -1,11 +1,13 @@
 """Allocators: how many rollouts each prompt gets in one step, all under one protocol.
 
-`run(prompts, budget, sample)` spends exactly `budget` rollouts and returns the rewards per prompt;
+`run(prompts, budget, sample)` spends exactly `budget` rollouts (a "save" allocator - GRESO,
+Pilot, PilotCommit, SGPO - at most `budget`) and returns the rewards per prompt;
 single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, rewards)`.
 After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
 
 `make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks);
-`make_allocator()` with no name builds the recommended default, `GuardedProgressive`.
+`make_allocator()` with no name builds the recommended default, `SavingProgressive` (a "save"
+allocator: at most the budget); "guarded-progressive" is the budget-filling default of before.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from typing import Any
 from .ar3po import AR3PO
 from .base import BaseAllocator, SingleShotAllocator
 from .dynamic_sampling import DynamicSampling
-from .greso import GRESO
+from .greso import GRESO, GRESOFill
 from .guarded import GuardedProgressive
 from .knapsack import Knapsack
+from .pilot import Pilot
+from .pilot_commit import PilotCommit
 from .posterior_progressive import PosteriorProgressive
 from .predictive import PredictiveAllocator
 from .proportional import DynaMO, InverseAccuracy, InverseVariance
+from .saving import SavingProgressive
+from .sgpo import SGPO
 from .speedrl import SpeedRL
 from .uniform import Uniform
 from .vigor import VIGOR
@@ -34,12 +40,17 @@ __all__ = [
     "DEFAULT_ALLOCATOR",
     "DynamicSampling",
     "GRESO",
+    "GRESOFill",
     "GuardedProgressive",
     "InverseAccuracy",
     "InverseVariance",
     "Knapsack",
+    "Pilot",
+    "PilotCommit",
     "PosteriorProgressive",
     "PredictiveAllocator",
+    "SavingProgressive",
+    "SGPO",
     "SingleShotAllocator",
     "SpeedRL",
     "Uniform",
@@ -50,11 +61,14 @@ __all__ = [
     "takes_keyword",
 ]
 
-DEFAULT_ALLOCATOR = "guarded-progressive"
-"""Registry name of the recommended default (chosen on the simulator's regime map, docs/benchmark.md)."""
+DEFAULT_ALLOCATOR = "saving-progressive"
+"""Registry name of the recommended default: it spends at most the budget and skips what would teach
+nothing (docs/saving.md). The budget-filling default of earlier versions stays available as
+"guarded-progressive"."""
 
 ALLOCATORS: dict[str, Any] = {
-    "default": GuardedProgressive,
+    "default": SavingProgressive,
+    "saving-progressive": SavingProgressive,
     "guarded-progressive": GuardedProgressive,
     "uniform": Uniform,
     "vip": VIP,
@@ -63,6 +77,10 @@ ALLOCATORS: dict[str, Any] = {
     "posterior-progressive": PosteriorProgressive,
     "dynamic-sampling": DynamicSampling,
     "greso": GRESO,
+    "greso-fill": GRESOFill,
+    "pilot": Pilot,
+    "pilot-commit": PilotCommit,
+    "sgpo": SGPO,
     "knapsack": Knapsack,
     "dynamo": DynaMO,
     "inverse-accuracy": InverseAccuracy,
@@ -102,15 +120,15 @@ def takes_keyword(factory: Any, keyword: str) -> bool:
 
 def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:
     """Build an allocator by its lowercase registry name, e.g. ``make_allocator("vigor", seed=1)``;
-    no name (or "default") gives the recommended default `GuardedProgressive`, which needs no
+    no name (or "default") gives the recommended default `SavingProgressive`, which needs no
     prompt text or embeddings and accepts ``predictor=``, ``estimator=``, ``aggregation=``, ``seed=``.
 
     "vip-paper" is VIP exactly as published (`PaperGP`, RLOO, plug-in p(1-p)); "vip" uses our GP.
 
-    >>> make_allocator("uniform").plan(["a", "b"], 5).tolist()
+    >>> make_allocator("uniform").plan(["a", "b"], 5).counts.tolist()
     [3, 2]
     >>> type(make_allocator(aggregation="seq-mean")).__name__
-    'GuardedProgressive'
+    'SavingProgressive'
     """
     key = (DEFAULT_ALLOCATOR if name is None else name).lower().replace("_", "-")
     if key not in ALLOCATORS:

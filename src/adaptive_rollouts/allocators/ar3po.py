@@ -41,7 +41,7 @@ class AR3PO(BaseAllocator):
             raise ValueError(f"stage_size must be >= 1, got {stage_size}")
         self.stage_size, self.success_threshold = int(stage_size), float(success_threshold)
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         prompts, budget, collector, start = self._begin_rounds(prompts, budget, sample, first_round=self.stage_size)
         q = len(prompts)
         left = budget - int(collector.counts.sum())

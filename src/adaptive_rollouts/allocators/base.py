@@ -1,30 +1,36 @@
 """What every allocator shares: input checks, the run loop, seeded randomness, state and metrics.
 
-Two kinds of allocator:
+Two ways to allocate:
 
-- `SingleShotAllocator`: decides all counts before any rollout (`plan`), then learns from the
-  rewards (`observe`); `run` = plan -> sample once -> observe. Trainers that generate outside the
-  allocator (verl, TRL) call `plan` and `observe` themselves.
-- progressive allocators (VIGOR, PosteriorProgressive, AR3PO, SpeedRL) subclass `BaseAllocator` and call
-  `sample` several times inside `run`, through a `RolloutCollector`.
+- `SingleShotAllocator`: decides all counts before any rollout (`plan` returns a `Plan` value),
+  then learns from the rewards (`observe(plan, rewards)`); `run` = plan -> sample once -> observe.
+  Trainers that generate outside the allocator (verl, TRL) call `plan` and `observe` themselves.
+- progressive allocators (VIGOR, PosteriorProgressive, AR3PO, SpeedRL, the pilots) subclass
+  `BaseAllocator`, implement `_run`, and call `sample` several times through a `RolloutCollector`.
 
-Every allocator spends exactly the budget it is given, or raises `ValueError` before sampling.
-A prompt given zero rollouts gets an empty reward array and is counted as skipped in the metrics.
+Two kinds (`kind`, a class attribute): a "fill" allocator spends exactly the budget it is given, a
+"save" allocator at most the budget; both raise `ValueError` before sampling when the budget is
+infeasible. A prompt given zero rollouts gets an empty reward array and is counted as skipped in
+the metrics, with the rollouts spent and saved.
+
+Public calls (`run`, `plan`, `observe`) are defined here once and wrap the subclass hooks (`_run`,
+`_plan`, `_observe`) in `_restoring_rng`, so a call that raises leaves the allocator's state as it
+was: predictors validate before they mutate, so the generator is the only state a failure can touch.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..metrics import step_metrics
 from ..state import check_savable_keys, describe
 from ..state_checks import restore_on_error
-from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
+from ..types import AllocatorKind, Plan, Prediction, Prompt, Rewards, SampleFn, StateDict
 from ..validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards_flat
 from .collector import RolloutCollector
 
@@ -43,41 +49,16 @@ def random_order(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
     return np.lexsort((tiebreak, -scores))
 
 
-def _restores_rng_on_error(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap run / plan / observe: if the call raises, the generator is put back where it was, so a
-    failed step (bad budget, a `sample` that returns bad rewards) leaves `state_dict()` unchanged.
-    Predictors validate before they mutate, so the generator is the only state a failure can touch."""
-
-    @functools.wraps(method)
-    def wrapper(self: BaseAllocator, *args: Any, **kwargs: Any) -> Any:
-        saved = self.rng.bit_generator.state
-        try:
-            return method(self, *args, **kwargs)
-        except BaseException:
-            self.rng.bit_generator.state = saved
-            raise
-
-    wrapper._restores_rng = True  # type: ignore[attr-defined]
-    return wrapper
-
-
 class BaseAllocator:
     """Seeded randomness, state, bounds and metrics shared by every allocator.
 
-    Subclasses set `name` (registry key), `lower` / `upper` (bounds on a non-zero count; upper None
-    = unbounded), `allow_skip` (whether a count may be 0), and implement `run`. Every subclass's
-    `run`, `plan` and `observe` are wrapped so that a call that raises leaves the random generator
-    (and so the whole state) as it was.
+    Subclasses set `name` (registry key), `kind` ("fill": exactly the budget; "save": at most),
+    `lower` / `upper` (bounds on a non-zero count; upper None = unbounded), `allow_skip` (whether a
+    count may be 0), and implement `_run`.
     """
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for method in ("run", "plan", "observe"):
-            fn = cls.__dict__.get(method)
-            if fn is not None and not getattr(fn, "_restores_rng", False):
-                setattr(cls, method, _restores_rng_on_error(fn))
-
     name: str = "base"
+    kind: ClassVar[AllocatorKind] = "fill"
     lower: int = 1
     upper: int | None = None
     allow_skip: bool = False
@@ -88,8 +69,20 @@ class BaseAllocator:
         self.last_metrics: dict[str, Any] | None = None
 
     # -- budget ---------------------------------------------------------------------------------
+    @contextmanager
+    def _restoring_rng(self) -> Iterator[None]:
+        """If the block raises, put the generator back where it was (the only state a failed
+        call can have touched: checks come before any other change)."""
+        saved = self.rng.bit_generator.state
+        try:
+            yield
+        except BaseException:
+            self.rng.bit_generator.state = saved
+            raise
+
     def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
-        """Smallest and largest budget this allocator can spend exactly on `num_prompts` prompts."""
+        """Smallest and largest budget this allocator can spend exactly on `num_prompts` prompts
+        (a "save" allocator spends at most the budget, but only a budget it could fill is accepted)."""
         low = 0 if self.allow_skip else self.lower * num_prompts
         high = None if self.upper is None else self.upper * num_prompts
         return low, high
@@ -140,12 +133,14 @@ class BaseAllocator:
             check_savable_keys(prompts)
 
     def _check_counts(self, counts: np.ndarray, budget: int, upper: int | None = None) -> np.ndarray:
-        """Internal invariant: exact budget, bounds respected. A failure is a bug, not bad input."""
+        """Internal invariant: the budget spent exactly ("fill") or not exceeded ("save"), bounds
+        respected. A failure is a bug, not bad input."""
         counts = np.asarray(counts, dtype=np.int64)
         upper = self.upper if upper is None else upper
         used = counts > 0
+        over = counts.sum() > budget if self.kind == "save" else counts.sum() != budget
         bad = (
-            counts.sum() != budget
+            over
             or np.any(counts < 0)
             or (not self.allow_skip and not used.all())
             or np.any(counts[used] < self.lower)
@@ -192,6 +187,12 @@ class BaseAllocator:
 
     # -- protocol -------------------------------------------------------------------------------
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        """Spend ``budget`` rollouts (exactly, or at most for a "save" allocator) over ``prompts``
+        through ``sample``; returns every prompt's rewards (empty for a skipped prompt)."""
+        with self._restoring_rng():
+            return self._run(prompts, budget, sample)
+
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         raise NotImplementedError
 
     def _finish(
@@ -201,10 +202,13 @@ class BaseAllocator:
         wall_start: float,
         prediction: Prediction | None = None,
         extra: dict | None = None,
+        budget: int | None = None,
     ) -> Rewards:
         rewards = collector.rewards()
         wall = time.perf_counter() - wall_start - collector.sample_time_s
-        self.last_metrics = step_metrics(prompts, collector.scored, rewards, prediction, wall)
+        self.last_metrics = step_metrics(
+            prompts, collector.scored, rewards, prediction, wall, budget=budget, spent=int(collector.counts.sum())
+        )
         if extra:
             self.last_metrics.update(extra)
         return rewards
@@ -220,50 +224,61 @@ class BaseAllocator:
 
 
 class SingleShotAllocator(BaseAllocator):
-    """plan -> sample once -> observe. Subclasses implement `_plan` (and `_observe` to learn)."""
+    """plan -> sample once -> observe. Subclasses implement `_plan` (and `_predict` / `_observe` to
+    learn)."""
 
-    def plan(self, prompts: Sequence[Prompt], budget: int) -> np.ndarray:
-        """Counts per prompt (int array, sum == budget) without sampling anything."""
-        start = time.perf_counter()
-        prompts = check_prompts(prompts)
-        budget = self._check_budget(prompts, budget)
-        self._check_storable(prompts)
-        self._last_prediction = None
-        counts = self._check_counts(self._plan(prompts, budget), budget)
-        self._last_plan = (prompts, counts.copy(), time.perf_counter() - start)
-        return counts
+    def plan(self, prompts: Sequence[Prompt], budget: int) -> Plan:
+        """The step's `Plan`: counts per prompt (sum == budget, or <= budget for a "save"
+        allocator) without sampling anything; give it back to `observe` with the rewards."""
+        with self._restoring_rng():
+            start = time.perf_counter()
+            prompts = check_prompts(prompts)
+            budget = self._check_budget(prompts, budget)
+            self._check_storable(prompts)
+            prediction = self._predict(prompts)
+            counts = self._check_counts(self._plan(prompts, budget, prediction), budget)
+            return Plan(prompts, counts, budget, prediction, time.perf_counter() - start)
 
-    def observe(self, prompts: Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None:
-        """Learn from this step's rewards; also sets `last_metrics` (counts = len of each array)."""
-        start = time.perf_counter()
-        prompts = check_prompts(prompts)
-        checked, flat, _ = check_rewards_flat(prompts, rewards)
-        assert checked is not None
-        self._check_storable(prompts)
-        self._observe_checked(prompts, checked, flat, start)
+    def observe(self, plan: Plan | Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None:
+        """Learn from this step's rewards (one array per prompt, its length the rollouts scored) and
+        set `last_metrics`. ``plan`` is the `Plan` they were drawn for (its prediction, budget and
+        planning time enter the metrics), or the prompts alone."""
+        with self._restoring_rng():
+            start = time.perf_counter()
+            if not isinstance(plan, Plan):
+                plan = Plan(check_prompts(plan), np.zeros(0, dtype=np.int64), -1)
+            checked, flat, sizes = check_rewards_flat(plan.prompts, rewards)
+            assert checked is not None
+            self._check_storable(plan.prompts)
+            spent = int(plan.counts.sum()) if plan.budget >= 0 else int(sizes.sum())
+            self._observe_checked(plan, checked, flat, start, spent)
 
-    def _observe_checked(self, prompts: list, rewards: list[np.ndarray], flat: np.ndarray | None, start: float) -> None:
+    def _observe_checked(
+        self, plan: Plan, rewards: list[np.ndarray], flat: np.ndarray | None, start: float, spent: int
+    ) -> None:
         """`observe` on input already checked (by `observe`, or by the collector inside `run`)."""
-        self._observe(prompts, rewards)
+        self._observe(plan.prompts, rewards)
         counts = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
-        prediction, plan_time = None, 0.0
-        last = getattr(self, "_last_plan", None)
-        if last is not None and (last[0] is prompts or last[0] == prompts):
-            prediction, plan_time = getattr(self, "_last_prediction", None), last[2]
-        wall = plan_time + time.perf_counter() - start
-        self.last_metrics = step_metrics(prompts, counts, rewards, prediction, wall, flat=flat)
+        wall = plan.seconds + time.perf_counter() - start
+        budget = plan.budget if plan.budget >= 0 else None
+        self.last_metrics = step_metrics(
+            plan.prompts, counts, rewards, plan.prediction, wall, flat=flat, budget=budget, spent=spent
+        )
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
-        counts = self.plan(prompts, budget)
-        prompts = self._last_plan[0]
-        collector = RolloutCollector(prompts, sample)
-        collector.draw(counts)
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        plan = self.plan(prompts, budget)
+        collector = RolloutCollector(plan.prompts, sample)
+        collector.draw(plan.counts)
         start = time.perf_counter()
         rewards = collector.rewards()
-        self._observe_checked(prompts, rewards, collector.flat(), start)  # checked by the collector
+        self._observe_checked(plan, rewards, collector.flat(), start, int(collector.counts.sum()))
         return rewards
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _predict(self, prompts: list) -> Prediction | None:
+        """The belief the plan is made from (None: this allocator uses none)."""
+        return None
+
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         raise NotImplementedError
 
     def _observe(self, prompts: list, rewards: list[np.ndarray]) -> None:

@@ -7,20 +7,37 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..types import Prompt, Rewards, SampleFn
+from ..types import Draw, Prompt, Rewards, SampleFn
 from ..validation import check_rewards_flat
 
 __all__ = ["RolloutCollector"]
+
+
+def _checked_unscored(unscored: object, asked: np.ndarray, prompts: Sequence[Prompt]) -> np.ndarray:
+    """A `Draw`'s ``unscored``: one integer in [0, asked[i]] per requested prompt."""
+    arr = np.asarray(unscored)
+    if arr.shape != asked.shape or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(
+            f"sample(...) returned a Draw whose unscored has shape {arr.shape} and dtype {arr.dtype}, "
+            f"expected {asked.size} integers"
+        )
+    bad = np.flatnonzero((arr < 0) | (arr > asked))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"sample(...) for prompt {prompts[i]!r}: unscored={int(arr[i])} is outside [0, {int(asked[i])}] (asked)"
+        )
+    return arr.astype(np.int64)
 
 
 class RolloutCollector:
     """Accumulates rewards per prompt over several calls to `sample` and checks each answer.
 
     A trainer whose reward functions may leave a rollout unscored (TRL: every reward function returned
-    None) marks its sample function with ``sample.may_leave_unscored = True`` and returns, per prompt,
-    only the rewards it has (possibly fewer than asked). Such rollouts are spent (`counts`, the budget)
-    but are not observations (`scored`, `unscored`): allocators learn from the rewards only, never
-    from a made-up 0. Without the mark, an answer of the wrong length is an error.
+    None; verl: a failed session) answers with a `Draw`: per prompt the rewards it has and how many
+    rollouts were left unscored. Such rollouts are spent (`counts`, the budget) but are not
+    observations (`scored`, `unscored`): allocators learn from the rewards only, never from a
+    made-up 0. A plain list answer must hold exactly the rewards asked for.
     """
 
     def __init__(self, prompts: Sequence[Prompt], sample: SampleFn):
@@ -28,7 +45,6 @@ class RolloutCollector:
         self.sample = sample
         self.counts = np.zeros(len(self.prompts), dtype=np.int64)
         self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
-        self._partial = bool(getattr(sample, "may_leave_unscored", False))
         self._draws: list[tuple[np.ndarray, list[np.ndarray], np.ndarray]] = []
         self.sample_time_s = 0.0
 
@@ -47,18 +63,15 @@ class RolloutCollector:
         everyone = indices.size == len(self.prompts)
         sub_prompts = self.prompts if everyone else [self.prompts[i] for i in indices.tolist()]
         asked = increments[indices]
-        expected = None if self._partial else asked
-        groups, flat, sizes = check_rewards_flat(sub_prompts, answer, expected, source="sample(...)")
-        over = np.flatnonzero(sizes > asked)
-        if over.size:
-            i = int(over[0])
-            raise ValueError(
-                f"sample(...) for prompt {sub_prompts[i]!r} has {sizes[i]} rewards, expected at most {asked[i]}"
-            )
+        unscored = np.zeros(indices.size, dtype=np.int64)
+        if isinstance(answer, Draw):
+            unscored = _checked_unscored(answer.unscored, asked, sub_prompts)
+            answer = list(answer)
+        groups, flat, _ = check_rewards_flat(sub_prompts, answer, asked - unscored, source="sample(...)")
         assert groups is not None
         self._draws.append((indices, groups, flat))
         self.counts[indices] += asked
-        self.unscored[indices] += asked - sizes
+        self.unscored[indices] += unscored
 
     @property
     def scored(self) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..metrics import group_has_signal
-from ..types import Prompt, Rewards, SampleFn
+from ..types import Prediction, Prompt, Rewards, SampleFn
 from .base import SingleShotAllocator
 
 __all__ = ["DynamicSampling"]
@@ -35,7 +35,7 @@ class DynamicSampling(SingleShotAllocator):
     the metrics count them in `dropped_groups` / `dropped_rollouts`, and their rollouts in `rollouts`.
 
     >>> import numpy as np
-    >>> DynamicSampling(group_size=4, seed=0).plan(list("abcdef"), 10).tolist()
+    >>> DynamicSampling(group_size=4, seed=0).plan(list("abcdef"), 10).counts.tolist()
     [0, 0, 4, 4, 0, 2]
     """
 
@@ -53,7 +53,7 @@ class DynamicSampling(SingleShotAllocator):
         # with G = C // Q every budget >= 2 fits; a fixed G caps the pool at G Q (plus a remainder of 1)
         return 0, None if self.group_size is None else self.group_size * num_prompts
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         q = len(prompts)
         counts = np.zeros(q, dtype=np.int64)
         if budget == 0:
@@ -72,8 +72,8 @@ class DynamicSampling(SingleShotAllocator):
             counts[order[0]] += 1
         return counts
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
-        rewards = super().run(prompts, budget, sample)
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+        rewards = super()._run(prompts, budget, sample)
         if not self.drop_zero_variance:
             return rewards
         kept, info = drop_flat_groups(rewards)

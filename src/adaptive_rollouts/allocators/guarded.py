@@ -11,7 +11,14 @@ from ..fingerprints import RegimeTracker
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from .posterior_progressive import PosteriorProgressive, Round
 
-__all__ = ["GuardedProgressive", "equal_split", "shrink_toward"]
+__all__ = ["GuardedProgressive", "equal_split", "measured_persistence", "shrink_toward"]
+
+
+def measured_persistence(tracker: RegimeTracker) -> float:
+    """rho: the persistence of p a tracker has measured in this run, clipped to [0, 1]; 0 before it
+    is measurable (how far a prompt's history may be trusted to predict its next visit)."""
+    rho = tracker.metrics()["regime/p_persistence"]
+    return float(np.clip(rho, 0.0, 1.0)) if np.isfinite(rho) else 0.0
 
 
 def equal_split(total: int, q: int) -> np.ndarray:
@@ -134,9 +141,8 @@ class GuardedProgressive(PosteriorProgressive):
         self._gate = 1.0
 
     def persistence(self) -> float:
-        """rho: the measured persistence of p in this run, clipped to [0, 1]; 0 before it is measurable."""
-        rho = self.tracker.metrics()["regime/p_persistence"]
-        return float(np.clip(rho, 0.0, 1.0)) if np.isfinite(rho) else 0.0
+        """rho: the measured persistence of p in this run (`measured_persistence`)."""
+        return measured_persistence(self.tracker)
 
     def gate(self) -> float:
         """g in [0, 1]: 1 without a ``zero_variance_gate``; else the run's mean zero-variance group
@@ -149,10 +155,10 @@ class GuardedProgressive(PosteriorProgressive):
         low, high = self.zero_variance_gate
         return float(np.clip((z - low) / (high - low), 0.0, 1.0))
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         self._rho = self.persistence()
         self._gate = self.gate()
-        rewards = super().run(prompts, budget, sample)
+        rewards = super()._run(prompts, budget, sample)
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         if self.last_metrics is not None:
             self.last_metrics["trust"] = list(self.last_trust)

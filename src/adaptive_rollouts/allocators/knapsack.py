@@ -56,9 +56,10 @@ class Knapsack(PredictiveAllocator):
     def values(self, prediction: Prediction) -> np.ndarray:
         return knapsack_value(prediction.mean, self.upper)
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         from ..solvers import solve_table
 
-        value = self.values(self._predict(prompts))
+        assert prediction is not None
+        value = self.values(prediction)
         counts = solve_table(-value, budget, self.lower, self.upper, allow_skip=True)
         return np.asarray(counts, dtype=np.int64)

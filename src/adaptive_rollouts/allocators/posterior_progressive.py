@@ -183,7 +183,7 @@ class PosteriorProgressive(BaseAllocator):
             skip_cost=self.skip_cost if self.allow_skip and self.objective == "variance" else None,
         )
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         start = time.perf_counter()
         prompts = check_prompts(prompts)
         budget = self._check_budget(prompts, budget)

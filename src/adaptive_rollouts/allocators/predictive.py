@@ -77,9 +77,7 @@ class PredictiveAllocator(SingleShotAllocator):
         return self.slot.predictor
 
     def _predict(self, prompts: list) -> Prediction:
-        prediction = self.predictor.predict(prompts)
-        self._last_prediction = prediction
-        return prediction
+        return self.predictor.predict(prompts)
 
     def _observe(self, prompts: list, rewards: list[np.ndarray]) -> None:
         sizes = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))

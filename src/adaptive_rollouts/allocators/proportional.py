@@ -78,8 +78,9 @@ class _Proportional(PredictiveAllocator):
     def weights(self, prediction: Prediction) -> np.ndarray:
         raise NotImplementedError
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
-        return proportional_counts(self.weights(self._predict(prompts)), budget, self.lower, self.upper)
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
+        assert prediction is not None
+        return proportional_counts(self.weights(prediction), budget, self.lower, self.upper)
 
 
 def _p(prediction: Prediction) -> np.ndarray:

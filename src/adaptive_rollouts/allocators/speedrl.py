@@ -43,7 +43,7 @@ class SpeedRL(BaseAllocator):
             raise ValueError(f"screen must be >= 2, got {screen}")
         self.screen, self.drop_zero_variance = int(screen), bool(drop_zero_variance)
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         prompts, budget, collector, start = self._begin_rounds(prompts, budget, sample, first_round=self.screen)
         q = len(prompts)
         left = budget - int(collector.counts.sum())

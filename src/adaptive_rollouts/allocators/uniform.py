@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..types import Prediction
 from .base import SingleShotAllocator
 
 __all__ = ["Uniform"]
@@ -19,7 +20,7 @@ class Uniform(SingleShotAllocator):
     which carry no signal - the metrics count them).
 
     >>> import numpy as np
-    >>> Uniform().plan(["a", "b", "c"], 8).tolist()
+    >>> Uniform().plan(["a", "b", "c"], 8).counts.tolist()
     [3, 3, 2]
     """
 
@@ -31,7 +32,7 @@ class Uniform(SingleShotAllocator):
             raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
         self.lower, self.upper = int(lower), upper
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         q = len(prompts)
         counts = np.full(q, budget // q, dtype=np.int64)
         counts[: budget % q] += 1

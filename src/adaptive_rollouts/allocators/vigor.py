@@ -91,7 +91,7 @@ class VIGOR(BaseAllocator):
             kept.append(max(1, math.ceil(self.alpha * kept[-1] - 1e-9)))
         return kept, [self.m0 * self.gamma**t for t in range(self.rounds)]
 
-    def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
+    def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         prompts, budget, collector, start = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
         kept, per_prompt = self.schedule(q)

@@ -56,7 +56,7 @@ class VIP(PredictiveAllocator):
     ...     def state_dict(self): return {}
     ...     def load_state_dict(self, state): pass
     >>> p = dict(zip("abcdefgh", [.01, .1, .2, .4, .5, .8, .95, .99]))
-    >>> VIP(Known(p), estimator="rloo", lower=4, upper=12).plan(list("abcdefgh"), 64).tolist()
+    >>> VIP(Known(p), estimator="rloo", lower=4, upper=12).plan(list("abcdefgh"), 64).counts.tolist()
     [4, 7, 10, 11, 12, 10, 6, 4]
     """
 
@@ -100,8 +100,8 @@ class VIP(PredictiveAllocator):
             return np.ones(len(prediction.mean))
         return bernoulli_weights(prediction, self.variance)
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
-        prediction = self._predict(prompts)
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
+        assert prediction is not None
         if self.aggregation is not None:  # expected improvement for the trainer's aggregation
             return self._solve_table(prediction, budget, "improvement")
         if self.estimator == "grpo" and self.variance == "expected":

@@ -15,8 +15,8 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
   current policy that are not charged to the budget; allocated by the library's objective for the
   trainer's loss (`VIP` with ``aggregation=``: the expected improvement, the map's
   ``optimum@true-p``).
-- ``oracle-skip``: known p; skips prompts whose group would be all-equal with probability > 0.9
-  and gives the others the mean group (`KnownPSkip`, a saving allocator).
+- ``oracle-skip``: the known-p bound of saving (`sim.oracle.SkipOracle` on the sampled p): skips
+  prompts whose group would be all-equal with probability > 0.9, the others get Uniform's group.
 - ``vip-paper``: VIP as published (the paper's GP on MiniLM features of the pool, plug-in p(1-p),
   Dr. GRPO objective) with `vip_bounds`; ``vigor``: VIGOR as published.
 - any other registry name of `make_allocator` (e.g. the saving baselines): built by the trainer
@@ -99,8 +99,9 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
     a `SampledSuccess` predictor (``oracle`` and ``oracle-skip``)."""
     from adaptive_rollouts.allocators import VIGOR, VIP, Uniform
     from adaptive_rollouts.sim.bench import null_control
+    from adaptive_rollouts.sim.oracle import SkipOracle
 
-    from .oracle import KnownPSkip
+    from .oracle import truth_of
 
     arm_of(name)
     if name in ("uniform", "uniform-drgrpo"):
@@ -111,7 +112,7 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
         if oracle is None:
             raise ValueError(f"arm {name!r} needs the sampled-p predictor (oracle=)")
         if name == "oracle-skip":
-            return KnownPSkip(oracle, group=mean_rollouts)
+            return SkipOracle(truth_of(oracle))
         return VIP(oracle, estimator="grpo", aggregation="seq-mean", seed=seed)  # the trainer sets its own
     if name == "vip-paper":
         lower, upper = vip_bounds(mean_rollouts)

@@ -3,9 +3,8 @@
 `SampledSuccess` is a Predictor whose prediction for a prompt is its success rate over ``samples``
 completions of the *current* model at temperature 1. Those completions are generated outside the
 trainer's rounds, so they are not charged to the step's budget (they are counted separately in
-``extra_rollouts``), and under a forked torch RNG, so the training stream is untouched.
-`KnownPSkip` is the known-p skip bound: it skips every prompt whose group would very likely be
-all-equal and gives the others the mean group.
+``extra_rollouts``), and under a forked torch RNG, so the training stream is untouched. `truth_of`
+hands the same p to the simulator's known-p references (`sim.oracle.SkipOracle`, the skip bound).
 """
 
 from __future__ import annotations
@@ -15,11 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators.base import SingleShotAllocator
-from adaptive_rollouts.objectives.variance import mixed_probability
 from adaptive_rollouts.types import Prediction
-
-SKIP_ABOVE = 0.9  # skip a prompt when P(its group is all equal) exceeds this
 
 
 def row_index(key: str) -> int:
@@ -74,49 +69,12 @@ class SampledSuccess:
         self.calls, self.extra_rollouts = int(state["calls"]), int(state["extra_rollouts"])
 
 
-def skip_counts(p: np.ndarray, group: int, threshold: float = SKIP_ABOVE) -> np.ndarray:
-    """``group`` rollouts for every prompt whose group of that size is all-equal with probability
-    ``p^n + (1-p)^n <= threshold``, 0 for the rest; if that skips every prompt, the one least likely
-    to be all-equal keeps its group (a step needs rollouts to train on).
+def truth_of(predictor: SampledSuccess):
+    """The ``truth(prompts) -> (p, p (1 - p))`` function of the simulator's known-p references
+    (`sim.oracle.SkipOracle`), backed by the sampled p."""
 
-    >>> skip_counts(np.array([0.0, 0.5, 0.99, 0.8]), 8).tolist()
-    [0, 8, 0, 8]
-    >>> skip_counts(np.array([1.0, 0.99]), 8).tolist()
-    [0, 8]
-    """
-    if group < 2:
-        raise ValueError(f"group must be >= 2, got {group}")
-    all_equal = 1.0 - mixed_probability(np.asarray(p, dtype=float), group)
-    counts = np.where(all_equal <= threshold, group, 0).astype(np.int64)
-    if not counts.any():
-        counts[int(np.argmin(all_equal))] = group
-    return counts
+    def truth(prompts: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        p = predictor.predict(prompts).mean
+        return p, p * (1.0 - p)
 
-
-class KnownPSkip(SingleShotAllocator):
-    """Known-p skip bound (a saving allocator): with p from ``predictor`` (the truth, or its estimate),
-
-        n_q = G  if p_q^G + (1 - p_q)^G <= 0.9,  else 0   (G = ``group``, the mean rollouts),
-
-    so groups that would very likely teach nothing (all-equal rewards: zero gradient under GRPO,
-    Dr. GRPO and RLOO) are not generated; it spends at most the budget (`skip_counts`).
-
-    >>> class Known:
-    ...     def predict(self, prompts): return Prediction(np.array([0.0, 0.5, 1.0]), np.zeros(3))
-    >>> KnownPSkip(Known(), group=4)._plan(["a", "b", "c"], 12).tolist()
-    [0, 4, 0]
-    """
-
-    name = "known-p-skip"
-    kind = "save"
-    lower, upper, allow_skip = 2, None, True
-
-    def __init__(self, predictor: Any, group: int = 8, threshold: float = SKIP_ABOVE, seed: int | None = 0):
-        super().__init__(seed)
-        self.predictor, self.group, self.threshold = predictor, int(group), float(threshold)
-
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
-        counts = skip_counts(self.predictor.predict(prompts).mean, self.group, self.threshold)
-        if counts.sum() > budget:
-            raise ValueError(f"budget {budget} is below {counts.sum()} ({self.group} per kept prompt)")
-        return counts
+    return truth

@@ -9,12 +9,13 @@ Speedup = rollouts Uniform needs to reach ``target_frac`` (90%) of its final gai
 method needs, per seed (same problem instance and sampling seed for every method).
 
 Method names: any name of ``adaptive_rollouts.allocators.make_allocator``, plus the simulator's
-references ``oracle-vip`` (VIP objective, true p) and ``oracle-fill`` (fill the largest p(1-p) to 32,
-skip the rest), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
+references ``oracle-vip`` (VIP objective, true p), ``oracle-fill`` (fill the largest p(1-p) to 32,
+skip the rest) and ``oracle-skip`` (the known-p bound of saving: Uniform's group size, no rollouts
+where the group would be all-equal with probability > 0.9), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
 for the run's estimator and aggregation, with the true p: `VIP(aggregation=...)`); ``NAME@true-p``
 runs a predictor-based allocator with the true p as its prediction; ``uniform-rounds`` is a null
-control (the default with no trust: Uniform's counts, drawn in three rounds, so only the sampling
-noise differs from Uniform's).
+control (the default with saving off: Uniform's counts, drawn in the default's rounds, so only the
+sampling noise differs from Uniform's).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 from adaptive_rollouts.allocators import ALLOCATORS, make_allocator, takes_keyword
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.sim.bench_summary import summarize
-from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
+from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.speedup import rollouts_to_target
@@ -96,8 +97,8 @@ QUICK = BenchConfig(
     seeds=(0, 1),
     lr_select="first-seed",
 )
-# Every registered allocator by its own name (the default's two aliases run in the regime map).
-REGISTERED = tuple(name for name in ALLOCATORS if name not in ("default", "guarded-progressive"))
+# Every registered allocator by its own name (the default runs under both its names in the regime map).
+REGISTERED = tuple(name for name in ALLOCATORS if name not in ("default", "saving-progressive"))
 FULL = BenchConfig(
     methods=(
         *REGISTERED,
@@ -147,10 +148,10 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def null_control(seed: int) -> Any:
-    """The null control (``uniform-rounds``): the default allocator with no trust in its beliefs, so
-    it gives Uniform's counts, drawn in the default's rounds; only the sampling noise differs from
-    Uniform's. Used by the regime map and the demo protocol."""
-    return make_allocator("default", trust_scale=float("inf"), seed=seed)
+    """The null control (``uniform-rounds``): the default allocator with saving off, so it gives
+    Uniform's counts, drawn in the default's rounds; only the sampling noise differs from Uniform's.
+    Used by the regime map and the demo protocol."""
+    return make_allocator("default", saving=False, seed=seed)
 
 
 def build_allocator(
@@ -169,6 +170,8 @@ def build_allocator(
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
     if name == "uniform-rounds":
         return null_control(seed), None
+    if name == "oracle-skip":  # the known-p bound of saving
+        return SkipOracle(truth), TruePredictor(truth)
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)
     if name == "oracle-fill":
@@ -178,7 +181,8 @@ def build_allocator(
     base = base.lower().replace("_", "-")
     if base not in ALLOCATORS:
         raise ValueError(
-            f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, optimum@true-p"
+            f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, oracle-skip, "
+            "optimum@true-p"
         )
     if variant not in ("", "true-p"):
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
@@ -189,7 +193,7 @@ def build_allocator(
     }
     if variant == "true-p":
         candidates["predictor"] = TruePredictor(truth)
-    if aggregation is not None and base in ("posterior-progressive", "guarded-progressive", "default"):
+    if aggregation is not None and base in ("posterior-progressive", "guarded-progressive", "saving-progressive", "default"):
         candidates["aggregation"] = aggregation
     if estimator is not None and base != "vip-paper":
         candidates["estimator"] = estimator

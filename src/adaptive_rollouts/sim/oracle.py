@@ -19,7 +19,7 @@ from adaptive_rollouts.validation import check_choice
 
 TruthFn = Callable[[Sequence[Prompt]], tuple[np.ndarray, np.ndarray]]
 
-__all__ = ["OracleAllocator", "TruePredictor", "fill_allocate"]
+__all__ = ["OracleAllocator", "SkipOracle", "TruePredictor", "fill_allocate"]
 
 
 def fill_allocate(weights: np.ndarray, budget: int, upper: int) -> np.ndarray:
@@ -61,6 +61,37 @@ class TruePredictor:
         return None
 
 
+class SkipOracle(SingleShotAllocator):
+    """The known-p bound of saving: Uniform's group size n_q (the equal split of the budget) for
+    every prompt whose group would teach something with probability at least 1 - ``flat_above``, and
+    no rollouts for the rest: skip q when P(all equal at n_q) = p^n + (1 - p)^n > ``flat_above``
+    (0.9), p the true success probability. Spends at most the budget.
+
+    >>> truth = lambda ps: (np.array([.5, .001, .999, .2]), np.zeros(4))
+    >>> SkipOracle(truth).plan(["a", "b", "c", "d"], 32).counts.tolist()
+    [8, 0, 0, 8]
+    """
+
+    name = "oracle-skip"
+    kind = "save"
+    lower = 2
+    allow_skip = True
+
+    def __init__(self, truth: TruthFn, flat_above: float = 0.9):
+        super().__init__(seed=0)
+        self.truth = truth
+        self.flat_above = float(flat_above)
+
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
+        p, _ = self.truth(prompts)
+        q = len(prompts)
+        n = np.full(q, budget // q, dtype=np.int64)
+        n[: budget % q] += 1
+        p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
+        flat = p**n + (1.0 - p) ** n
+        return np.where((flat > self.flat_above) | (n < 2), 0, n)
+
+
 class OracleAllocator(SingleShotAllocator):
     """Allocation from the true reward variance a_q (p (1-p) for binary rewards).
 
@@ -70,7 +101,7 @@ class OracleAllocator(SingleShotAllocator):
     (docs/objectives.md, section 3).
 
     >>> truth = lambda ps: (np.array([.5, .0, .9, .3]), np.array([.25, 0., .09, .21]))
-    >>> OracleAllocator(truth, mode="fill", upper=8).plan(["a", "b", "c", "d"], 16).tolist()
+    >>> OracleAllocator(truth, mode="fill", upper=8).plan(["a", "b", "c", "d"], 16).counts.tolist()
     [8, 0, 0, 8]
     """
 
@@ -86,7 +117,7 @@ class OracleAllocator(SingleShotAllocator):
         self.lower, self.upper, self.allow_skip = (1, None, True) if mode == "fill" else (lower, None, False)
         self.cap = upper
 
-    def _plan(self, prompts: list, budget: int) -> np.ndarray:
+    def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         _, var = self.truth(prompts)
         if self.mode == "fill":
             return fill_allocate(var, budget, self.cap)

@@ -24,6 +24,8 @@ Scenarios differ in the initial success distribution (W = 0):
 * ``easy-heavy``  most clusters easy (p0 around 0.7-0.9), a hard minority;
 * ``hard-heavy``  most clusters hard (p0 around 0.05), an easier minority;
 * ``bimodal``     half very easy, half very hard: few informative prompts;
+* ``cold-start``  almost every prompt hard at the start (mean p about 0.08, most below 0.1): where a
+                  rule that favours the prompts that already varied starves the rare successes;
 * ``pareto``      the reward std sigma_q = sqrt(p0 (1 - p0)) is Pareto(k = 2)-tailed (VIGOR Thm 2);
 * ``graded``      graded rewards (fraction of unit tests passed), middling difficulty.
 """
@@ -37,7 +39,7 @@ from scipy.special import softmax
 
 from adaptive_rollouts.validation import check_choice
 
-SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded")
+SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded", "cold-start")
 
 __all__ = ["SCENARIOS", "Problem", "make_problem"]
 
@@ -161,7 +163,7 @@ def _cluster_hardness(scenario: str, n_clusters: int, rng: np.random.Generator) 
     if scenario == "pareto":
         # Probability of the hard side of p(1-p); most low-variance prompts are hard ones.
         return np.where(rng.random(n_clusters) < 0.35, 0.0, 1.0)
-    hard_share = {"easy-heavy": 0.3, "hard-heavy": 0.7, "bimodal": 0.5, "graded": 0.5}[scenario]
+    hard_share = {"easy-heavy": 0.3, "hard-heavy": 0.7, "bimodal": 0.5, "graded": 0.5, "cold-start": 0.85}[scenario]
     conc = 2.0
     return rng.beta(hard_share * conc, (1 - hard_share) * conc, size=n_clusters)
 
@@ -183,6 +185,8 @@ def _initial_success(
         easy_p, hard_p = rng.beta(2, 3, n), rng.beta(1, 15, n)
     elif scenario == "bimodal":
         easy_p, hard_p = rng.beta(12, 1.5, n), rng.beta(1, 25, n)
+    elif scenario == "cold-start":
+        easy_p, hard_p = rng.beta(2, 5, n), rng.beta(1, 20, n)
     else:  # graded
         easy_p, hard_p = rng.beta(3, 2, n), rng.beta(1.5, 6, n)
     return np.where(hard, hard_p, easy_p)

@@ -181,8 +181,7 @@ class _Store:
 
 def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> dict:
     problem = cell.problem(seed, cfg.n_test)
-    name = method.replace(DEFAULT, "guarded-progressive") if method.startswith(DEFAULT) else method
-    alloc, _ = build_allocator(name, problem, seed, aggregation=cfg.aggregation, estimator=cfg.estimator)
+    alloc, _ = build_allocator(method, problem, seed, aggregation=cfg.aggregation, estimator=cfg.estimator)
     tcfg = TrainConfig(
         steps=cfg.steps,
         batch_prompts=cell.batch_prompts,

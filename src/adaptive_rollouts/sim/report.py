@@ -17,7 +17,7 @@ __all__ = ["theory_checks", "write_report"]
 
 OURS = ("posterior-progressive",)
 PUBLISHED = ("vip-paper", "vigor")
-ORACLES = ("oracle-vip", "oracle-fill")
+ORACLES = ("oracle-vip", "oracle-fill", "oracle-skip")
 
 
 def _fmt(x: float, nd: int = 2) -> str:

@@ -137,7 +137,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             tr["nsr_rollout"].append(noise_to_signal(sim.rollout_gradients(q, answers, rewards, cfg, tokens)))
         if probing and counts.sum() >= 2 * idx.size:
             oracle = VIP(TruePredictor(sim.truth), estimator=cfg.estimator, aggregation=cfg.aggregation)
-            oracle_n = oracle.plan(prompts, cfg.budget)
+            oracle_n = oracle.plan(prompts, cfg.budget).counts
             Gm = sim.rerun_gradients(before, prompts, cfg, cfg.grad_var_resamples, probe_rng)
             Go = sim.resampled_gradients(idx, oracle_n, cfg, cfg.grad_var_resamples, probe_rng)
             v, s = batch_variance_stats(Gm)

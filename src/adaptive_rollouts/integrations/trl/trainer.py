@@ -33,6 +33,7 @@ from trl import GRPOTrainer
 from adaptive_rollouts.advantages import equal_prompt_weights
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Draw
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
 from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
@@ -184,19 +185,18 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
-                    answer = []
+                    answer, unscored = [], []
                     for i in indices.tolist():
                         values = self.success.to_success([r.reward for r in got[i]], prompt=keys[i])
                         kept = values[~np.isnan(values)]  # unscored rollouts are not observations
                         step["unscored"] += int(values.size - kept.size)
                         success[i].append(kept)
                         answer.append(kept)
-                    return answer
+                        unscored.append(values.size - kept.size)
+                    return Draw(answer, np.asarray(unscored, dtype=np.int64))
                 finally:
                     self.allocator_seconds -= time.perf_counter()
 
-            marked: Any = sample
-            marked.may_leave_unscored = True  # the answer may omit unscored rollouts (RolloutCollector)
             self.allocator_seconds -= time.perf_counter()
             try:
                 self.allocator.run(keys, budget, sample)
