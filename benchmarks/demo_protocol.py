@@ -54,14 +54,11 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def default_arms() -> tuple[str, ...]:
-    """The protocol's arms, plus the saving baselines the library has; the known-p skip arm only
-    once trainers accept allocators that spend less than the budget (``types.Draw`` exists)."""
-    from adaptive_rollouts import types
+    """The protocol's arms, plus the saving baselines the library has."""
     from adaptive_rollouts.allocators import ALLOCATORS
     from adaptive_rollouts.demo.protocol import ARMS, SAVING_BASELINES
 
-    arms = [a for a in ARMS if a != "oracle-skip" or hasattr(types, "Draw")]
-    return (*arms, *(name for name in SAVING_BASELINES if name in ALLOCATORS))
+    return (*ARMS, *(name for name in SAVING_BASELINES if name in ALLOCATORS))
 
 
 def main(argv=None) -> int:

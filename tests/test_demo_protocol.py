@@ -222,3 +222,18 @@ def test_protocol_runs_resumes_and_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(run_module, "run_one", lambda *a, **k: pytest.fail("a finished run was run again"))
     again = run_protocol(cfg, tmp_path, progress=False)
     assert again.best_lr == state.best_lr
+
+
+def test_an_arm_that_cannot_train_is_reported_and_the_next_arm_runs(tmp_path, monkeypatch):
+    import adaptive_rollouts.demo.protocol as protocol
+
+    store = RunStore(tmp_path / CFG.regime, CFG)
+    fill(store, CFG, ["uniform", "default"])
+
+    def refuse(arm, *args, **kwargs):
+        raise ValueError(f"allocator of {arm} spent 40 rollouts, budget was 64")
+
+    monkeypatch.setattr(protocol, "_train", refuse)
+    state = run_protocol(CFG, tmp_path, progress=False)
+    assert state.errors == {"null": "ValueError: allocator of null spent 40 rollouts, budget was 64"}
+    assert state.best_lr["default"] == 1e-4 and ("default", 1, 1e-4) in state.runs  # the arm after it ran

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import traceback
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import numpy as np
 from .allocation import arm_of
 
 REGIMES = ("single-pass", "multi-epoch")
-ARMS = ("uniform", "null", "default", "oracle", "uniform-drgrpo", "vip-paper", "oracle-skip")
+ARMS = ("uniform", "null", "oracle", "default", "uniform-drgrpo", "vip-paper", "oracle-skip")
 SAVING_BASELINES = ("pilot", "greso", "pilot-commit", "sgpo")  # run when the library has them
 SRC = Path(__file__).resolve().parents[1]  # src/adaptive_rollouts
 
@@ -243,7 +244,8 @@ class ProtocolState:
 
 def run_protocol(cfg: ProtocolConfig, out: Path, run_missing: bool = True, progress: bool = True) -> ProtocolState:
     """Run (or resume, or with ``run_missing=False`` only read) one regime of the protocol into
-    ``out/<regime>``; returns the tuned rates, failures, the runs still missing, and every run."""
+    ``out/<regime>``; returns the tuned rates, failures, the runs still missing, and every run. An
+    arm whose run raises is recorded in ``errors`` (with no number) and the next arm runs."""
     from adaptive_rollouts.sim.speedup import final_level
     from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
@@ -292,6 +294,11 @@ def run_protocol(cfg: ProtocolConfig, out: Path, run_missing: bool = True, progr
             state.errors[arm] = str(err)
         except NotRunYet:
             state.missing.setdefault(arm, []).insert(0, "learning-rate tuning incomplete")
+        except Exception as err:  # a run that cannot train (e.g. a trainer without saving allocators)
+            if not run_missing:
+                raise
+            state.errors[arm] = f"{type(err).__name__}: {err}"
+            traceback.print_exc()
     if bar is not None:
         bar.close()
     return state

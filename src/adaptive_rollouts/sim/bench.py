@@ -193,7 +193,12 @@ def build_allocator(
     }
     if variant == "true-p":
         candidates["predictor"] = TruePredictor(truth)
-    if aggregation is not None and base in ("posterior-progressive", "guarded-progressive", "saving-progressive", "default"):
+    if aggregation is not None and base in (
+        "posterior-progressive",
+        "guarded-progressive",
+        "saving-progressive",
+        "default",
+    ):
         candidates["aggregation"] = aggregation
     if estimator is not None and base != "vip-paper":
         candidates["estimator"] = estimator
