@@ -126,7 +126,9 @@ def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
     assert "No regime-map results" in text
     assert "| this regime | 2.00 |" in text  # batch noise/signal: sum of traces over sum of signals
     summary = json.loads((tmp_path / CFG.regime / "summary.json").read_text())
-    assert summary["command"] == "cmd" and summary["settings"]["steps"] == CFG.steps and "commit" in summary
+    header = summary["header"]
+    assert header["command"] == "cmd" and header["settings"]["steps"] == CFG.steps and "commit" in header
+    assert summary["data"]["arms"][0]["arm"] == "uniform" and summary["data"]["missing"] == {}
 
 
 def test_no_revisits_instead_of_nan():

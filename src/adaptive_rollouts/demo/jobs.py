@@ -74,10 +74,12 @@ def _job(args, on_step=None) -> RunResult:
         return run_one(method, seed, cfg, features, pool, held_out, out_dir, on_step=on_step)
 
 
-def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: int = 1) -> list[RunResult]:
-    """Every (method, seed) run of ``cfg``, reusing finished runs saved under ``out_dir/runs``."""
+def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int = 1) -> list[RunResult]:
+    """Every (method, seed) run of ``cfg``, reusing finished runs saved under ``out_dir/runs``; one
+    line per finished run goes to ``log`` (default: written above the progress bar)."""
     from tqdm.auto import tqdm
 
+    log = tqdm.write if log is None else log
     from adaptive_rollouts.embeddings import FeatureTable, default_encoder
 
     pool, held_out = problem_sets(cfg)
@@ -103,7 +105,8 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: in
         log(
             f"{res.method:8s} seed {res.seed}: held-out greedy {res.held_out[0]:.3f} -> {res.held_out[-1]:.3f}, "
             f"mean@8 {res.sampled_start.get('mean@8', float('nan')):.3f} -> "
-            f"{res.sampled_final.get('mean@8', float('nan')):.3f} (lr {res.learning_rate:g}, {res.train_seconds:.0f}s, "
+            f"{res.sampled_final.get('mean@8', float('nan')):.3f}, {res.rollouts[-1]} rollouts "
+            f"(lr {res.learning_rate:g}, {res.train_seconds:.0f}s, "
             f"allocator {100 * res.allocator_seconds / max(res.train_seconds, 1e-9):.2f}%)"
         )
 

@@ -254,10 +254,13 @@ def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
 
 
 def result_header(command: str, settings: dict) -> dict[str, Any]:
-    """What made a result file: the command, the commit and the settings."""
+    """What made a result file: the command, the commit (and the source tree), the settings and when."""
+    import datetime
+
     from .protocol import code_version
 
-    return {"command": command, **code_version(), "settings": settings}
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return {"command": command, **code_version(), "settings": settings, "created": created}
 
 
 def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | None) -> str:
@@ -273,7 +276,6 @@ def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | 
     folder = Path(out) / cfg.regime
     folder.mkdir(parents=True, exist_ok=True)
     data = {
-        **result_header(command, asdict(cfg)),
         "arms": rows,
         "fingerprints": prints,
         "map_cell": None if placed is None else {k: placed[k] for k in ("cell", "fingerprints", "methods", "distance")},
@@ -281,6 +283,7 @@ def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | 
         "errors": state.errors,
         "missing": state.missing,
     }
-    (folder / "summary.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
+    result = {"header": result_header(command, asdict(cfg)), "data": data}
+    (folder / "summary.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
     (folder / "summary.md").write_text(f"Made by `{command}`.\n\n{text}\n")
     return text
