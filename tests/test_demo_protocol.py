@@ -239,3 +239,26 @@ def test_an_arm_that_cannot_train_is_reported_and_the_next_arm_runs(tmp_path, mo
     state = run_protocol(CFG, tmp_path, progress=False)
     assert state.errors == {"null": "ValueError: allocator of null spent 40 rollouts, budget was 64"}
     assert state.best_lr["default"] == 1e-4 and ("default", 1, 1e-4) in state.runs  # the arm after it ran
+
+
+def test_regime_is_placed_on_the_nearest_map_cell_from_a_map_result_file(tmp_path):
+    from adaptive_rollouts.demo.protocol_report import write_regime_report
+
+    store = RunStore(tmp_path / CFG.regime, CFG)
+    fill(store, CFG, ["uniform"])
+    state = run_protocol(CFG, tmp_path, run_missing=False, progress=False)
+    rows = [
+        {"cell": "calm", "fingerprints": {"noise_to_signal_batch": 0.4, "zero_variance_fraction": 0.7}, "methods": {}},
+        {
+            "cell": "noisy",
+            "fingerprints": {"noise_to_signal_batch": 2.5, "zero_variance_fraction": 0.7, "p_persistence": 0.9},
+            "methods": {"default": {"speedup": 1.3, "ci90": [1.1, 1.5]}},
+        },
+    ]
+    (tmp_path / "map").mkdir()
+    (tmp_path / "map" / "map.json").write_text(json.dumps({"header": {}, "data": {"rows": rows}}))
+    text = write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")
+    assert "nearest map cell noisy" in text and "- default: 1.30 (90% 1.10-1.50)" in text
+    (tmp_path / "map" / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="bad.json is not JSON"):
+        write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")

@@ -153,21 +153,34 @@ def nearest_cell(fingerprints: dict[str, float], map_rows: list[dict]) -> dict |
     return None if best is None else {**best, "distance": best_d}
 
 
-def load_map_summary(folder: Path) -> list[dict] | None:
-    """The rows of `sim.map_summary.summarize_map` for a regime-map folder (the full map's settings,
-    the cells found there), or None if the folder holds no map."""
-    from adaptive_rollouts.sim.map_summary import summarize_map
-    from adaptive_rollouts.sim.regime_map import FULL_MAP, run_map
+def load_map_summary(path: Path) -> list[dict] | None:
+    """The map's cell rows (`sim.map_summary.summarize_map`) from a map result file (``bench --map``'s
+    ``map.json``: ``{"header", "data": {"rows": ...}}``), a folder of them, or a map's run folder
+    (``runs.jsonl`` and ``cell_*.json``, read with the full map's settings); None if there is none."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(path.glob("*.json")) if path.is_dir() else []
+    rows = []
+    for file in files:
+        try:
+            data = json.loads(file.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"map result {file} is not JSON: {err}") from None
+        rows += (data.get("data") or {}).get("rows", []) if isinstance(data, dict) else []
+    if rows:
+        return rows
+    if path.is_dir() and (path / "runs.jsonl").exists():
+        from dataclasses import replace
 
-    folder = Path(folder)
-    found = {p.stem.removeprefix("cell_") for p in folder.glob("cell_*.json")}
-    cells = [c for c in FULL_MAP.cells if c.key.replace("/", "_") in found]
-    if not cells or not (folder / "runs.jsonl").exists():
-        return None
-    from dataclasses import replace
+        from adaptive_rollouts.sim.map_summary import summarize_map
+        from adaptive_rollouts.sim.regime_map import FULL_MAP, run_map
 
-    result = run_map(replace(FULL_MAP, cells=cells), folder, progress=False, run_missing=False)
-    return summarize_map(result)["rows"]
+        found = {p.stem.removeprefix("cell_") for p in path.glob("cell_*.json")}
+        cells = [c for c in FULL_MAP.cells if c.key.replace("/", "_") in found]
+        if cells:
+            return summarize_map(run_map(replace(FULL_MAP, cells=cells), path, progress=False, run_missing=False))[
+                "rows"
+            ]
+    return None
 
 
 def _fmt(x: Any, digits: int = 2) -> str:
