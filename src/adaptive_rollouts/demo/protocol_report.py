@@ -159,7 +159,7 @@ def load_map_summary(path: Path) -> list[dict] | None:
     (``runs.jsonl`` and ``cell_*.json``, read with the full map's settings); None if there is none."""
     path = Path(path)
     files = [path] if path.is_file() else sorted(path.glob("*.json")) if path.is_dir() else []
-    rows = []
+    rows: list[dict] = []
     for file in files:
         try:
             data = json.loads(file.read_text())
