@@ -47,6 +47,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--report-seeds", default=",".join(map(str, d.report_seeds)))
     p.add_argument("--oracle-samples", type=int, default=d.oracle_samples)
     p.add_argument("--probe-every", type=int, default=d.probe_every)
+    p.add_argument(
+        "--rates-from", default=None, help="take every arm's learning rate from this regime's tuning (no tuning here)"
+    )
     p.add_argument("--map-results", default="results/map", help="regime-map folder for placing the regimes")
     p.add_argument("--report-only", action="store_true", help="run nothing; tables and what is missing")
     p.add_argument("--no-progress", action="store_true")
@@ -81,6 +84,8 @@ def main(argv=None) -> int:
         oracle_samples=args.oracle_samples,
         probe_every=args.probe_every,
     )
+    if args.rates_from:
+        base = replace(base, rates_from=args.rates_from)
     configs = [check_config(replace(base, regime=r.strip())) for r in args.regimes.split(",") if r.strip()]
     command = "python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     for cfg in configs:

@@ -262,3 +262,15 @@ def test_regime_is_placed_on_the_nearest_map_cell_from_a_map_result_file(tmp_pat
     (tmp_path / "map" / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="bad.json is not JSON"):
         write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")
+
+
+def test_rates_from_another_regime_are_read_not_tuned(tmp_path):
+    single = replace(CFG, regime="single-pass")
+    fill(RunStore(tmp_path / "single-pass", single), single, ["uniform"])
+    cfg = replace(CFG, rates_from="single-pass")
+    state = run_protocol(cfg, tmp_path, run_missing=False, progress=False)
+    assert state.best_lr == {"uniform": 1e-4, "null": 1e-4}
+    assert state.missing["uniform"] == ["seed 0 at lr 0.0001", "seed 1 at lr 0.0001"]  # no tune runs asked for
+    assert state.missing["default"] == ["learning rate not tuned in single-pass yet"]
+    with pytest.raises(ValueError, match="rates_from"):
+        check_config(replace(CFG, rates_from="multi-epoch"))

@@ -6,7 +6,8 @@ Per regime (`REGIMES`) and arm, in order (Uniform first, so the null control can
    over tune seeds of the held-out accuracy over the last third of the run (`sim.speedup.final_level`,
    the map's criterion); a best at the grid's edge extends the grid (`sim.tuning.tune_grid`), and
    an arm whose best stays at an edge is reported as failed, with no number. Arms in ``same_rate``
-   (the null control) run at Uniform's tuned rate: they allocate like Uniform.
+   (the null control) run at Uniform's tuned rate: they allocate like Uniform. With ``rates_from``
+   every arm takes the rate tuned in that regime instead (its tune runs are read, never made here).
 2. the report seeds run at that rate; speedups and their paired bootstrap intervals are read off
    the seed-mean curves as the regime map reads them (`protocol_report`).
 
@@ -50,6 +51,7 @@ class ProtocolConfig:
     tune_seeds: tuple[int, ...] = (100, 101)
     report_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     same_rate: tuple[str, ...] = ("null",)
+    rates_from: str | None = None  # take each arm's rate from this regime's tuning instead of tuning here
     oracle_samples: int = 16
     probe_every: int = 12
     probe_resamples: int = 6
@@ -76,6 +78,8 @@ def check_config(cfg: ProtocolConfig) -> ProtocolConfig:
     from adaptive_rollouts.validation import check_choice
 
     check_choice("regime", cfg.regime, REGIMES)
+    if cfg.rates_from is not None and (cfg.rates_from == cfg.regime or cfg.rates_from not in REGIMES):
+        raise ValueError(f"rates_from must name another regime of {REGIMES}, got {cfg.rates_from!r}")
     for name in cfg.arms:
         arm_of(name)
     if "uniform" not in cfg.arms:
@@ -271,10 +275,18 @@ def run_protocol(cfg: ProtocolConfig, out: Path, run_missing: bool = True, progr
         state.runs[arm, seed, lr] = saved
         return saved
 
+    tuned = None
+    if cfg.rates_from is not None:  # the rates another regime's tune seeds chose (read only)
+        tuned = run_protocol(replace(cfg, regime=cfg.rates_from, rates_from=None), out, False, False).best_lr
     for arm in cfg.arms:
         try:
             if arm in cfg.same_rate and "uniform" in state.best_lr:
                 lr, tried = state.best_lr["uniform"], [state.best_lr["uniform"]]
+            elif tuned is not None:
+                if arm not in tuned:
+                    state.missing.setdefault(arm, []).append(f"learning rate not tuned in {cfg.rates_from} yet")
+                    continue
+                lr, tried = tuned[arm], [tuned[arm]]
             else:
                 lr, tried = tune_grid(
                     lambda lr: float(

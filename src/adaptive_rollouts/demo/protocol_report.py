@@ -89,6 +89,7 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
             "loss": f"{first['settings']['loss_type']} / scale_rewards={first['settings']['scale_rewards']}",
             "lr": state.best_lr[arm],
             "lr_tried": state.tried.get(arm, []),
+            "lr_from": cfg.rates_from or ("uniform's" if arm in cfg.same_rate and arm != "uniform" else "tuned here"),
             "seeds": seeds,
             "final_accuracy": float(np.mean([r["result"]["held_out"][-1] for r in runs.values()])),
             "rollouts_per_step": float(np.mean(spent)),
@@ -191,6 +192,12 @@ def _fmt(x: Any, digits: int = 2) -> str:
     return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
+def _tried(row: dict) -> str:
+    if row["lr_from"] != "tuned here":
+        return f"rate of {row['lr_from']}" if row["lr_from"] == "uniform's" else f"tuned in {row['lr_from']}"
+    return ", ".join(f"{x:g}" for x in row["lr_tried"])
+
+
 def _speed(entry: dict | None) -> str:
     if not entry:
         return "-"
@@ -213,7 +220,7 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
     for r in rows:
         ro = r.get("rollouts") or {}
         lines.append(
-            f"| {r['arm']} | {r['objective']} | {r['loss']} | {r['lr']:g} ({', '.join(f'{x:g}' for x in r['lr_tried'])}) "
+            f"| {r['arm']} | {r['objective']} | {r['loss']} | {r['lr']:g} ({_tried(r)}) "
             f"| {len(r['seeds'])} | {_fmt(r['final_accuracy'], 3)} | {_fmt(r['rollouts_per_step'], 1)} "
             f"| {_fmt(r['skipped_fraction'])} | {r['against']} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
             f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} |"
