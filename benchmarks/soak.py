@@ -37,6 +37,7 @@ from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess  # noqa
 from adaptive_rollouts.sim.problem import make_problem  # noqa: E402
 from adaptive_rollouts.sim.train import Simulator, TrainConfig  # noqa: E402
 from adaptive_rollouts.state import load_state, save_state  # noqa: E402
+from adaptive_rollouts.types import allocator_kind  # noqa: E402
 
 
 def rss_mib() -> float:
@@ -105,9 +106,10 @@ def main() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         returned = alloc.run(prompts, args.budget, sim.sampler(prompts))
         q, answers, rewards, _ = sim.drain()
-        if sum(len(r) for r in returned) != args.budget or q.size != args.budget:
-            raise AssertionError(f"step {step}: budget not spent exactly")
-        problem.W = problem.W + args.lr * sim.batch_gradient(q, answers, rewards, cfg)
+        spent = sum(len(r) for r in returned)
+        if spent != q.size or spent > args.budget or (allocator_kind(alloc) == "fill" and spent != args.budget):
+            raise AssertionError(f"step {step}: spent {spent} of budget {args.budget} ({allocator_kind(alloc)})")
+        problem.set_parameters(problem.parameters() + args.lr * sim.batch_gradient(q, answers, rewards, cfg))
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
             save_state(checkpoint, alloc.state_dict())
             alloc.load_state_dict(load_state(checkpoint))

@@ -85,13 +85,13 @@ def test_config_checks_name_the_setting():
 
 def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path):
     RunStore(tmp_path / CFG.regime, CFG)
-    with pytest.raises(ValueError, match=r"protocol.json holds runs made with other settings \(eval_every: 1 -> 3"):
+    with pytest.raises(ValueError, match=r"protocol.json was made with other settings \(eval_every: 1 -> 3"):
         RunStore(tmp_path / CFG.regime, replace(CFG, eval_every=3))
     store = RunStore(tmp_path / CFG.regime, CFG)
     run = fake_run(CFG, "uniform", 0, 1e-4)
     run["settings"]["weights"] = "other"
     store.add(run)
-    with pytest.raises(ValueError, match=r"uniform/lr0.0001-seed0.json was run with other settings \(weights"):
+    with pytest.raises(ValueError, match=r"uniform/lr0.0001-seed0.json was made with other settings \(weights"):
         store.get("uniform", 0, 1e-4)
 
 

@@ -440,6 +440,33 @@ ALLOCATOR_STATE_CASES = [
     ("wrong-allocator", "uniform", lambda s: s.update(allocator="VIP"), "not 'Uniform'"),
     ("vip-bad-predictor", "vip", lambda s: s["predictor"]["alpha"].__setitem__(0, np.nan), "predictor/alpha"),
     ("vip-predictor-not-a-dict", "vip", lambda s: s.update(predictor=[1, 2]), "must be a dict"),
+    # GuardedProgressive's tracker used to be read after its predictor had been replaced, with raw
+    # KeyError / TypeError naming neither file nor entry, and accepted negative windows, NaN tol, ...
+    *[
+        (f"{name}-tracker-{case}", name, mutate, match)
+        for name in ("default", "guarded-progressive")
+        for case, mutate, match in [
+            ("nan", lambda s: s["tracker"]["last"].__setitem__((0, 0), np.nan), "tracker/last"),
+            ("zv-sum-text", lambda s: s["tracker"].update(zv_sum="abc"), "tracker/zv_sum"),
+            ("missing", lambda s: s.pop("tracker"), "tracker'.*missing|missing.*tracker"),
+            ("window", lambda s: s["tracker"].update(window=-5), "window must be an integer >= 3"),
+            ("tol-nan", lambda s: s["tracker"].update(tol=np.nan), "tol"),
+            ("zv-steps", lambda s: s["tracker"].update(zv_steps=-7), "zv_steps.*-7"),
+            ("zv-sum-above-steps", lambda s: s["tracker"].update(zv_sum=1e308), "zv_sum"),
+            ("mean-1e308", lambda s: s["tracker"]["last"].__setitem__((0, 0), 1e308), "outside"),
+            ("negative-noise", lambda s: s["tracker"]["last"].__setitem__((0, 1), -1.0), "negative"),
+            (
+                "duplicate-keys",
+                lambda s: s["tracker"].update(keys=[s["tracker"]["keys"][0]] * len(s["tracker"]["keys"])),
+                "tracker/keys.*duplicate",
+            ),
+            (
+                "unhashable-keys",
+                lambda s: s["tracker"].update(keys=[[1, 2]] * len(s["tracker"]["keys"])),
+                "tracker/keys.*unhashable",
+            ),
+        ]
+    ],
 ]
 
 
@@ -490,13 +517,47 @@ CLI_CASES = [
     ("bench-negative-steps", ["bench", "--steps", "-1"], r"argument --steps: must be >= 1, got -1"),
     ("bench-zero-seeds", ["bench", "--seeds", "0"], r"argument --seeds: must be >= 1, got 0"),
     ("bench-budget-text", ["bench", "--budget", "lots"], r"argument --budget: invalid integer 'lots'"),
+    # each of these used to exit 0, end in a traceback, or run something else than asked
+    ("bench-unknown-method", ["bench", "--methods", "nosuch"], r"bench: error: --methods: 'nosuch': unknown method"),
+    ("map-unknown-method", ["bench", "--map", "--methods", "nosuch"], r"--methods: 'nosuch': unknown method"),
+    ("bench-lr-grid-negative", ["bench", "--lr-grid=-1,0,nan"], r"argument --lr-grid: must be a finite number > 0"),
+    ("bench-lr-grid-text", ["bench", "--lr-grid", "1,x"], r"argument --lr-grid: 'x' is not a number"),
+    ("bench-budget-infeasible", ["bench", "--budget", "3"], r"--budget 3 is infeasible for method 'uniform'"),
+    ("bench-batch-above-pool", ["bench", "--batch-prompts", "50", "--prompts", "10"], r"--batch-prompts 50 exceeds"),
+    ("bench-quick-and-full", ["bench", "--quick", "--full"], r"give one of --quick and --full"),
+    ("bench-out-is-a-file", ["bench", "--out", "{file}"], r"--out: '.*' is a file, not a folder"),
+    ("bench-out-unwritable", ["bench", "--out", "{file}/sub"], r"--out: cannot create"),
+    ("map-ignores-seeds", ["bench", "--map", "--seeds", "3"], r"--seeds not used by --map"),
+    ("map-ignores-several", ["bench", "--map", "--lr-grid", "1", "--budget", "9"], r"--budget, --lr-grid not used"),
+    ("map-ignores-scenarios", ["bench", "--map", "--scenarios", "pareto"], r"--scenarios not used by --map"),
+    ("map-two-aggregations", ["bench", "--map", "--aggregations", "seq-mean,token-mean"], r"give one aggregation"),
+    ("map-unknown-cell", ["bench", "--map", "--cells", "nosuch"], r"bench: error: .*nosuch"),
+    ("allocate-huge-budget", ["allocate", "--p", "0.5", "--budget", "10000000000000000000"], r"--budget: must be <="),
+    ("allocate-lower-0", ["allocate", "--p", "0.5,0.2", "--budget", "8", "--lower", "0"], r"--lower: must be >= 1"),
+    ("demo-zero-prompts", ["demo", "--prompts-per-step", "0"], r"argument --prompts-per-step: must be >= 1, got 0"),
+    ("demo-negative-rollouts", ["demo", "--mean-rollouts", "-3"], r"argument --mean-rollouts: must be >= 1, got -3"),
+    ("demo-one-rollout", ["demo", "--mean-rollouts", "1"], r"argument --mean-rollouts: must be >= 2, got 1"),
+    ("demo-loss-type", ["demo", "--loss-type", "nosuch"], r"argument --loss-type: invalid choice: 'nosuch'"),
+    ("demo-eval-every-0", ["demo", "--eval-every", "0"], r"argument --eval-every: must be >= 1, got 0"),
+    ("demo-lr-nan", ["demo", "--lr", "nan"], r"demo: error: --lr must be a finite number > 0, got nan"),
+    ("demo-unknown-method", ["demo", "--methods", "nosuch"], r"demo: error: --methods: unknown"),
+    ("demo-model-dir", ["demo", "--model-dir", "{file}/none"], r"--model-dir: '.*' is not a folder"),
+    ("demo-out-is-a-file", ["demo", "--out", "{file}"], r"--out: '.*' is a file"),
 ]
 
 
 @pytest.mark.parametrize("argv, match", [pytest.param(c[1], c[2], id=c[0]) for c in CLI_CASES])
-def test_cli_bad_input(argv, match, capsys):
+def test_cli_bad_input(argv, match, capsys, tmp_path):
+    import time
+
     from adaptive_rollouts.cli import main
 
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    argv = [a.replace("{file}", str(a_file)) for a in argv]
+    if argv[0] in ("bench", "demo") and "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
+    start = time.process_time()
     try:
         status = main(argv)
     except SystemExit as exit_:  # argparse's own exit for a bad argument
@@ -505,6 +566,8 @@ def test_cli_bad_input(argv, match, capsys):
     assert status == 2
     assert "Traceback" not in err
     assert re.search(match, err), err
+    assert time.process_time() - start < 20, "refused only after the expensive set-up"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "ran before refusing"
 
 
 @pytest.mark.parametrize(
@@ -514,8 +577,31 @@ def test_cli_bad_input(argv, match, capsys):
         (lambda: __import__("adaptive_rollouts.predictors").predictors.WindowedMean(window=2.0), "window"),
         (lambda: __import__("adaptive_rollouts.predictors").predictors.CumulativeMean(prior_mean=True), "prior_mean"),
         (lambda: make_allocator("greso", p_easy="0.5"), "p_easy"),
+        # used to be a raw TypeError ("9" < 2), silently truncated (2.5 -> 2), or accepted (nan)
+        (lambda: make_allocator("uniform", upper="9"), "upper must be an integer, got str '9'"),
+        (lambda: make_allocator("vip", predictor="beta", lower=2.5), "lower must be an integer, got float 2.5"),
+        (lambda: make_allocator("knapsack", upper=None), "upper bound"),
+        (lambda: make_allocator("inverse-accuracy", predictor="beta", lower="2"), "lower must be an integer"),
+        (lambda: make_allocator("posterior-progressive", predictor="beta", upper="9"), "upper must be an integer"),
+        (
+            lambda: make_allocator("posterior-progressive", predictor="beta", max_prior_strength=float("nan")),
+            "max_prior_strength",
+        ),
+        (lambda: make_allocator("guarded-progressive", lower=2.5), "lower must be an integer, got float 2.5"),
     ],
-    ids=["beta-string-discount", "windowed-float-window", "cumulative-bool-prior", "greso-string-p"],
+    ids=[
+        "beta-string-discount",
+        "windowed-float-window",
+        "cumulative-bool-prior",
+        "greso-string-p",
+        "uniform-string-upper",
+        "vip-fractional-lower",
+        "knapsack-no-upper",
+        "proportional-string-lower",
+        "pp-string-upper",
+        "pp-nan-prior-strength",
+        "guarded-fractional-lower",
+    ],
 )
 def test_constructors_take_real_numbers_only(build, match):
     with pytest.raises(ValueError, match=match):
@@ -533,3 +619,31 @@ def test_duplicate_detection_is_linear():
     with pytest.raises(ValueError, match="duplicates 'p0', 'p1'.* and 99995 more"):
         check_prompts(prompts)
     assert time.process_time() - start < 2.0  # quadratic: minutes
+
+
+@pytest.mark.parametrize("name", REGISTRY + ["posterior-progressive+beta"])
+def test_prompts_a_checkpoint_cannot_hold_are_refused_before_any_rollout(name):
+    """The default's tracker, PosteriorProgressive and GuardedProgressive used to draw the whole
+    budget (12 of 12 rollouts) before refusing a bytes prompt; allocators that keep nothing per
+    prompt take it."""
+    if name == "posterior-progressive+beta":  # a predictor that takes any prompt: no KeyError first
+        alloc = make_allocator("posterior-progressive", predictor="beta", seed=0)
+    else:
+        alloc = build_allocator(name)
+    if name in ("default", "guarded-progressive", "posterior-progressive", "posterior-progressive+beta"):
+        assert alloc.stores_prompts()
+    drawn = []
+
+    def sample(indices, counts):
+        drawn.append(int(np.sum(counts)))
+        return [np.ones(int(c)) for c in counts]
+
+    prompts = [b"bytes prompt", "b", "c"]
+    budget = budget_for(alloc, 3, 6)
+    try:
+        alloc.run(prompts, budget, sample)
+    except (ValueError, KeyError) as err:  # KeyError: a feature-backed predictor has no features for it
+        assert re.search("checkpoint can hold|features", str(err)), err
+        assert drawn == [], f"{name} drew {sum(drawn)} rollouts before refusing"
+    else:
+        assert not alloc.stores_prompts(), f"{name} keeps per-prompt state but took a bytes prompt"

@@ -5,11 +5,13 @@ not hold are refused when first seen, not at save time."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ import pytest
 from conftest import POOL, BernoulliEnv, states_equal
 
 from adaptive_rollouts.allocators import make_allocator
-from adaptive_rollouts.atomic import atomic_write, remove_stale_temporaries
+from adaptive_rollouts.atomic import _host, atomic_write, remove_stale_temporaries
 from adaptive_rollouts.predictors import DiscountedBeta
 from adaptive_rollouts.state import CorruptStateError, load_state, save_state
 
@@ -177,9 +179,7 @@ def test_save_killed_midway_leaves_no_temporary_after_the_next_save(tmp_path):
 
 
 def test_live_writers_temporaries_are_kept(tmp_path):
-    import socket
-
-    host = socket.gethostname().replace(".", "_")
+    host = _host()  # host name and process-ID space
     target = tmp_path / "ckpt.safetensors"
     live = tmp_path / f".ckpt.safetensors.{host}.{os.getppid()}.abc.tmp"  # our parent is alive
     dead = tmp_path / f".ckpt.safetensors.{host}.{_dead_pid()}.abc.tmp"
@@ -193,6 +193,37 @@ def test_live_writers_temporaries_are_kept(tmp_path):
     removed = remove_stale_temporaries(target)
     assert sorted(removed) == sorted([dead, other_old])
     assert live.exists() and other_new.exists() and unrelated.exists()
+
+
+@pytest.mark.parametrize("reader", ["save_state", "embedding cache read"])
+def test_a_temporary_of_another_pid_space_with_our_host_name_is_kept(tmp_path, reader):
+    """Two containers with one host name share a volume: a process ID of the other's temporary means
+    nothing here (before: taken for a dead writer of this host, and deleted while it was writing)."""
+    import socket
+
+    from adaptive_rollouts.embeddings import SentenceTransformerEncoder
+
+    same_name = socket.gethostname().replace(".", "_")
+    folder = tmp_path / "cache" / "fake" if reader != "save_state" else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    target = "chunk-0.npz" if reader != "save_state" else "ckpt.safetensors"
+    theirs = [
+        folder / f".{target}.{same_name}-b0123456789abcdef-ns4026532000.{_dead_pid()}.abc.tmp",
+        folder / f".{target}.{same_name}.{_dead_pid()}.abd.tmp",  # a writer without a PID space in its name
+    ]
+    for t in theirs:
+        t.write_bytes(b"in flight")
+    if reader == "save_state":
+        save_state(tmp_path / target, {"v": 1})
+    else:
+        enc = SentenceTransformerEncoder(model="fake", cache_dir=tmp_path / "cache")
+        enc._load_cache()
+    assert all(t.exists() for t in theirs)
+    day_ago = time.time() - 2 * 86400  # abandoned for longer than STALE_AFTER_S: removed
+    for t in theirs:
+        os.utime(t, (day_ago, day_ago))
+    remove_stale_temporaries(folder / target)
+    assert not any(t.exists() for t in theirs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -284,9 +315,7 @@ def test_corrupt_cache_chunk_is_named_dropped_and_recomputed(damage, tmp_path):
 
 
 def test_cache_chunks_honour_the_umask_and_orphans_are_removed(tmp_path):
-    import socket
-
-    host = socket.gethostname().replace(".", "_")
+    host = _host()
     enc = _encoder(tmp_path)
     enc.cache_dir.mkdir(parents=True)
     orphan = enc.cache_dir / f".chunk-0123.npz.{host}.{_dead_pid()}.abcd.tmp"
@@ -348,3 +377,50 @@ def test_paper_gp_peak_memory_is_within_its_estimate():
         tracemalloc.stop()
     pool_arrays = 16 * 8 * n  # a handful of length-N float arrays (mean, variance, prediction)
     assert peak <= batch_memory_bytes(b, chunk) + pool_arrays + 2**20, peak
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [OSError(28, "No space left on device"), OSError(30, "Read-only file system"), PermissionError(13, "denied")],
+    ids=["ENOSPC", "EROFS", "EACCES"],
+)
+def test_a_failed_cache_write_warns_and_encode_still_returns_the_vectors(tmp_path, monkeypatch, failure):
+    """The cache is an optimisation: before, a full disk or a read-only cache folder failed every
+    encode() of a VIP/GP run with the default cache location."""
+    import adaptive_rollouts.embeddings as embeddings
+
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(embeddings, "write_chunk", fail)
+    enc = _encoder(tmp_path)
+    with pytest.warns(RuntimeWarning, match=rf"embedding cache {re.escape(str(enc.cache_dir))}: cannot write"):
+        got = enc.encode(["a", "bb"])
+    np.testing.assert_array_equal(got, _CountingModel().encode(["a", "bb"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per encoder, not at every call
+        np.testing.assert_array_equal(enc.encode(["bb", "ccc"])[0], got[1])
+    assert enc._model.encoded == ["a", "bb", "ccc"]  # kept in memory: nothing encoded twice
+
+
+def test_a_read_only_cache_folder_is_read_and_not_written(tmp_path):
+    first = _encoder(tmp_path)
+    want = first.encode(["a"])
+    (chunk,) = first.cache_dir.glob("chunk-*.npz")
+    os.chmod(first.cache_dir, 0o555)
+    try:
+        if os.access(first.cache_dir, os.W_OK):
+            pytest.skip("running as a user that can write anywhere")
+        again = _encoder(tmp_path)
+        with pytest.warns(RuntimeWarning, match="cannot write"):
+            got = again.encode(["a", "new"])
+    finally:
+        os.chmod(first.cache_dir, 0o755)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert again._model.encoded == ["new"]
+
+
+def test_a_lone_surrogate_names_the_prompt(tmp_path):
+    enc = _encoder(tmp_path)
+    with pytest.raises(ValueError, match=r"prompt 'ok \\ud800' is not valid Unicode text"):
+        enc.encode(["fine", "ok \ud800"])

@@ -257,9 +257,9 @@ def test_method_options_build_a_variant_under_its_own_label():
     from adaptive_rollouts.sim.bench import build_allocator, method_options
 
     pb = Cell(dim=8, n_prompts=40).problem(0, 10)
-    alloc, _ = build_allocator("default[trust_scale=4;round_fractions=(0.25,0.25,0.5)]", pb, 0)
+    alloc, _ = build_allocator("guarded-progressive[trust_scale=4;round_fractions=(0.25,0.25,0.5)]", pb, 0)
     assert alloc.trust_scale == 4.0 and alloc.round_fractions.tolist() == [0.25, 0.25, 0.5]
-    assert build_allocator("default", pb, 0)[0].trust_scale == 16.0
+    assert build_allocator("guarded-progressive", pb, 0)[0].trust_scale == 16.0
     for bad in ("default[trust_scale]", "default[trust_scale=four]", "default[x=1]tail"):
         with pytest.raises(ValueError, match="method option"):
             method_options(bad)

@@ -9,7 +9,10 @@ A writer killed between creating its temporary file and the rename leaves the te
 Temporaries are named ``.<name>.<host>.<pid>.<random>.tmp``, so the next write to the same folder
 removes those of ``<name>`` whose writer is provably gone: same host and no process ``<pid>``, or
 (another host, which we cannot ask) older than `STALE_AFTER_S`. A concurrent writer's temporary is
-never touched.
+never touched. "Same host" means the same process-ID space, not just the same host name: ``<host>``
+is the host name plus, on Linux, the kernel's boot id and the PID namespace, so two containers
+sharing a volume (even with one host name) never judge each other's process IDs; each treats the
+other's temporaries as another host's and leaves them for `STALE_AFTER_S`.
 
 >>> import os, tempfile
 >>> folder = tempfile.mkdtemp()
@@ -33,7 +36,19 @@ _SUFFIX = ".tmp"
 
 
 def _host() -> str:
-    return socket.gethostname().replace(".", "_") or "localhost"
+    """This process's ID space: host name, and on Linux the boot id and PID namespace (a process ID
+    means the same process only within one namespace of one running kernel)."""
+    name = socket.gethostname().replace(".", "_") or "localhost"
+    return "-".join([name, *_pid_space()])
+
+
+def _pid_space() -> tuple[str, ...]:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:16]
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:  # not Linux: the host name alone
+        return ()
+    return (f"b{boot}", f"ns{namespace}")
 
 
 def _temporary_name(name: str) -> str:
@@ -89,7 +104,7 @@ def remove_stale_temporaries(path: str | os.PathLike, every_name: bool = False) 
         if _is_stale(tmp, parsed[1], parsed[2], now):
             try:
                 tmp.unlink()
-            except FileNotFoundError:  # another writer cleaned it first
+            except OSError:  # another writer cleaned it first, or a read-only folder: leave it
                 continue
             removed.append(tmp)
     return removed
@@ -109,8 +124,11 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically and durably (see the module docstring)."""
+    """Replace ``path`` by ``data`` atomically and durably (see the module docstring). Through a
+    symbolic link the link's target is replaced, and the link stays."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     tmp = path.parent / _temporary_name(path.name)

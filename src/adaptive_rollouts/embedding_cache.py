@@ -66,7 +66,10 @@ def read_cache(folder: Path, dim: int | None) -> dict[bytes, np.ndarray]:
                 RuntimeWarning,
                 stacklevel=4,
             )
-            chunk.unlink(missing_ok=True)
+            try:
+                chunk.unlink(missing_ok=True)
+            except OSError:  # a read-only cache: skip the chunk, keep going
+                pass
             continue
         for h, v in zip(hashes, vectors):
             cache[h.tobytes()] = v

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -121,6 +122,13 @@ class KeyedTexts:
     def dim(self) -> int:
         return int(self.encoder.dim)
 
+    @property
+    def model_name(self) -> str | None:
+        """The encoder's embedding model (None if it does not name one): what a state learned on
+        these features records, so that another model of the same dimension is refused."""
+        name = getattr(self.encoder, "model_name", None)
+        return name if isinstance(name, str) else None
+
     def register(self, keys: Sequence[Hashable], texts: Sequence[str]) -> None:
         if len(keys) != len(texts):
             raise ValueError(f"keys has {len(keys)} entries but texts has {len(texts)}")
@@ -162,7 +170,11 @@ def _default_cache_dir() -> Path:
 
 def text_hash(text: str) -> bytes:
     """16-byte SHA-256 prefix of the UTF-8 text: the cache key of one prompt."""
-    return hashlib.sha256(text.encode("utf-8")).digest()[:16]
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate: no UTF-8 form, no model could read it
+        raise ValueError(f"prompt {text!r} is not valid Unicode text ({err.reason} at position {err.start})") from None
+    return hashlib.sha256(data).digest()[:16]
 
 
 class SentenceTransformerEncoder:
@@ -207,6 +219,7 @@ class SentenceTransformerEncoder:
         self._model: Any = None
         self._dim: int | None = _DEFAULT_DIM if model is None else None
         self._cache: dict[bytes, np.ndarray] | None = None
+        self._cache_write_failed = False
 
     # -- model ---------------------------------------------------------------------------------
     def _load_model(self):
@@ -234,8 +247,21 @@ class SentenceTransformerEncoder:
         return self._cache
 
     def _write_chunk(self, hashes: list[bytes], vectors: np.ndarray) -> None:
-        if self.cache_dir is not None and hashes:
+        """Cache the vectors on disk. The cache only saves time: a failed write (a full disk, a
+        read-only folder) is a RuntimeWarning naming the folder, after which this encoder keeps its
+        vectors in memory only, and `encode` still returns them."""
+        if self.cache_dir is None or not hashes or self._cache_write_failed:
+            return
+        try:
             write_chunk(self.cache_dir, hashes, vectors)
+        except OSError as err:
+            self._cache_write_failed = True
+            warnings.warn(
+                f"embedding cache {self.cache_dir}: cannot write ({err.strerror or err}); the vectors are kept "
+                "in memory only for this encoder (set cache_dir or ADAPTIVE_ROLLOUTS_CACHE to a writable folder)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     # -- encode --------------------------------------------------------------------------------
     def encode(self, prompts: Sequence[str]) -> np.ndarray:

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from .state_checks import StateReader
 from .types import StateDict
-from .validation import check_rewards
+from .validation import check_range, check_rewards
 
 __all__ = ["noise_to_signal", "batch_variance_stats", "zero_variance_fraction", "p_persistence", "RegimeTracker"]
 
@@ -78,7 +79,7 @@ def zero_variance_fraction(rewards: Sequence[np.ndarray], tol: float = 1e-8) -> 
     groups = [np.asarray(r, dtype=float) for r, s in zip(rewards, sizes) if s >= 2]
     if not groups:
         return float("nan")
-    return float(np.mean([np.ptp(r) <= tol for r in groups]))
+    return float(np.mean([r.max() <= r.min() + tol for r in groups]))
 
 
 def p_persistence(
@@ -130,10 +131,7 @@ class RegimeTracker:
     """
 
     def __init__(self, window: int = 4096, tol: float = 1e-8):
-        if window < 3:
-            raise ValueError(f"window must be >= 3, got {window}")
-        self.window = int(window)
-        self.tol = float(tol)
+        self.window, self.tol = _check_tracker_settings(window, tol)
         self._last: dict[Hashable, tuple[float, float]] = {}  # key -> (mean, sampling variance of the mean)
         self._pairs: list[tuple[float, float, float, float]] = []  # (prev, cur, prev noise, cur noise)
         self._zv_sum = 0.0
@@ -151,7 +149,7 @@ class RegimeTracker:
             self._low = min(self._low, min(float(r.min()) for r in seen))
             self._high = max(self._high, max(float(r.max()) for r in seen))
         zv = zero_variance_fraction(arrays, self.tol)
-        flat = [r for r in arrays if r.size >= 2 and np.ptp(r) <= self.tol]
+        flat = [r for r in arrays if r.size >= 2 and r.max() <= r.min() + self.tol]
         groups = sum(r.size >= 2 for r in arrays)
         self._step = {
             "regime/zero_variance_fraction": zv,
@@ -164,7 +162,7 @@ class RegimeTracker:
         for key, r in zip(keys, arrays):
             if r.size == 0:
                 continue
-            visit = (float(r.mean()), float(r.var(ddof=1)) / r.size if r.size >= 2 else 0.0)
+            visit = _visit(r)
             if key in self._last:
                 prev = self._last[key]
                 self._pairs.append((prev[0], visit[0], prev[1], visit[1]))
@@ -175,7 +173,9 @@ class RegimeTracker:
         out = dict(self._step)
         out["regime/zero_variance_fraction_mean"] = self._zv_sum / self._zv_steps if self._zv_steps else float("nan")
         pairs = np.asarray(self._pairs, dtype=float).reshape(-1, 4)
-        out["regime/p_persistence"] = p_persistence(pairs[:, 0], pairs[:, 1], pairs[:, 2], pairs[:, 3])
+        with np.errstate(over="ignore", invalid="ignore"):  # rewards near the float limits: nan, not a warning
+            rho = p_persistence(pairs[:, 0], pairs[:, 1], pairs[:, 2], pairs[:, 3])
+        out["regime/p_persistence"] = rho if np.isfinite(rho) else float("nan")
         out["regime/revisits"] = float(len(self._pairs))
         return out
 
@@ -193,18 +193,88 @@ class RegimeTracker:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        keys: list[Any] = list(state["keys"])
-        last = np.asarray(state["last"], dtype=float).reshape(-1, 2)
-        pairs = np.asarray(state["pairs"], dtype=float).reshape(-1, 4)
-        if len(keys) != last.shape[0]:
-            raise ValueError(f"state has {len(keys)} keys but {last.shape[0]} last visits")
-        if not (np.all(np.isfinite(last)) and np.all(np.isfinite(pairs))):
-            raise ValueError("state has NaN/inf in last means or pairs")
-        self.window = int(state["window"])
-        self.tol = float(state["tol"])
-        self._last = {k: (float(m), float(v)) for k, (m, v) in zip(keys, last.tolist())}
-        self._pairs = [(float(a), float(b), float(c), float(d)) for a, b, c, d in pairs.tolist()]
-        self._zv_sum = float(state["zv_sum"])
-        self._zv_steps = int(state["zv_steps"])
-        self._low = float(state["low"])
-        self._high = float(state["high"])
+        """Replace the tracker's state; every value is checked first (see `_read_tracker_state`),
+        so a refused state raises ValueError naming the entry and leaves the tracker unchanged."""
+        self.__dict__.update(_read_tracker_state(state))
+
+    @classmethod
+    def from_state(cls, state: StateDict) -> RegimeTracker:
+        """A tracker holding ``state`` (validated as by `load_state_dict`)."""
+        tracker = cls()
+        tracker.load_state_dict(state)
+        return tracker
+
+
+def _check_tracker_settings(window: Any, tol: Any) -> tuple[int, float]:
+    """RegimeTracker's window (an integer >= 3) and tol (a finite real >= 0), or ValueError."""
+    if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) or window < 3:
+        raise ValueError(f"window must be an integer >= 3, got {window!r}")
+    return int(window), check_range(tol, "tol", 0.0, None, low_closed=True)
+
+
+def _visit(r: np.ndarray) -> tuple[float, float]:
+    """(mean, sampling variance of the mean) of one visit's rewards, finite for any finite rewards:
+    computed on rewards scaled by a power of two, the variance capped at the largest float."""
+    top = float(np.abs(r).max())
+    scale = float(np.ldexp(1.0, np.frexp(top)[1] - 1)) if top > 0 else 1.0  # |r| / scale < 2
+    x = r / scale
+    mean = float(x.mean()) * scale
+    with np.errstate(over="ignore"):
+        noise = float(x.var(ddof=1)) * scale * scale / r.size if r.size >= 2 else 0.0
+    return mean, min(noise, _FLOAT_MAX)
+
+
+_FLOAT_MAX = float(np.finfo(float).max)
+
+
+def _read_tracker_state(state: Any) -> dict[str, Any]:
+    """The attributes of a RegimeTracker holding ``state``, after checking every value: settings as
+    the constructor checks them, distinct saveable keys, one finite (mean, noise >= 0) per key, at
+    most ``window`` finite pairs, 0 <= zv_sum <= zv_steps, and every mean within [low, high] (the
+    reward range seen; (inf, -inf) before any reward)."""
+    reader = StateReader(
+        state, "RegimeTracker", ["window", "tol", "keys", "last", "pairs", "zv_sum", "zv_steps", "low", "high"]
+    )
+    window, tol = reader.hyperparameters(_check_tracker_settings, ["window", "tol"])
+    keys = reader.keys()
+    last = reader.array("last", (len(keys), 2))
+    pairs = reader.array("pairs", (_rows(reader["pairs"]), 4))
+    if len(pairs) > window:
+        raise reader.error("pairs", f"holds {len(pairs)} pairs, more than the window {window}")
+    if np.any(last[:, 1] < 0) or np.any(pairs[:, 2:] < 0):
+        raise reader.error("last" if np.any(last[:, 1] < 0) else "pairs", "a sampling variance is negative")
+    zv_steps = reader.integer("zv_steps", low=0)
+    zv_sum = reader.real("zv_sum", low=0.0, high=float(zv_steps))
+    low, high = (_extended_real(reader, k) for k in ("low", "high"))
+    if not (low == np.inf and high == -np.inf) and not (np.isfinite(low) and np.isfinite(high) and low <= high):
+        raise reader.error("low", f"low and high must be finite with low <= high (or inf, -inf), got {low}, {high}")
+    means = np.concatenate([last[:, 0], pairs[:, 0], pairs[:, 1]])
+    if means.size and (means.min() < low or means.max() > high):
+        raise reader.error("last", f"a mean reward outside the range of the rewards seen [{low}, {high}]")
+    return {
+        "window": window,
+        "tol": tol,
+        "_last": {k: (float(m), float(v)) for k, (m, v) in zip(keys, last.tolist())},
+        "_pairs": [(float(a), float(b), float(c), float(d)) for a, b, c, d in pairs.tolist()],
+        "_zv_sum": zv_sum,
+        "_zv_steps": zv_steps,
+        "_low": low,
+        "_high": high,
+    }
+
+
+def _rows(value: Any) -> int:
+    """The number of rows of a 2-D array-like (-1 if it is not one: the shape check then names it)."""
+    try:
+        shape = np.shape(value)
+    except ValueError:  # ragged
+        return -1
+    return shape[0] if len(shape) == 2 else -1
+
+
+def _extended_real(reader: StateReader, key: str) -> float:
+    value = reader[key]
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        if abs(float(value)) == np.inf:
+            return float(value)
+    return reader.real(key)

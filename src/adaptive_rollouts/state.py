@@ -39,6 +39,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +104,21 @@ def _digest(text: str, arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+# safetensors refuses a header (JSON metadata + tensor index) above 100,000,000 bytes; keep a margin
+_SAFETENSORS_HEADER_LIMIT = 95_000_000
+
+
+def _fits_safetensors_header(text: str, arrays: dict[str, np.ndarray]) -> bool:
+    index = sum(len(name) + 40 + 12 * a.ndim for name, a in arrays.items())  # per-tensor dtype/shape/offsets
+    return len(text.encode("utf-8")) + index + 1024 <= _SAFETENSORS_HEADER_LIMIT
+
+
 def save_state(path: str | os.PathLike, state: dict, format: str | None = None) -> None:
     """Write `state` to the single file `path`, atomically (temporary file, then rename).
 
     format: "safetensors" (default when importable), "npz", or None for automatic choice
-    (npz when safetensors is missing or an array is complex).
+    (npz when safetensors is missing, an array is complex, or the JSON part is too large for a
+    safetensors header, e.g. 100,000 prompts with long text keys; `load_state` reads either).
     """
     if not isinstance(state, dict):
         raise ValueError(f"state must be a dict, got {type(state).__name__}")
@@ -117,9 +128,10 @@ def save_state(path: str | os.PathLike, state: dict, format: str | None = None) 
     tree = encode(state, arrays, "")
     text = json.dumps(tree, allow_nan=True, separators=(",", ":"))
     st_numpy = _safetensors_numpy()
+    fits = _fits_safetensors_header(text, arrays)
     if format is None:
         storable = all(a.dtype in _SAFETENSORS_DTYPES for a in arrays.values())
-        format = "safetensors" if st_numpy is not None and storable else "npz"
+        format = "safetensors" if st_numpy is not None and storable and fits else "npz"
     digest = _digest(text, arrays)
     if format == "safetensors":
         if st_numpy is None:
@@ -127,6 +139,12 @@ def save_state(path: str | os.PathLike, state: dict, format: str | None = None) 
         bad = {k: str(a.dtype) for k, a in arrays.items() if a.dtype not in _SAFETENSORS_DTYPES}
         if bad:
             raise ValueError(f"format='safetensors' cannot store array dtypes {bad}; use 'npz'")
+        if not fits:
+            raise ValueError(
+                f"{path}: this state's JSON part ({len(text.encode()) / 2**20:.0f} MiB: e.g. many long prompt "
+                f"keys) exceeds the safetensors header limit ({_SAFETENSORS_HEADER_LIMIT / 2**20:.0f} MiB); "
+                "save it with format='npz' or format=None"
+            )
         data = st_numpy.save(arrays, metadata={_METADATA_KEY: text, _CHECKSUM_KEY: digest})
     else:
         buffer = io.BytesIO()
@@ -171,6 +189,8 @@ def load_state(path: str | os.PathLike, verify: bool = True) -> dict:
     the entry.
     """
     path = Path(path)
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):  # a FIFO or device would block or never end
+        raise ValueError(f"{path}: not a regular file, so not a state file")
     with open(path, "rb") as handle:
         magic = handle.read(8)
     try:

@@ -197,6 +197,24 @@ def _integer(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_lower_upper(lower: Any, upper: Any, least: int = 1) -> tuple[int, int | None]:
+    """An allocator's rollout bounds: integers (an integral float is taken, 2.5 or "9" is not)
+    with ``least <= lower <= upper``; ``upper`` may be None (no cap).
+
+    >>> check_lower_upper(2, None), check_lower_upper(2.0, 8)
+    ((2, None), (2, 8))
+    >>> check_lower_upper(2.5, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: lower must be an integer, got float 2.5
+    """
+    low = _integer("lower", lower)
+    high = None if upper is None else _integer("upper", upper)
+    if low < least or (high is not None and high < low):
+        raise ValueError(f"need {least} <= lower <= upper, got lower={lower}, upper={upper}")
+    return low, high
+
+
 def check_bounds(q: int, budget: Any, lower: Any, upper: Any, allow_skip: bool) -> tuple[int, int, int]:
     """(budget, lower, upper) as ints for Q prompts; raises `InfeasibleBudgetError` unless
     ``Q lower <= budget <= Q upper`` (``0 <= budget`` with ``allow_skip``)."""

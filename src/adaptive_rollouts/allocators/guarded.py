@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..fingerprints import RegimeTracker
+from ..state_tree import describe
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from .posterior_progressive import PosteriorProgressive, Round
 
@@ -165,12 +166,21 @@ class GuardedProgressive(PosteriorProgressive):
             self.last_metrics["persistence"] = self._rho
         return rewards
 
+    def stores_prompts(self) -> bool:
+        """Always: the tracker keeps each prompt's last visit, whatever the predictor keeps."""
+        return True
+
     def _extra_state(self) -> StateDict:
         return {**super()._extra_state(), "tracker": self.tracker.state_dict()}
 
     def _load_extra_state(self, state: StateDict) -> None:
+        """The tracker's state is checked in full before the predictor's is loaded (which checks
+        its own first), so a refused state of either part leaves both as they were."""
+        if "tracker" not in state:
+            raise ValueError(f"GuardedProgressive state, {describe(state, 'tracker')}: missing")
+        tracker = RegimeTracker.from_state(state["tracker"])
         super()._load_extra_state(state)
-        self.tracker.load_state_dict(state["tracker"])
+        self.tracker = tracker
 
     def trust(self, evidence: np.ndarray) -> float:
         """lambda = mean_q e_q / (e_q + kappa) for evidence e_q in pseudo-rollouts (0 = Uniform)."""

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..objectives import mixed_probability
 from ..types import Prediction
+from ..validation import check_lower_upper
 from .predictive import PredictiveAllocator
 
 __all__ = ["Knapsack", "knapsack_value"]
@@ -49,9 +50,10 @@ class Knapsack(PredictiveAllocator):
         seed: int | None = 0,
     ):
         super().__init__(predictor, features, seed)
-        if lower < 1 or upper < lower:
-            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
-        self.lower, self.upper = int(lower), int(upper)
+        low, high = check_lower_upper(lower, upper)
+        if high is None:
+            raise ValueError("Knapsack needs an upper bound, got upper=None")
+        self.lower, self.upper = low, high
 
     def values(self, prediction: Prediction) -> np.ndarray:
         return knapsack_value(prediction.mean, self.upper)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..objectives import beta_from_moments
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_prompts
+from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper, check_prompts, check_range
 from ._objective import OBJECTIVES, cost_table, solve_increments
 from .base import BaseAllocator, RolloutCollector
 from .predictive import PredictorSlot
@@ -125,10 +125,8 @@ class PosteriorProgressive(BaseAllocator):
             check_choice("aggregation", aggregation, AGGREGATIONS)
         if objective is not None:
             check_choice("objective", objective, OBJECTIVES)
-        if lower < 1 or (upper is not None and upper < lower):
-            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
-        if max_prior_strength <= 0:
-            raise ValueError(f"max_prior_strength must be > 0, got {max_prior_strength}")
+        lower, upper = check_lower_upper(lower, upper)
+        max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0, None)  # finite, > 0
         self.slot = PredictorSlot(predictor, features)
         self.round_fractions = fractions
         self._objective = objective
@@ -187,6 +185,7 @@ class PosteriorProgressive(BaseAllocator):
         start = time.perf_counter()
         prompts = check_prompts(prompts)
         budget = self._check_budget(prompts, budget)
+        self._check_storable(prompts)  # before any rollout is drawn
         q = len(prompts)
         upper = self.effective_upper(q, budget)
         if budget > upper * q:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..types import Prediction
+from ..validation import check_lower_upper
 from .predictive import PredictiveAllocator
 from .vigor import spread
 
@@ -71,9 +72,7 @@ class _Proportional(PredictiveAllocator):
         seed: int | None = 0,
     ):
         super().__init__(self.default_predictor if predictor is None else predictor, features, seed)
-        if lower < 1 or (upper is not None and upper < lower):
-            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
-        self.lower, self.upper = int(lower), upper
+        self.lower, self.upper = check_lower_upper(lower, upper)
 
     def weights(self, prediction: Prediction) -> np.ndarray:
         raise NotImplementedError

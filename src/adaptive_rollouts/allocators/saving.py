@@ -28,9 +28,10 @@ _TIE = 1e-8
 
 
 def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: float) -> tuple[float, float]:
-    """Beta(a, b) of p across this step's prompts, by moments of their observed rates (empirical
-    Bayes): mean m = sum s / sum k, between-prompt variance = Var(s/k) minus the binomial noise
-    E[m (1 - m) / k], strength capped at ``max_strength``. With no trials: Beta(1, 1).
+    """Beta(a, b) of p across this step's prompts, by moments of their observed rates x = s / k
+    (empirical Bayes): mean m = sum s / sum k; since Var(x) = v + (m (1 - m) - v) E[1/k] for a
+    between-prompt variance v, v = (Var(x) - m (1 - m) h) / (1 - h), h = mean of 1/k; strength
+    capped at ``max_strength``. With no trials: Beta(1, 1).
 
     >>> a, b = population_prior(np.array([0, 0, 0, 4]), np.array([4, 4, 4, 4]), 8.0)
     >>> round(a / (a + b), 3)
@@ -42,30 +43,50 @@ def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: fl
     k, s = trials[seen].astype(float), successes[seen].astype(float)
     half = 0.5 / k.sum()  # keeps the mean off 0 and 1: no sample proves a population of p = 0
     mean = float(np.clip(s.sum() / k.sum(), half, 1.0 - half))
-    between = float(np.var(s / k) - np.mean(mean * (1.0 - mean) / k)) if k.size > 1 else 0.0
+    h = float(np.mean(1.0 / k))
+    between = float((np.var(s / k) - mean * (1.0 - mean) * h) / (1.0 - h)) if k.size > 1 and h < 1 else 0.0
     var = max(between, mean * (1.0 - mean) / (max_strength + 1.0))
-    a, b = beta_from_moments([mean], [var], min_strength=1.0, max_strength=max_strength)
+    a, b = beta_from_moments([mean], [var], min_strength=0.1, max_strength=max_strength)
     return float(a[0]), float(b[0])
 
 
-def worth_continuing(value: np.ndarray, cost: np.ndarray, banked_value: float, banked_cost: float) -> np.ndarray:
-    """Which optional spends to make so that the step's expected signal per rollout is highest:
-    with R = banked_value / banked_cost (what is already spent or committed), take the options in
-    descending order of value / cost while value / cost >= R, updating R after each (the exact
-    maximiser of (V + sum value) / (C + sum cost) over subsets: it is a prefix in ratio order).
+def worth_continuing(
+    value: np.ndarray,
+    cost: np.ndarray,
+    banked_value: float,
+    banked_cost: float,
+    elasticity: float = 0.5,
+    floor: float = 0.0,
+) -> np.ndarray:
+    """Which optional spends to make so that the step's progress per rollout, taken as
+    V^gamma / C (V the step's expected signal, C its rollouts, gamma = ``elasticity``), is highest:
+    starting from what is already spent or committed (``banked_value``, ``banked_cost``), take the
+    options in descending order of value / cost while each raises V^gamma / C. For small options this
+    is value / cost >= R / gamma, R = V / C the step's signal per rollout so far; gamma = 1 maximises
+    the signal per rollout itself (then the taken set is the exact maximiser, a prefix in ratio order).
+    ``floor``: a signal per rollout the run has shown it can get; no option below floor / gamma is
+    taken, even in a step whose own R is lower (a step where nothing has varied yet has R = 0).
 
-    >>> worth_continuing(np.array([0.1, 3.0, 0.5]), np.array([4, 4, 4]), 2.0, 8.0).tolist()
+    >>> worth_continuing(np.array([0.1, 1.5, 0.5]), np.array([4, 4, 4]), 2.0, 8.0, elasticity=1.0).tolist()
     [False, True, False]
+    >>> worth_continuing(np.array([0.1, 1.5, 0.5]), np.array([4, 4, 4]), 2.0, 8.0).tolist()  # gamma = 1/2
+    [False, False, False]
     """
     take = np.zeros(value.size, dtype=bool)
     ratio = np.where(cost > 0, value / np.maximum(cost, 1), -np.inf)
     total_value, total_cost = float(banked_value), float(banked_cost)
     for i in np.argsort(-ratio, kind="stable").tolist():
-        if cost[i] <= 0 or value[i] <= 0 or (total_cost > 0 and ratio[i] < total_value / total_cost):
+        if cost[i] <= 0 or value[i] <= 0 or ratio[i] < floor / elasticity:
+            break
+        new_value, new_cost = total_value + float(value[i]), total_cost + float(cost[i])
+        if (
+            total_value > 0
+            and total_cost > 0
+            and new_value**elasticity / new_cost < total_value**elasticity / total_cost
+        ):
             break
         take[i] = True
-        total_value += float(value[i])
-        total_cost += float(cost[i])
+        total_value, total_cost = new_value, new_cost
     return take
 
 
@@ -79,26 +100,35 @@ class SavingProgressive(BaseAllocator):
     `objectives.signal.group_signal` (its update along the prompt's expected direction; 0 for an
     all-equal group under GRPO, Dr. GRPO and RLOO):
 
-    1. belief: Beta(a0 + rho a_q, b0 + rho b_q) - a population prior (a0, b0) fitted by moments to
-       the previous step's rates (`population_prior`), plus the predictor's history moment-matched
-       to Beta(a_q, b_q) (strength capped at ``max_prior_strength``) and weighted by rho in [0, 1],
-       how persistent p has been in this run (measured, 0 until it can be, as in
-       `GuardedProgressive`): stale or unmeasured history counts for nothing;
-    2. before any rollout, prompt q is piloted with probability min(1, (V_q / n_q) / R_run), V_q the
-       expected signal of its full group under the belief and R_run the signal per generated
-       rollout of the run's last steps; so a prompt the belief says is flat is still explored, the
-       more often the less certain the belief (every prompt is piloted until R_run is measured);
-    3. pilot: m = min(``pilot``, n_q) rollouts each (4: two rollouts misjudge too many rare
-       successes); the population prior is refitted to this step's pilots;
+    1. belief: Beta((1 - rho) a0 + rho a_q, (1 - rho) b0 + rho b_q) - between a population prior
+       (a0, b0) fitted by moments to the previous step's rates (`population_prior`) and the
+       predictor's history moment-matched to Beta(a_q, b_q) (strength capped at
+       ``max_prior_strength``), by rho in [0, 1], how persistent p has been in this run (measured,
+       0 until it can be, as in `GuardedProgressive`): stale or unmeasured history counts for nothing;
+    2. before any rollout, prompt q is piloted with probability min(1, V_q / V_0), V_q the expected
+       signal of its full group under its belief and V_0 under the population prior alone (a prompt
+       the run knows nothing particular about): a prompt without (persistent) history is always
+       piloted, and one the belief says is flat is still explored, the more often the less certain
+       the belief (its strength is capped) - drift and rare successes get noticed;
+    3. pilot: m = min(``pilot``, n_q) rollouts each (2: the cheapest group that can show variance;
+       a pilot's flat outcome is not a verdict, step 4 weighs it against the belief); the
+       population prior is refitted to this step's pilots;
     4. rounds: a prompt whose rewards already differ is completed to n_q; a prompt whose rewards
        are all equal gets its next chunk (half of what it lacks) only if the expected signal of
        completing it per rollout still to pay, E[a | data] / (n_q - k_q) under its posterior, is at
-       least R, the step's expected signal per rollout spent or committed (`worth_continuing`, the
-       exact maximiser of the step's signal per rollout). Repeat until no prompt continues.
+       least R / gamma, R the step's expected signal per rollout spent or committed
+       (`worth_continuing`: the spend raises the step's V^gamma / C, progress per rollout when
+       progress grows as the signal to the power gamma). gamma = ``elasticity`` = 1/2: under Adam a
+       step's progress follows the cosine between the batch gradient and the true one, whose
+       elasticity to the signal is 1 / (2 (1 + SNR)), at most 1/2, reached when the batch gradient
+       is noise-dominated; so 1/2 spends the most of any measured regime (docs/saving.md).
+       A step where nothing has varied yet (R = 0) still compares with R_run, the signal per
+       generated rollout of the run's last 10 steps: an option below R_run / gamma is never taken.
+       Repeat until no prompt continues.
 
-    Nothing here needs tuning: R and R_run are measured on the run's own rollouts, rho too; at a
-    cold start where every pilot is flat R is 0 and every prompt continues (rare successes are not
-    starved). ``saving=False`` completes every group to n_q through the same rounds: Uniform's
+    Nothing here needs tuning: R is measured on the step's own rollouts, R_run, rho and the
+    population prior on the run's; at a cold start where every pilot is flat R is 0 and every prompt continues
+    (rare successes are not starved). ``saving=False`` completes every group to n_q through the same rounds: Uniform's
     counts, the null control of the benchmarks. Predictor: "beta" (`DiscountedBeta`, history only)
     by default; any predictor name or object (e.g. "gp" with ``features``).
 
@@ -106,15 +136,13 @@ class SavingProgressive(BaseAllocator):
     >>> def sample(idx, counts):  # prompt 1 always fails, the others alternate
     ...     return [np.zeros(c) if i == 1 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
     >>> alloc = SavingProgressive(estimator="grpo")
-    >>> [len(r) for r in alloc.run([10, 11, 12, 13], 32, sample)]  # 0 of 4 could still be 1 of 8
-    [8, 8, 8, 8]
-    >>> _ = alloc.run([10, 11, 12, 13], 32, sample)
-    >>> [len(r) for r in alloc.run([10, 11, 12, 13], 32, sample)]  # p persistent: prompt 11 skipped
-    [8, 0, 8, 8]
-    >>> alloc.last_metrics["rollouts_spent"], alloc.last_metrics["rollouts_saved"], alloc.last_metrics["skipped"]
-    (24, 8, 1)
+    >>> [len(r) for r in alloc.run([10, 11, 12, 13], 32, sample)]  # prompt 11: 0 of 2, not worth 6 more
+    [8, 2, 8, 8]
+    >>> alloc.last_metrics["rollouts_spent"], alloc.last_metrics["rollouts_saved"], alloc.last_metrics["cut"]
+    (26, 6, 1)
     """
 
+    HISTORY = 10  # steps over which R_run is measured
     name = "saving-progressive"
     kind = "save"
     lower = 2
@@ -127,10 +155,10 @@ class SavingProgressive(BaseAllocator):
         features: Any = None,
         estimator: str = "grpo",
         aggregation: str | None = None,
-        pilot: int = 4,
+        pilot: int = 2,
         max_prior_strength: float = 8.0,
         saving: bool = True,
-        window: int = 10,
+        elasticity: float = 0.5,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -143,12 +171,12 @@ class SavingProgressive(BaseAllocator):
             raise ValueError(f"max_prior_strength must be a finite number > 0, got {max_prior_strength!r}")
         if max_prior_strength <= 0:
             raise ValueError(f"max_prior_strength must be a finite number > 0, got {max_prior_strength!r}")
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise ValueError(f"window must be an integer >= 1, got {window!r}")
         self.slot = PredictorSlot(predictor, features)
         self.estimator, self.aggregation = estimator, aggregation
         self.pilot, self.max_prior_strength = int(pilot), float(max_prior_strength)
-        self.saving, self.window = bool(saving), int(window)
+        if not (isinstance(elasticity, (int, float)) and 0.0 < elasticity <= 1.0):
+            raise ValueError(f"elasticity must be in (0, 1], got {elasticity!r}")
+        self.saving, self.elasticity = bool(saving), float(elasticity)
         self.tracker = RegimeTracker()
         self.population = (1.0, 1.0)
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
@@ -157,10 +185,10 @@ class SavingProgressive(BaseAllocator):
     def predictor(self) -> Any:
         return self.slot.predictor
 
-    def run_ratio(self) -> float | None:
-        """R_run: realised signal per generated rollout over the last ``window`` steps (None before)."""
+    def run_ratio(self) -> float:
+        """R_run: realised signal per generated rollout over the last ``HISTORY`` steps (0 before)."""
         spent = sum(c for _, c in self.history)
-        return sum(v for v, _ in self.history) / spent if spent else None
+        return sum(v for v, _ in self.history) / spent if spent else 0.0
 
     def _aggregation(self) -> str:
         return self.aggregation or "seq-mean"
@@ -173,13 +201,13 @@ class SavingProgressive(BaseAllocator):
         rho = measured_persistence(self.tracker)
         prediction = self.predictor.predict(prompts)
         a_h, b_h = beta_prior(prediction, self.max_prior_strength)
-        a0, b0 = self.population[0] + rho * a_h, self.population[1] + rho * b_h
+        a0, b0 = self._prior(rho, a_h, b_h)
         keep = self._explore(target, a0, b0) if self.saving else np.ones(q, dtype=bool)
         keep &= target >= 2
         collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
         pilot_s = self._successes(collector)
         self.population = population_prior(pilot_s, collector.scored, self.max_prior_strength)
-        a0, b0 = self.population[0] + rho * a_h, self.population[1] + rho * b_h
+        a0, b0 = self._prior(rho, a_h, b_h)
         rounds = 1
         while True:
             inc = self._round(collector, target, keep, a0, b0)
@@ -194,7 +222,7 @@ class SavingProgressive(BaseAllocator):
             self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         spent = int(collector.counts.sum())
-        self.history = [*self.history, (self._realised(rewards), spent)][-self.window :]
+        self.history = [*self.history, (self._realised(rewards), spent)][-self.HISTORY :]
         extra = {
             "pilot": int(min(self.pilot, int(target.max()))),
             "pre_skipped": int(np.sum(~keep)),
@@ -219,16 +247,19 @@ class SavingProgressive(BaseAllocator):
     def _successes(self, collector: RolloutCollector) -> np.ndarray:
         return np.array([float(r.sum()) for r in collector.rewards()])
 
+    def _prior(self, rho: float, a_h: np.ndarray, b_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Step 1: the prompt's history where it has predicted the next visit, the population prior
+        where it has not: pseudo-counts (1 - rho) (a0, b0) + rho (a_q, b_q)."""
+        return (1.0 - rho) * self.population[0] + rho * a_h, (1.0 - rho) * self.population[1] + rho * b_h
+
     def _explore(self, target: np.ndarray, a0: np.ndarray, b0: np.ndarray) -> np.ndarray:
-        """Step 2: which prompts are piloted (probability min(1, (V_q / n_q) / R_run))."""
-        ratio_run = self.run_ratio()
-        if ratio_run is None or ratio_run <= 0:
-            return np.ones(target.size, dtype=bool)
+        """Step 2: which prompts are piloted (probability min(1, V_q / V_0))."""
         zeros = np.zeros(target.size, dtype=np.int64)
-        value = expected_group_signal(
-            target, zeros, zeros, a0, b0, estimator=self.estimator, aggregation=self._aggregation()
-        )
-        chance = np.clip(value / np.maximum(target, 1) / ratio_run, 0.0, 1.0)
+        pop_a, pop_b = np.full(target.size, self.population[0]), np.full(target.size, self.population[1])
+        agg = self._aggregation()
+        value = expected_group_signal(target, zeros, zeros, a0, b0, estimator=self.estimator, aggregation=agg)
+        fresh = expected_group_signal(target, zeros, zeros, pop_a, pop_b, estimator=self.estimator, aggregation=agg)
+        chance = np.clip(value / np.maximum(fresh, 1e-12), 0.0, 1.0)
         keep = self.rng.random(target.size) < chance
         if not keep.any():  # always learn something: the prompt most worth it
             keep[int(np.argmax(chance))] = True
@@ -258,7 +289,9 @@ class SavingProgressive(BaseAllocator):
         banked_value = float(value[keep & varied].sum())
         banked_cost = float(collector.counts.sum() + inc.sum())
         tied = np.flatnonzero(open_ & ~varied)
-        take = worth_continuing(value[tied], (target - collector.counts)[tied], banked_value, banked_cost)
+        take = worth_continuing(
+            value[tied], (target - collector.counts)[tied], banked_value, banked_cost, self.elasticity, self.run_ratio()
+        )
         chosen = tied[take]
         inc[chosen] = np.minimum(target - collector.counts, self._chunk(target, collector.counts))[chosen]
         return inc
@@ -271,14 +304,13 @@ class SavingProgressive(BaseAllocator):
         return np.where(lack - half == 1, lack, half)
 
     def _realised(self, rewards: Rewards) -> float:
-        """Signal of this step's groups, a(k; n) of each."""
+        """The signal of this step's groups: a(k; n) of each (graded rewards: their rounded sum)."""
         total = 0.0
+        agg = self._aggregation()
         for r in rewards:
             n = int(r.size)
             if n >= 2 and float(np.ptp(r)) > _TIE:
-                total += float(
-                    group_signal(self.estimator, n, self._aggregation())[int(np.clip(round(r.sum()), 1, n - 1))]
-                )
+                total += float(group_signal(self.estimator, n, agg)[int(np.clip(round(float(r.sum())), 1, n - 1))])
         return total
 
     # -- state ----------------------------------------------------------------------------------
@@ -292,8 +324,8 @@ class SavingProgressive(BaseAllocator):
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
-        """Checks the population prior and the history before anything changes; the tracker and the
-        predictor check their own parts."""
+        """Checks the population prior before anything changes; the tracker and the predictor check
+        their own parts (the tracker into a fresh object, so a refused one changes nothing)."""
         reader = StateReader(
             state, type(self).__name__, ["predictor", "tracker", "population", "history_signal", "history_spent"]
         )
@@ -308,4 +340,4 @@ class SavingProgressive(BaseAllocator):
         self.slot.load_state_dict(state["predictor"])
         self.tracker = tracker
         self.population = (float(population[0]), float(population[1]))
-        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)][-self.window :]
+        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)][-self.HISTORY :]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..types import Prediction
+from ..validation import check_lower_upper
 from .base import SingleShotAllocator
 
 __all__ = ["Uniform"]
@@ -28,9 +29,7 @@ class Uniform(SingleShotAllocator):
 
     def __init__(self, lower: int = 1, upper: int | None = None, seed: int | None = 0):
         super().__init__(seed)
-        if lower < 1 or (upper is not None and upper < lower):
-            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
-        self.lower, self.upper = int(lower), upper
+        self.lower, self.upper = check_lower_upper(lower, upper)
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         q = len(prompts)

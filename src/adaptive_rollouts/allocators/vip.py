@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..types import Prediction
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper
 from ._objective import VARIANCES, bernoulli_weights, cost_table
 from .predictive import PredictiveAllocator
 
@@ -82,10 +82,9 @@ class VIP(PredictiveAllocator):
         check_choice("variance", variance, VARIANCES)
         if aggregation is not None:
             check_choice("aggregation", aggregation, AGGREGATIONS)
-        if lower < 1 or (upper is not None and upper < lower):
-            raise ValueError(f"need 1 <= lower <= upper, got lower={lower}, upper={upper}")
+        lower, upper = check_lower_upper(lower, upper)
         self.estimator, self.variance, self.aggregation = estimator, variance, aggregation
-        self.lower, self.upper, self.allow_skip = int(lower), upper, bool(allow_skip)
+        self.lower, self.upper, self.allow_skip = lower, upper, bool(allow_skip)
         self.skip_cost = skip_cost
         self.improvement_options = dict(improvement_options or {})
         if allow_skip and aggregation is None and skip_cost is None:

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
+
+from adaptive_rollouts.cli import (
+    UsageError,
+    check_output_folder,
+    nonnegative_int,
+    positive_int,
+    reports_usage_errors,
+)
+from adaptive_rollouts.integrations.trl.settings import LOSS_TYPE_AGGREGATION
 
 from .run import DemoConfig
 
@@ -18,32 +28,55 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         help="comma list of arms (uniform, default, null, oracle, oracle-skip, vip-paper, uniform-drgrpo, vigor, "
         "or any allocator name); default: Uniform vs the default",
     )
-    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (first-seed .. first-seed + seeds - 1)")
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=d.steps, help="RL steps per run")
-    parser.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
-    parser.add_argument("--mean-rollouts", type=int, default=d.mean_rollouts, help="budget per step / prompts")
-    parser.add_argument("--eval-every", type=int, default=d.eval_every)
+    parser.add_argument(
+        "--seeds", type=positive_int, default=1, help="number of seeds (first-seed .. first-seed + seeds - 1)"
+    )
+    parser.add_argument("--first-seed", type=nonnegative_int, default=0)
+    parser.add_argument("--steps", type=positive_int, default=d.steps, help="RL steps per run")
+    parser.add_argument("--prompts-per-step", type=positive_int, default=d.prompts_per_step)
+    parser.add_argument(
+        "--mean-rollouts", type=_group_size, default=d.mean_rollouts, help="budget per step / prompts (>= 2)"
+    )
+    parser.add_argument("--eval-every", type=positive_int, default=d.eval_every)
     parser.add_argument(
         "--lr", type=float, default=None, help="one rate for every method (default: each its tuned rate)"
     )
-    parser.add_argument("--workers", type=int, default=1, help="runs in parallel (processes, one thread each)")
+    parser.add_argument("--workers", type=positive_int, default=1, help="runs in parallel (processes, one thread each)")
     parser.add_argument("--model-dir", default=None, help="warm-start folder (default: the shipped weights)")
+    parser.add_argument(
+        "--loss-type",
+        default=None,
+        choices=sorted(LOSS_TYPE_AGGREGATION),
+        help="TRL loss_type for every arm (default: each arm's own, grpo but dr_grpo for vip-paper and uniform-drgrpo)",
+    )
     return parser
 
 
+def _group_size(text: str) -> int:
+    """argparse type of --mean-rollouts: an integer >= 2 (a group of one has no advantage)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be >= 2, got {value}")
+    return value
+
+
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
-    """The DemoConfig of parsed ``add_demo_arguments`` arguments; ValueError names a bad one."""
+    """The DemoConfig of parsed ``add_demo_arguments`` arguments; `UsageError` (a ValueError) names a bad one."""
     from .allocation import known_arms
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in known_arms()]
     if unknown or not methods:
-        raise ValueError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
-    if args.seeds < 1 or args.steps < 1 or args.workers < 1:
-        raise ValueError(f"--seeds, --steps and --workers must be >= 1, got {args.seeds}, {args.steps}, {args.workers}")
-    if args.lr is not None and not args.lr > 0:
-        raise ValueError(f"--lr must be > 0, got {args.lr}")
+        raise UsageError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
+    for name in ("seeds", "steps", "workers", "prompts_per_step", "eval_every"):  # when not parsed by argparse
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.mean_rollouts < 2:
+        raise UsageError(f"--mean-rollouts must be >= 2, got {args.mean_rollouts}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.model_dir is not None and not Path(args.model_dir).is_dir():
+        raise UsageError(f"--model-dir: {args.model_dir!r} is not a folder")
     return DemoConfig(
         methods=methods,
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
@@ -53,17 +86,21 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         eval_every=args.eval_every,
         learning_rates=None if args.lr is None else {m: args.lr for m in methods},
         model_dir=args.model_dir,
+        loss_type=args.loss_type,
     )
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """Run the demo; a bad value raises `UsageError` before any set-up (the command line reports
+    it through `reports_usage_errors`)."""
     import os
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notes, once per run
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    cfg = config_from_args(args)
+    cfg = config_from_args(args)  # every value checked before any set-up
+    check_output_folder(args.out)
     from .jobs import run_all
     from .report import write_report
     from .run import config_dict
@@ -78,7 +115,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    return run_demo(add_demo_arguments(argparse.ArgumentParser(prog="adaptive-rollouts demo")).parse_args(argv))
+    parser = add_demo_arguments(argparse.ArgumentParser(prog="adaptive-rollouts demo"))
+    args = parser.parse_args(argv)
+    args.parser = parser
+    return reports_usage_errors(run_demo)(args)
 
 
 if __name__ == "__main__":

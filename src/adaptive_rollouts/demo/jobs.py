@@ -12,6 +12,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from adaptive_rollouts.sim.run_store import read_json, write_json
+
 from .allocation import arm_of
 from .run import DemoConfig, RunResult, config_dict, run_one
 
@@ -60,10 +62,8 @@ def _run_config(cfg: DemoConfig, method: str, seed: int) -> dict:
 
 
 def load_run(path: Path, expected: dict) -> RunResult | None:
-    if not path.exists():
-        return None
-    saved = json.loads(path.read_text())
-    if saved.get("config") != json.loads(json.dumps(expected)):
+    saved = read_json(path)  # None when missing, or (with a warning) when cut by a crash: rerun
+    if not isinstance(saved, dict) or saved.get("config") != json.loads(json.dumps(expected)):
         return None
     return RunResult(**saved["result"])
 
@@ -101,7 +101,7 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int
     def finish(res: RunResult) -> None:
         done[res.method, res.seed] = res
         path = runs_dir / f"{res.method}-{res.seed}.json"
-        path.write_text(json.dumps({"config": _run_config(cfg, res.method, res.seed), "result": asdict(res)}) + "\n")
+        write_json(path, {"config": _run_config(cfg, res.method, res.seed), "result": asdict(res)})
         log(
             f"{res.method:8s} seed {res.seed}: held-out greedy {res.held_out[0]:.3f} -> {res.held_out[-1]:.3f}, "
             f"mean@8 {res.sampled_start.get('mean@8', float('nan')):.3f} -> "

@@ -18,7 +18,6 @@ same settings reuses it; a folder made with other settings is refused, naming th
 
 from __future__ import annotations
 
-import json
 import subprocess
 import traceback
 from dataclasses import asdict, dataclass, field, replace
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from adaptive_rollouts.sim.run_store import check_settings, read_json, write_json
 
 from .allocation import arm_of
 
@@ -169,16 +170,6 @@ def code_version(root: Path = SRC) -> dict[str, str]:
     return {"commit": commit[:12], "code": tree[:12] + ("+dirty" if dirty else "")}
 
 
-def differing(saved: dict, expected: dict) -> list[str]:
-    """Names of the settings where ``saved`` and ``expected`` differ, as ``key: saved -> expected``.
-
-    >>> differing({"steps": 30, "lr": 1e-4}, {"steps": 20, "lr": 1e-4})
-    ['steps: 30 -> 20']
-    """
-    keys = sorted(set(saved) | set(expected))
-    return [f"{k}: {saved.get(k)!r} -> {expected.get(k)!r}" for k in keys if saved.get(k) != expected.get(k)]
-
-
 class RunStore:
     """The runs of one regime under ``folder``: ``protocol.json`` (the settings every run shares) and
     ``runs/<arm>/lr<rate>-seed<seed>.json`` (one per finished run)."""
@@ -191,17 +182,12 @@ class RunStore:
         self.cfg = cfg
         shared = {k: getattr(cfg, k) for k in self.SHARED} | {"pool_size": cfg.pool_size(), "weights": weights_digest()}
         path = self.folder / "protocol.json"
-        if path.exists():
-            saved = json.loads(path.read_text())["settings"]
-            diff = differing(saved, json.loads(json.dumps(shared)))
-            if diff:
-                raise ValueError(
-                    f"{path} holds runs made with other settings ({'; '.join(diff)}): resume with the same "
-                    "settings or choose another --out"
-                )
+        saved = read_json(path)
+        if saved is not None:
+            check_settings(str(path), saved.get("settings"), shared)
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"settings": shared}, indent=1) + "\n")
+            write_json(path, {"settings": shared})
 
     def path(self, arm: str, seed: int, lr: float) -> Path:
         return self.folder / "runs" / arm / f"lr{lr:.6g}-seed{seed}.json"
@@ -209,21 +195,16 @@ class RunStore:
     def get(self, arm: str, seed: int, lr: float) -> dict | None:
         """The saved run, or None; ValueError naming the file and setting if it was made otherwise."""
         path = self.path(arm, seed, lr)
-        if not path.exists():
-            return None
-        saved = json.loads(path.read_text())
-        diff = differing(saved["settings"], json.loads(json.dumps(run_settings(self.cfg, arm, seed, lr))))
-        if diff:
-            raise ValueError(f"{path} was run with other settings ({'; '.join(diff)}); remove it or use another --out")
+        saved = read_json(path)  # None when missing, or (with a warning) when cut by a crash: rerun
+        if saved is not None:
+            check_settings(str(path), saved.get("settings"), run_settings(self.cfg, arm, seed, lr))
         return saved
 
     def add(self, run: dict) -> None:
         s = run["settings"]
         path = self.path(s["arm"], s["seed"], s["lr"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(run) + "\n")
-        tmp.replace(path)
+        write_json(path, run)
 
 
 def run_record(res, settings: dict, version: dict) -> dict:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.atomic import atomic_write
+
 from .evaluate import KS
 from .regime import reward_fingerprints
 from .stats import fmt_interval, rollouts_to_reach, t_interval
@@ -183,7 +185,9 @@ def write_report(results, config: dict, out: Path, extra_md: str = "") -> str:
     rows = summarise(results)
     text = table(rows, results)
     runs = [{k: v for k, v in asdict(r).items() if k != "groups"} for r in results]
-    (out / "results.json").write_text(json.dumps({"config": config, "summary": rows, "runs": runs}, indent=1) + "\n")
+    atomic_write(
+        out / "results.json", (json.dumps({"config": config, "summary": rows, "runs": runs}, indent=1) + "\n").encode()
+    )
     images = plot(results, out)
     seeds = sorted({r.seed for r in results})
     md = [
@@ -209,5 +213,5 @@ def write_report(results, config: dict, out: Path, extra_md: str = "") -> str:
         *[f"![{name}]({name})" for name in images],
         "",
     ]
-    (out / "report.md").write_text("\n".join(md))
+    atomic_write(out / "report.md", "\n".join(md).encode())
     return text

@@ -12,7 +12,7 @@ Uniform runs also measure the regime map's gradient probes (`regime.step_probe`)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ class DemoConfig:
     learning_rates: dict[str, float] | None = None  # None: the tuned LEARNING_RATES
     max_completion_length: int = 9
     model_dir: str | None = None  # None: the shipped warm start in demo/assets
+    loss_type: str | None = None  # None: each arm's own (`allocation.arm_of`)
     eval_sampled: bool = True  # pass@k / mean@k and pool greedy accuracy at the start and the end
     oracle_samples: int = 16  # completions per prompt behind the oracle arms' p (not charged to the budget)
     probe_every: int = 0  # Uniform's gradient probes every this many steps (0: none)
@@ -126,6 +127,8 @@ def run_one(
     from .tokenizer import build_tokenizer
 
     arm = arm_of(method)
+    if cfg.loss_type is not None:
+        arm = replace(arm, loss_type=cfg.loss_type)
     set_seed(seed)
     tokenizer = build_tokenizer()
     model = load_warm_start(tokenizer) if cfg.model_dir is None else load_warm_start(tokenizer, Path(cfg.model_dir))

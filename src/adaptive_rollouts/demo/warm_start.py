@@ -50,7 +50,11 @@ def _batches(tokenizer, problems):
 
 
 def save_checkpoint(path: Path, step: int, model, opt, gen) -> None:
-    from safetensors.torch import save_file
+    """One safetensors file holding the model, the optimiser moments, the generator and the step,
+    replaced atomically (`atomic_write`): a run killed mid-save resumes from the previous one."""
+    from safetensors.torch import save
+
+    from adaptive_rollouts.atomic import atomic_write
 
     path.mkdir(parents=True, exist_ok=True)
     state = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
@@ -58,16 +62,19 @@ def save_checkpoint(path: Path, step: int, model, opt, gen) -> None:
         for key, value in opt.state.get(p, {}).items():
             state[f"opt.{i}.{key}"] = value.detach().clone().contiguous().reshape(value.shape)
     state["generator"] = gen.get_state()
-    save_file(state, str(path / "checkpoint.safetensors"))
-    (path / "checkpoint.json").write_text(json.dumps({"step": step}) + "\n")
+    atomic_write(path / "checkpoint.safetensors", save(state, metadata={"step": str(int(step))}))
+    atomic_write(path / "checkpoint.json", (json.dumps({"step": step}) + "\n").encode())  # for people
 
 
 def load_checkpoint(path: Path, model, opt, gen) -> int:
     """Restore a checkpoint written by `save_checkpoint`; returns its step (0 if there is none)."""
+    from safetensors import safe_open
     from safetensors.torch import load_file
 
-    if not (path / "checkpoint.json").exists():
+    if not (path / "checkpoint.safetensors").exists():
         return 0
+    with safe_open(str(path / "checkpoint.safetensors"), framework="pt") as handle:
+        saved_step = (handle.metadata() or {}).get("step")
     state = load_file(str(path / "checkpoint.safetensors"))
     model.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("model.")})
     for i, p in enumerate(model.parameters()):
@@ -75,6 +82,8 @@ def load_checkpoint(path: Path, model, opt, gen) -> int:
         if moments:
             opt.state[p] = moments
     gen.set_state(state["generator"])
+    if saved_step is not None:  # the step saved with the weights (older checkpoints: checkpoint.json)
+        return int(saved_step)
     return int(json.loads((path / "checkpoint.json").read_text())["step"])
 
 

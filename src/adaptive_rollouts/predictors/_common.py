@@ -80,6 +80,27 @@ def check_features(features: Any) -> int:
     return dim
 
 
+def feature_model(features: Any) -> str | None:
+    """The embedding model behind ``features`` (an encoder's ``model_name``, also through
+    `KeyedTexts`); None for a table of vectors, whose source is not known."""
+    name = getattr(features, "model_name", None)
+    return name if isinstance(name, str) else None
+
+
+def check_feature_space(reader: Any, features: Any, dim: int, legacy: bool = False) -> None:
+    """Refuse (``reader.error``) a state learned on other features: another dimension, or another
+    embedding model of the same dimension (states record both; ``legacy``: one without ``dim``
+    passes, as do states or features of unknown model)."""
+    state = reader.state
+    if not (legacy and "dim" not in state) and reader.integer("dim") != dim:
+        raise reader.error("dim", f"feature dim {state['dim']}, this {reader.cls} has {dim}")
+    saved, current = state.get("feature_model"), feature_model(features)
+    if saved is not None and current is not None and saved != current:
+        raise reader.error(
+            "feature_model", f"learned on features of {saved!r}; this {reader.cls} embeds with {current!r}"
+        )
+
+
 def encode(features: Encoder, prompts: list, dim: int) -> np.ndarray:
     """features.encode(prompts) as float64 [Q, dim]; ValueError on a wrong dimension or NaN."""
     x = np.asarray(features.encode(prompts), dtype=np.float64)

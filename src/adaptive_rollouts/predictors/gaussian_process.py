@@ -10,7 +10,16 @@ from ..embeddings import FeatureTable
 from ..state_checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts, check_range
-from ._common import RowIndex, check_batch, check_features, encode, grow, logistic_normal_moments
+from ._common import (
+    RowIndex,
+    check_batch,
+    check_feature_space,
+    check_features,
+    encode,
+    feature_model,
+    grow,
+    logistic_normal_moments,
+)
 from .gaussian_updates import kalman_update, laplace_site
 from .history_blend import LastVisitBlend
 from .paper_gp import median_heuristic
@@ -265,6 +274,7 @@ class GaussianProcess:
         return {
             "class": "GaussianProcess",
             "dim": self.dim,
+            "feature_model": feature_model(self.features),
             "n_features": self.n_features,
             "bandwidth": self.bandwidth,
             "signal_var": self.signal_var,
@@ -291,8 +301,7 @@ class GaussianProcess:
         hyper_names = ["n_features", "bandwidth", *_POSITIVE, "prior_mean", "seed"]
         arrays = ["omega", "phase", "w_mean", "w_cov", "keys", "u_mean", "u_var", "u_step"]
         reader = StateReader(state, "GaussianProcess", ["dim", "step", *hyper_names, *arrays])
-        if reader.integer("dim") != self.dim:
-            raise reader.error("dim", f"feature dim {state['dim']}, this GaussianProcess has {self.dim}")
+        check_feature_space(reader, self.features, self.dim)
         hyper = reader.hyperparameters(_hyperparameters, hyper_names)
         step = reader.integer("step", low=0)
         d, keys = hyper["n_features"], reader.keys()

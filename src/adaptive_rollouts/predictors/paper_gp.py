@@ -13,7 +13,15 @@ from ..state import check_savable_keys
 from ..state_checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts, check_range, names
-from ._common import check_batch, check_features, delta_prediction, empirical_logit, encode
+from ._common import (
+    check_batch,
+    check_feature_space,
+    check_features,
+    delta_prediction,
+    empirical_logit,
+    encode,
+    feature_model,
+)
 
 _GIB = 2.0**30
 
@@ -210,6 +218,7 @@ class PaperGP:
         return {
             "class": "PaperGP",
             "dim": self.dim,
+            "feature_model": feature_model(self.features),
             "keys": list(self._keys),
             "bandwidth": self.bandwidth,
             "prior_mean": self.prior_mean,
@@ -226,8 +235,7 @@ class PaperGP:
         changes nothing."""
         names_ = ["bandwidth", "prior_mean", "jitter", "clip"]
         reader = StateReader(state, "PaperGP", ["keys", "step", "mean", "last_rows", *names_])
-        if "dim" in state and reader.integer("dim") != self.dim:  # states saved before "dim" was recorded pass
-            raise reader.error("dim", f"feature dim {state['dim']}, this PaperGP has {self.dim}")
+        check_feature_space(reader, self.features, self.dim, legacy=True)  # states before "dim" was recorded pass
         hyper = reader.hyperparameters(_hyperparameters, names_)
         if reader.keys() != list(self._keys):
             raise reader.error("keys", "do not match this PaperGP's prompt pool")

@@ -11,7 +11,15 @@ from ..embeddings import FeatureTable
 from ..state_checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
 from ..validation import check_prompts, check_range
-from ._common import check_batch, check_features, delta_prediction, empirical_logit, encode
+from ._common import (
+    check_batch,
+    check_feature_space,
+    check_features,
+    delta_prediction,
+    empirical_logit,
+    encode,
+    feature_model,
+)
 
 
 def _hyperparameters(alpha: float, prior_mean: float, clip: float, forgetting: float) -> tuple[float, ...]:
@@ -106,6 +114,7 @@ class Ridge:
         return {
             "class": "Ridge",
             "dim": self.dim,
+            "feature_model": feature_model(self.features),
             "alpha": self.alpha,
             "prior_mean": self.prior_mean,
             "clip": self.clip,
@@ -122,8 +131,7 @@ class Ridge:
         refused state changes nothing."""
         names = ["alpha", "prior_mean", "clip", "forgetting"]
         reader = StateReader(state, "Ridge", ["dim", "gram", "zy", "yy", "n", *names])
-        if reader.integer("dim") != self.dim:
-            raise reader.error("dim", f"feature dim {state['dim']}, this Ridge has {self.dim}")
+        check_feature_space(reader, self.features, self.dim)
         hyper = reader.hyperparameters(_hyperparameters, names)
         d = self.dim + 1
         gram, zy = reader.array("gram", (d, d)), reader.array("zy", (d,))

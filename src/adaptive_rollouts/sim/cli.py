@@ -8,12 +8,32 @@ import re
 import sys
 from typing import Any
 
-from adaptive_rollouts.cli import positive_int
+from adaptive_rollouts.cli import (
+    UsageError,
+    check_output_folder,
+    positive_float_list,
+    positive_int,
+    reports_usage_errors,
+)
 from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
 from adaptive_rollouts.sim.problem import SCENARIOS
 from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
+
+THEORY_DRAWS = 200_000
+# options of the per-scenario benchmark that the regime map has no use for (its cells fix them)
+_NOT_FOR_MAP = (
+    "scenarios",
+    "seeds",
+    "prompts",
+    "budget",
+    "batch_prompts",
+    "lr_grid",
+    "features",
+    "lr_select",
+    "theory_draws",
+)
 
 
 def _csv(text: str) -> list[str]:
@@ -23,7 +43,11 @@ def _csv(text: str) -> list[str]:
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/bench", help="run folder for report.md, results.json, PNGs")
-    parser.add_argument("--quick", action="store_true", help="the small configuration (default; with --map: 4 cells)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the small configuration (the default without --map; with --map: the 4-cell map instead of the full one)",
+    )
     parser.add_argument(
         "--map",
         action="store_true",
@@ -31,6 +55,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "resumable (runs.jsonl in --out); --quick for the small map",
     )
     parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
+    parser.add_argument(
+        "--saving",
+        action="store_true",
+        help="with --map: the saving evidence (saving methods, known-p bound, cold start)",
+    )
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
     parser.add_argument(
@@ -43,7 +72,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=positive_int, help="rollouts per step")
     parser.add_argument("--batch-prompts", type=positive_int, help="prompts per step")
     parser.add_argument("--estimator", choices=ESTIMATORS, help="advantage estimator (default grpo)")
-    parser.add_argument("--lr-grid", type=_csv, help="multipliers of the base learning rate, e.g. 0.333,1,3")
+    parser.add_argument(
+        "--lr-grid", type=positive_float_list, help="multipliers of the base learning rate, e.g. 0.333,1,3"
+    )
     parser.add_argument(
         "--features",
         choices=["synthetic", "minilm"],
@@ -57,8 +88,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--theory-draws",
         type=positive_int,
-        default=200_000,
-        help="Monte Carlo draws per cell of the variance-formula check",
+        help=f"Monte Carlo draws per cell of the variance-formula check (default {THEORY_DRAWS:,})",
     )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
@@ -87,7 +117,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         changes["seeds"] = tuple(range(args.seeds))
     if getattr(args, "lr_grid", None):
-        changes["lr_multipliers"] = tuple(float(x) for x in args.lr_grid)
+        changes["lr_multipliers"] = tuple(float(x) for x in args.lr_grid)  # positive_float_list: finite, > 0
     for s in changes.get("scenarios", ()):
         check_choice("--scenarios", s, SCENARIOS)
     for a in changes.get("aggregations", ()):
@@ -95,12 +125,26 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return dataclasses.replace(cfg, **changes)
 
 
-def run_map_command(args: argparse.Namespace) -> int:
-    from adaptive_rollouts.sim.map_report import write_map_report
-    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, run_map
+def _check_common(args: argparse.Namespace) -> None:
+    if getattr(args, "quick", False) and getattr(args, "full", False):
+        raise UsageError("give one of --quick and --full")
+    check_output_folder(args.out)
+
+
+def _map_config(args: argparse.Namespace) -> Any:
+    """The regime map's configuration from the arguments; UsageError for what it cannot take."""
+    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP
     from adaptive_rollouts.sim.regimes import select_cells
 
-    cfg = FULL_MAP if getattr(args, "full", False) or not getattr(args, "quick", False) else QUICK_MAP
+    ignored = [f"--{a.replace('_', '-')}" for a in _NOT_FOR_MAP if getattr(args, a, None) is not None]
+    if ignored:
+        raise UsageError(
+            f"{', '.join(ignored)} not used by --map (its cells fix them; choose cells with --cells, "
+            "or run without --map)"
+        )
+    cfg = QUICK_MAP if getattr(args, "quick", False) else FULL_MAP
+    if getattr(args, "saving", False):
+        cfg = SAVING_MAP
     changes: dict[str, Any] = {}
     if getattr(args, "methods", None):
         changes["methods"] = tuple(args.methods)
@@ -112,15 +156,41 @@ def run_map_command(args: argparse.Namespace) -> int:
         try:
             changes["cells"] = select_cells(cfg.cells, args.cells)
         except ValueError as err:
-            print(f"adaptive-rollouts bench --map: {err}", file=sys.stderr)
-            return 2
+            raise UsageError(str(err)) from None
     if getattr(args, "aggregations", None):
         if len(args.aggregations) != 1:
-            print("adaptive-rollouts bench --map: give one aggregation", file=sys.stderr)
-            return 2
+            raise UsageError("--aggregations: give one aggregation with --map")
+        try:
+            check_choice("--aggregations", args.aggregations[0], AGGREGATIONS)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
         changes["aggregation"] = args.aggregations[0]
     cfg = dataclasses.replace(cfg, **changes)
-    result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
+    _check_methods(cfg.methods, {(c.batch_prompts, c.budget) for c in cfg.cells})
+    return cfg
+
+
+def _check_methods(methods: Any, steps: set[tuple[int, int]]) -> None:
+    from adaptive_rollouts.sim.bench_checks import check_methods
+
+    try:
+        for batch_prompts, budget in sorted(steps):
+            check_methods(methods, batch_prompts, budget)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+@reports_usage_errors
+def run_map_command(args: argparse.Namespace) -> int:
+    from adaptive_rollouts.sim.map_report import write_map_report
+    from adaptive_rollouts.sim.regime_map import run_map
+
+    _check_common(args)
+    cfg = _map_config(args)
+    try:
+        result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
+    except ValueError as err:  # runs.jsonl of other settings, a damaged line: named, nothing mixed
+        raise UsageError(str(err)) from None
     report = write_map_report(result, args.out, plots=not getattr(args, "no_plots", False))
     print(f"map: {report}")
     if result["errors"]:
@@ -129,22 +199,27 @@ def run_map_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@reports_usage_errors
 def run_bench(args: argparse.Namespace) -> int:
+    """`adaptive-rollouts bench`: every setting is checked (`UsageError`) before any set-up."""
     from adaptive_rollouts.sim.report import theory_checks, write_report
 
     if getattr(args, "map", False):
         return run_map_command(args)
     if getattr(args, "cells", None):
-        print("adaptive-rollouts bench: --cells selects cells of the regime map; add --map", file=sys.stderr)
-        return 2
-
+        raise UsageError("--cells selects cells of the regime map; add --map")
+    if getattr(args, "saving", False):
+        raise UsageError("--saving selects the saving evidence map; add --map")
+    _check_common(args)
     try:
         cfg = config_from_args(args)
     except ValueError as err:
-        print(f"adaptive-rollouts bench: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(str(err)) from None
+    if cfg.batch_prompts > cfg.n_prompts:
+        raise UsageError(f"--batch-prompts {cfg.batch_prompts} exceeds the pool of --prompts {cfg.n_prompts}")
+    _check_methods(cfg.methods, {(cfg.batch_prompts, cfg.budget)})
     result = run_benchmark(cfg, progress=not getattr(args, "no_progress", False))
-    theory = theory_checks(draws=max(int(getattr(args, "theory_draws", 200_000)), 1000))
+    theory = theory_checks(draws=max(int(getattr(args, "theory_draws", None) or THEORY_DRAWS), 1000))
     report = write_report(result, args.out, theory=theory, plots=not getattr(args, "no_plots", False))
     print(f"report: {report}  ({result['seconds']:.0f} s)")
     return 0

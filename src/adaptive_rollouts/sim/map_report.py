@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.atomic import atomic_write
 from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.sim.markdown import fmt as _fmt
 from adaptive_rollouts.sim.markdown import section, table
@@ -94,9 +95,8 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
     folder = Path(folder)
     summary = summarize_map(result)
     methods = list(result["config"]["methods"])
-    (folder / "map.json").write_text(
-        json.dumps({"config": result["config"], "lr": result["lr"], **summary}, indent=1, default=float)
-    )
+    text = json.dumps({"config": result["config"], "lr": result["lr"], **summary}, indent=1, default=float)
+    atomic_write(folder / "map.json", text.encode())
     lines = ["# Regime map: speedup in rollouts to Uniform's target (AdamW, each method at its best rate)", ""]
     cfg = result["config"]
     lines.append(
@@ -172,5 +172,5 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
         files = _heatmaps(summary, shown, folder)
         lines += section("Heatmaps") + [f"![{f}]({f})" for f in files]
     path = folder / "map.md"
-    path.write_text("\n".join(lines) + "\n")
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
     return path

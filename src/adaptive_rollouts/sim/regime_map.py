@@ -27,12 +27,14 @@ Per cell (a `Cell`) and method:
 
 Every finished run is appended to ``runs.jsonl`` in the output folder as it ends; a rerun with the
 same folder skips what is there, so an interrupted map resumes where it stopped and gives the
-same result as an uninterrupted one (each run is a pure function of cell, method, seed and rate).
+same result as an uninterrupted one (each run is a pure function of cell, method, seed, rate and
+`run_settings`). Each line records its cell and settings: a rerun into the folder with other
+settings (``--steps``, ``--estimator``, ...) is refused with the differing settings named, never
+mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,16 +44,20 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.sim.bench import build_allocator
+from adaptive_rollouts.sim.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
+from adaptive_rollouts.sim.run_store import read_json, setting_differences, write_json
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.sim.train import TrainConfig, train
 from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
 __all__ = [
     "MapConfig",
+    "run_settings",
     "QUICK_MAP",
     "FULL_MAP",
+    "SAVING_MAP",
     "run_map",
     "tune_grid",
     "LearningRateAtEdge",
@@ -154,29 +160,36 @@ FULL_MAP = MapConfig(
 )
 
 
+SAVING_METHODS = (
+    "uniform",
+    DEFAULT,
+    NULL,
+    "oracle-skip",
+    "pilot",
+    "pilot-commit",
+    "sgpo",
+    "greso",
+    "guarded-progressive",
+    "vigor",
+)
+_RECURRING_NOISY = {**_MID, "n_prompts": 200, "reasoning_tokens": 16}  # prompts recur every ~12 steps
+SAVING_MAP = MapConfig(
+    cells=[
+        *_grid_cells(("hard-heavy", "pareto", "cold-start", "bimodal", "easy-heavy"), (_LOW, _NOISY)),
+        *_grid_cells(("hard-heavy", "cold-start"), (_RECURRING_NOISY,)),
+    ],
+    methods=SAVING_METHODS,
+    report_seeds=tuple(range(6)),
+    paired_seeds=tuple(range(12)),
+)
+"""The saving evidence: every saving method, the known-p bound of saving (``oracle-skip``), the
+budget-filling default (``guarded-progressive``) and VIGOR against Uniform and the null control, on
+the quick map's rows for five difficulty scenarios (a cold start among them) and a noisy row whose
+prompts recur. Cost is every generated rollout."""
+
+
 def _seeds_for(cfg: MapConfig, method: str) -> list[int]:
     return list(cfg.paired_seeds if method in ("uniform", DEFAULT, NULL) else cfg.report_seeds)
-
-
-class _Store:
-    """runs.jsonl: one line per finished run, keyed by (cell, method, seed, lr)."""
-
-    def __init__(self, folder: Path):
-        self.path = folder / "runs.jsonl"
-        self.runs: dict[tuple, dict] = {}
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                if line.strip():
-                    r = json.loads(line)
-                    self.runs[(r["cell"], r["method"], r["seed"], round(r["lr"], 12))] = r
-
-    def get(self, cell: str, method: str, seed: int, lr: float) -> dict | None:
-        return self.runs.get((cell, method, seed, round(lr, 12)))
-
-    def add(self, run: dict) -> None:
-        self.runs[(run["cell"], run["method"], run["seed"], round(run["lr"], 12))] = run
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(run) + "\n")
 
 
 def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> dict:
@@ -212,6 +225,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "regime": {k: float(v) for k, v in tr["regime"].items()},
         "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
         "seconds": time.perf_counter() - t0,
+        "settings": run_settings(cfg, cell, method),
     }
 
 
@@ -225,7 +239,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     with runs still missing are listed in "missing" and left out of the results."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    store = _Store(folder)
+    store = MapStore(folder, cfg)
     n_est = len(cfg.cells) * sum(len(cfg.tune_seeds) * len(cfg.lr_grid) + len(_seeds_for(cfg, m)) for m in cfg.methods)
     bar = progress_bar(n_est, progress)
 
@@ -246,15 +260,17 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     cells_info = {}
     for cell in cfg.cells:
         info_path = folder / f"cell_{cell.key.replace('/', '_')}.json"
-        if info_path.exists():
-            cells_info[cell.key] = json.loads(info_path.read_text())
+        saved = read_json(info_path)
+        wanted = cell_settings(cfg, cell)
+        if isinstance(saved, dict) and not setting_differences(saved.pop("settings", {}), wanted):
+            cells_info[cell.key] = saved
         elif not run_missing:
             cells_info[cell.key] = {**cell.as_dict(), "transfer_measured": float("nan")}
         else:
             values = np.array([measured_transfer(cell.problem(s, cfg.n_test), seed=s) for s in cfg.tune_seeds])
             transfer = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else float("nan")
             cells_info[cell.key] = {**cell.as_dict(), "transfer_measured": transfer}
-            info_path.write_text(json.dumps(cells_info[cell.key]))
+            write_json(info_path, {**cells_info[cell.key], "settings": wanted})
     # Method by method over every cell, so a partial map holds whole columns (the first methods).
     for method in cfg.methods:
         for cell in cfg.cells:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.atomic import atomic_write
 from adaptive_rollouts.sim.markdown import fmt, section
 from adaptive_rollouts.sim.markdown import table as markdown_table
 from adaptive_rollouts.sim.theory import theory_checks
@@ -290,6 +291,6 @@ def write_report(
     if files:
         L += section("Plots") + [f"![{f}]({f})" for f in files]
     report = out / "report.md"
-    report.write_text("\n".join(L) + "\n")
-    (out / "results.json").write_text(json.dumps(_json_safe(result)))
+    atomic_write(report, ("\n".join(L) + "\n").encode())
+    atomic_write(out / "results.json", json.dumps(_json_safe(result)).encode())
     return report

@@ -1,0 +1,197 @@
+"""The saving default (`SavingProgressive`) and the group signal it is derived from."""
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.allocators import SavingProgressive, Uniform, make_allocator
+from adaptive_rollouts.allocators.saving import population_prior, worth_continuing
+from adaptive_rollouts.objectives.signal import expected_group_signal, group_signal
+from adaptive_rollouts.sim.estimators import group_advantages_np
+
+
+def _sampler(p: np.ndarray, seed: int = 0):
+    rng = np.random.default_rng(seed)
+
+    def sample(idx, counts):
+        return [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]
+
+    return sample
+
+
+# ---------------------------------------------------------------- the signal of a group
+@pytest.mark.parametrize("estimator", ["grpo", "drgrpo", "rloo"])
+def test_group_signal_is_the_advantage_projection_of_the_estimators(estimator):
+    """a(k; n) = sum_i A_i (r_i - k/n) with the advantages the trainer computes (brute force per group)."""
+    for n in range(1, 11):
+        row = group_signal(estimator, n)
+        for k in range(n + 1):
+            r = np.r_[np.ones(k), np.zeros(n - k)]
+            adv = group_advantages_np(r, np.zeros(n, dtype=np.int64), estimator, eps=0.0)
+            assert row[k] == pytest.approx(float(adv @ (r - k / n)), abs=1e-9), (n, k)
+        assert row[0] == 0 and row[n] == 0  # an all-equal group teaches nothing
+    assert np.allclose(group_signal(estimator, 6, "prompt-mean"), group_signal(estimator, 6) / 6)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "drgrpo", "rloo"])
+def test_expected_group_signal_matches_monte_carlo(estimator):
+    rng = np.random.default_rng(0)
+    total, drawn, succ, a, b = (
+        np.array([8, 8, 6]),
+        np.array([2, 4, 3]),
+        np.array([0, 1, 3]),
+        np.array([0.5, 2.0, 3.0]),
+        np.array([6.0, 3.0, 1.0]),
+    )
+    exact = expected_group_signal(total, drawn, succ, a, b, estimator=estimator)
+    for i in range(3):
+        p = rng.beta(a[i], b[i], 200_000)
+        t = rng.binomial(total[i] - drawn[i], p)
+        mc = group_signal(estimator, int(total[i]))[succ[i] + t].mean()
+        assert exact[i] == pytest.approx(mc, rel=0.02, abs=1e-3)
+
+
+def test_expected_group_signal_rejects_bad_input():
+    with pytest.raises(ValueError, match="one entry per prompt"):
+        expected_group_signal([8], [2, 2], [0], [1.0], [1.0], estimator="grpo")
+    with pytest.raises(ValueError, match="successes <= drawn <= total"):
+        expected_group_signal([4], [6], [0], [1.0], [1.0], estimator="grpo")
+    with pytest.raises(ValueError, match="estimator"):
+        group_signal("ppo", 4)
+
+
+# ---------------------------------------------------------------- the decision rules
+def test_worth_continuing_is_the_exact_maximiser_of_the_step_ratio_for_gamma_one():
+    """gamma = 1: the chosen set maximises (V + sum v) / (C + sum c) over all subsets (enumeration)."""
+    import itertools
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        v, c = rng.random(5) * 3, rng.integers(1, 6, 5)
+        bv, bc = float(rng.random() * 4), float(rng.integers(4, 20))
+        take = worth_continuing(v, c, bv, bc, elasticity=1.0)
+        got = (bv + v[take].sum()) / (bc + c[take].sum())
+        best = max(
+            (bv + v[list(s)].sum()) / (bc + c[list(s)].sum())
+            for r in range(6)
+            for s in itertools.combinations(range(5), r)
+        )
+        assert got == pytest.approx(best)
+
+
+def test_worth_continuing_needs_more_than_the_average_under_diminishing_returns():
+    v, c = np.array([2.4]), np.array([8])  # 0.3 per rollout against a step at 0.25
+    assert worth_continuing(v, c, 4.0, 16.0, elasticity=1.0).tolist() == [True]
+    assert worth_continuing(v, c, 4.0, 16.0, elasticity=0.5).tolist() == [False]
+    assert worth_continuing(v, c, 0.0, 16.0, floor=0.2, elasticity=0.5).tolist() == [False]  # floor / gamma = 0.4
+    assert worth_continuing(v, c, 0.0, 16.0).tolist() == [True]  # nothing varied yet, no floor: explore
+
+
+def test_population_prior_recovers_a_u_shaped_population():
+    rng = np.random.default_rng(2)
+    p = np.where(rng.random(4000) < 0.5, 0.0, 1.0)  # every prompt always fails or always succeeds
+    s = rng.binomial(2, p)
+    a, b = population_prior(s, np.full(4000, 2), max_strength=8.0)
+    assert a + b < 0.2 and a / (a + b) == pytest.approx(0.5, abs=0.03)
+    p = np.full(4000, 0.3)  # every prompt alike: the strongest belief allowed
+    a, b = population_prior(rng.binomial(4, p), np.full(4000, 4), max_strength=8.0)
+    assert a + b == pytest.approx(8.0) and a / (a + b) == pytest.approx(0.3, abs=0.02)
+
+
+# ---------------------------------------------------------------- the allocator
+def test_is_the_default_and_a_saving_allocator():
+    alloc = make_allocator(estimator="rloo", aggregation="token-mean", seed=3)
+    assert isinstance(alloc, SavingProgressive) and alloc.kind == "save"
+    assert alloc.estimator == "rloo" and alloc.aggregation == "token-mean"
+
+
+@pytest.mark.parametrize("budget", [32, 77, 128, 300])
+def test_never_more_than_the_budget_nor_uniforms_group_size(budget):
+    p = np.random.default_rng(1).beta(0.4, 0.4, size=16)
+    alloc = SavingProgressive(seed=0)
+    uniform = Uniform().plan(list(range(16)), budget).counts
+    for step in range(6):
+        rewards = alloc.run(list(range(16)), budget, _sampler(p, step))
+        counts = np.array([r.size for r in rewards])
+        m = alloc.last_metrics
+        assert counts.sum() <= budget and np.all(counts <= uniform) and np.all((counts == 0) | (counts >= 2))
+        assert m["rollouts_spent"] == counts.sum() and m["rollouts_saved"] == budget - counts.sum()
+        assert m["skipped"] == int(np.sum(counts == 0))
+
+
+def test_null_control_spends_uniforms_counts():
+    p = np.random.default_rng(3).random(12)
+    alloc = SavingProgressive(saving=False)
+    for step in range(3):
+        counts = [r.size for r in alloc.run(list(range(12)), 96, _sampler(p, step))]
+        assert counts == Uniform().plan(list(range(12)), 96).counts.tolist()
+
+
+def test_completes_varied_groups_and_saves_on_flat_ones():
+    p = np.r_[np.full(8, 0.5), np.zeros(4), np.ones(4)]
+    alloc = SavingProgressive(seed=0)
+    for step in range(4):
+        rewards = alloc.run(list(range(16)), 128, _sampler(p, step))
+        counts = np.array([r.size for r in rewards])
+        varied = np.array([r.size >= 2 and np.ptp(r) > 0 for r in rewards])
+        assert np.all(counts[varied] == 8)  # a group that varied is always completed
+        assert counts[8:].sum() < 8 * 4  # the flat ones cost less than half of Uniform's
+
+
+def test_rare_successes_are_not_starved_at_a_cold_start():
+    """Every prompt at p = 0.1: most pilots are flat, so the step's own signal per rollout is near 0
+    and flat prompts keep being explored beyond the pilot (the fill default's regret case)."""
+    p = np.full(16, 0.1)
+    alloc = SavingProgressive(seed=0)
+    counts = np.array([r.size for r in alloc.run(list(range(16)), 128, _sampler(p, 0))])
+    assert counts.sum() > 2 * 16 + 16  # well beyond the pilot
+
+
+def test_history_skips_a_persistently_flat_prompt_but_keeps_exploring_it():
+    p = np.r_[np.zeros(8), np.full(8, 0.5)]  # p persists: the history predicts the next visit
+    alloc = SavingProgressive(seed=0)
+    got = [alloc.run(list(range(16)), 128, _sampler(p, s))[0].size for s in range(60)]
+    later = np.array(got[20:])
+    assert np.sum(later == 0) >= 10  # skipped before any rollout once p is known to persist
+    assert np.sum(later > 0) >= 3  # and still explored now and then
+    assert alloc.last_metrics["persistence"] > 0.3  # measured, not configured
+
+
+def test_state_is_checked_before_anything_changes():
+    alloc = SavingProgressive(seed=0)
+    p = np.random.default_rng(4).random(8)
+    alloc.run(list(range(8)), 64, _sampler(p))
+    state = alloc.state_dict()
+    before = repr(alloc.state_dict())
+    for key, value in (("population", [0.0, 1.0]), ("history_signal", "x"), ("history_spent", [1, 2, 3])):
+        bad = {**state, key: value}
+        with pytest.raises(ValueError, match=key):
+            alloc.load_state_dict(bad)
+        assert repr(alloc.state_dict()) == before
+    fresh = SavingProgressive(seed=0)
+    fresh.load_state_dict(state)
+    assert [r.size for r in fresh.run(list(range(8)), 64, _sampler(p, 5))] == [
+        r.size for r in alloc.run(list(range(8)), 64, _sampler(p, 5))
+    ]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"pilot": 1}, "pilot"), ({"elasticity": 0.0}, "elasticity"), ({"max_prior_strength": float("nan")}, "max_prior")],
+)
+def test_bad_options_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SavingProgressive(**kwargs)
+
+
+def test_a_budget_below_one_group_is_refused_before_any_rollout():
+    calls = []
+
+    def sample(idx, counts):
+        calls.append(1)
+        return [np.zeros(c) for c in counts]
+
+    from adaptive_rollouts.validation import InfeasibleBudgetError
+
+    with pytest.raises(InfeasibleBudgetError, match="budget 1"):
+        SavingProgressive().run(["a", "b"], 1, sample)
+    assert calls == []
