@@ -98,7 +98,10 @@ def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path):
 def test_read_only_protocol_lists_what_is_missing_and_trains_nothing(tmp_path):
     state = run_protocol(CFG, tmp_path, run_missing=False, progress=False)
     assert set(state.missing) == {"uniform", "null", "default"} and not state.runs
-    assert state.missing["uniform"][0] == "learning-rate tuning incomplete"
+    assert state.missing["uniform"] == [
+        "learning-rate tuning incomplete (tune seed at rate: 100 at 3e-05, 101 at 3e-05, 100 at 0.0001, "
+        "101 at 0.0001, 100 at 0.0003, 101 at 0.0003)"
+    ]
     store = RunStore(tmp_path / CFG.regime, CFG)
     fill(store, CFG, ["uniform", "default"], skip={("default", 1)})
     state = run_protocol(CFG, tmp_path, run_missing=False, progress=False)
@@ -274,3 +277,14 @@ def test_rates_from_another_regime_are_read_not_tuned(tmp_path):
     assert state.missing["default"] == ["learning rate not tuned in single-pass yet"]
     with pytest.raises(ValueError, match="rates_from"):
         check_config(replace(CFG, rates_from="multi-epoch"))
+
+
+def test_each_arm_names_its_objective():
+    from adaptive_rollouts.allocators import Uniform
+    from adaptive_rollouts.demo.allocation import make_arm_allocator, objective_of
+
+    assert objective_of(make_arm_allocator("null", 0, 8)).endswith("saving off")
+    assert objective_of(make_arm_allocator("vip-paper", 0, 8)) == "drgrpo variance (paper)"
+    oracle = make_arm_allocator("oracle", 0, 8, oracle=object())
+    assert objective_of(oracle) == "expected improvement, seq-mean"
+    assert objective_of(Uniform()) == "equal groups"

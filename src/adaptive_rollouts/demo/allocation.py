@@ -90,6 +90,8 @@ def objective_of(allocator: Any) -> str:
     if kind == "VIP":
         return f"{estimator} variance (paper)" if aggregation is None else f"expected improvement, {aggregation}"
     details = ", ".join(f"{k} {v}" for k, v in (("estimator", estimator), ("aggregation", aggregation)) if v)
+    if getattr(allocator, "saving", None) is False:
+        details += ", saving off"
     return f"{kind} ({details})" if details else kind
 
 

@@ -286,7 +286,10 @@ def run_protocol(cfg: ProtocolConfig, out: Path, run_missing: bool = True, progr
         except LearningRateAtEdge as err:
             state.errors[arm] = str(err)
         except NotRunYet:
-            state.missing.setdefault(arm, []).insert(0, "learning-rate tuning incomplete")
+            todo = [f"{s} at {lr:g}" for lr in cfg.lr_grid for s in cfg.tune_seeds if store.get(arm, s, lr) is None]
+            state.missing[arm] = [
+                f"learning-rate tuning incomplete (tune seed at rate: {', '.join(todo) or 'extensions'})"
+            ]
         except Exception as err:  # a run that cannot train (e.g. a trainer without saving allocators)
             if not run_missing:
                 raise
