@@ -283,7 +283,7 @@ def test_each_arm_names_its_objective():
     from adaptive_rollouts.allocators import Uniform
     from adaptive_rollouts.demo.allocation import make_arm_allocator, objective_of
 
-    assert objective_of(make_arm_allocator("null", 0, 8)).endswith("saving off")
+    assert objective_of(make_arm_allocator("null", 0, 8)) == "SavingProgressive (estimator grpo, saving off)"
     assert objective_of(make_arm_allocator("vip-paper", 0, 8)) == "drgrpo variance (paper)"
     oracle = make_arm_allocator("oracle", 0, 8, oracle=object())
     assert objective_of(oracle) == "expected improvement, seq-mean"
