@@ -282,9 +282,12 @@ def test_rates_from_another_regime_are_read_not_tuned(tmp_path):
 def test_each_arm_names_its_objective():
     from adaptive_rollouts.allocators import Uniform
     from adaptive_rollouts.demo.allocation import make_arm_allocator, objective_of
+    from adaptive_rollouts.demo.oracle import SampledSuccess
 
     assert objective_of(make_arm_allocator("null", 0, 8)) == "SavingProgressive (estimator grpo, saving off)"
     assert objective_of(make_arm_allocator("vip-paper", 0, 8)) == "drgrpo variance (paper)"
-    oracle = make_arm_allocator("oracle", 0, 8, oracle=object())
+    tok = build_tokenizer()
+    sampled = SampledSuccess(build_model(tok, seed=0, **SMALL), tok, ["a21="], samples=2)
+    oracle = make_arm_allocator("oracle", 0, 8, oracle=sampled)
     assert objective_of(oracle) == "expected improvement, seq-mean"
     assert objective_of(Uniform()) == "equal groups"
