@@ -213,18 +213,19 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
         f"## Regime {cfg.regime} (pool {cfg.pool_size()} prompts, {cfg.steps} steps x {cfg.prompts_per_step} prompts "
         f"x {cfg.mean_rollouts} rollouts, held-out greedy accuracy every {cfg.eval_every} steps)",
         "",
-        "| arm | objective | loss | lr (tried) | seeds | final acc | rollouts/step | skipped | against "
-        "| rollouts to target (it / arm) | speedup, rollouts | speedup, completion tokens |",
-        "|" + "---|" * 12,
+        "| arm | objective | loss | lr (tried) | seeds | final acc | rollouts/step | skipped | uncharged samples/step "
+        "| against | rollouts to target (it / arm) | speedup, rollouts | speedup, completion tokens |",
+        "|" + "---|" * 13,
     ]
     for r in rows:
         ro = r.get("rollouts") or {}
         lines.append(
             f"| {r['arm']} | {r['objective']} | {r['loss']} | {r['lr']:g} ({_tried(r)}) "
             f"| {len(r['seeds'])} | {_fmt(r['final_accuracy'], 3)} | {_fmt(r['rollouts_per_step'], 1)} "
-            f"| {_fmt(r['skipped_fraction'])} | {r['against']} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
+            f"| {_fmt(r['skipped_fraction'])} | {_fmt(r['oracle_rollouts_per_step'], 0)} | {r['against']} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
             f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} |"
         )
+    lines += targets(rows)
     code = sorted({c for r in rows for c in r["code"]})
     if len(code) > 1:
         lines += ["", f"Runs from {len(code)} code versions (git trees of src/adaptive_rollouts) in this table:"]
@@ -239,6 +240,32 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
     lines += ["", "Fingerprints (the map's, on Uniform's report runs):", ""]
     lines += _placement(prints, placed, map_note)
     return "\n".join(lines)
+
+
+def targets(rows: list[dict], goal: float = 1.3) -> list[str]:
+    """The saving targets on the tiny LM: the default >= ``goal`` x Uniform in rollouts to target with
+    a paired 95% interval above 1, and how far it is from the known-p skip bound (``oracle-skip``).
+
+    >>> row = {"arm": "default", "rollouts": {"speedup": 1.4, "ci95": [1.1, 1.7]}}
+    >>> targets([row])[1]
+    '- default >= 1.3x Uniform with a paired 95% interval above 1: met (1.40, 95% 1.10-1.70)'
+    """
+    by_arm = {r["arm"]: r.get("rollouts") for r in rows}
+    default, bound = by_arm.get("default"), by_arm.get("oracle-skip")
+    if not default:
+        return ["", "Targets: the default has no report runs yet."]
+    met = default["speedup"] >= goal and default["ci95"][0] > 1
+    lines = [
+        "",
+        f"- default >= {goal:g}x Uniform with a paired 95% interval above 1: {'met' if met else 'missed'} "
+        f"({_fmt(default['speedup'])}, 95% {_fmt(default['ci95'][0])}-{_fmt(default['ci95'][1])})",
+    ]
+    if bound:
+        share = default["speedup"] / bound["speedup"] if bound["speedup"] > 0 else float("nan")
+        lines.append(f"- known-p skip bound: {_fmt(bound['speedup'])}x; the default reaches {_fmt(share)} of it")
+    else:
+        lines.append("- known-p skip bound: no report runs yet")
+    return lines
 
 
 def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
