@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-core test-verl lint venv bench fuzz soak clean
+.PHONY: demo test test-core test-verl lint venv bench fuzz soak docs results clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,21 @@ fuzz: $(STAMP)
 
 soak: $(STAMP)
 	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 100000 --pool 100000 --window 5000
+
+# Every number-bearing block of README.md and docs/*.md, rendered from the result files under results/
+docs: $(STAMP)
+	$(PY) -m adaptive_rollouts.reporting.render_docs
+
+# Re-run the cheap benchmarks behind results/ (minutes each on one core; commit the code first, so
+# each file records a clean commit), then `make docs`. The regime map and the demo have their own commands.
+results: $(STAMP)
+	$(TEST_ENV) $(PY) benchmarks/solver.py
+	$(TEST_ENV) $(PY) benchmarks/advantages.py
+	$(TEST_ENV) $(PY) benchmarks/aggregation.py timing --out results/aggregation
+	$(TEST_ENV) $(PY) benchmarks/scale.py
+	$(TEST_ENV) $(PY) benchmarks/fuzz.py --cases 5000
+	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 10000 --pool 10000 --window 1000 --checkpoint-every 1000
+	$(TEST_ENV) $(PY) benchmarks/predictors.py --full
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) build *.egg-info src/*.egg-info

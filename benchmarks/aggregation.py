@@ -1,11 +1,13 @@
 """Loss-aggregation benchmark: allocator overhead, and speedups per loss aggregation with true / predicted p.
 
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py timing
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py timing --out results/aggregation
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py gp --out runs/aggregation
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py tune --out runs/aggregation
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py sim --out runs/aggregation
-    (docs/benchmark.md's main table: --options '{"max_prior_strength": 64}', the default before the
-    `tune --grid strength` run moved it to 8)
+
+Every mode writes a result file (`reporting.results`: command, commit, settings) to ``--out``:
+``timing.json``, ``gp.json``, ``tune.json`` or ``sim.json``; docs/objectives.md renders
+``results/aggregation/timing.json``.
 
 `timing` prints wall times (ms) of the pieces of PosteriorProgressive: `improvement_table` (GRPO), one
 `PosteriorProgressive` step at the tiny demo's shape (16 prompts, 128 rollouts) and at the
@@ -45,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.reporting.results import git_commit, write_result
+
 TUNE_SEEDS = (10, 11)
 TEST_SEEDS = (0, 1, 2)
 AGGREGATIONS = ("prompt-mean", "seq-mean", "token-mean", "constant")
@@ -74,7 +78,8 @@ def _best_ms(fn, repeats: int) -> float:
     return float(np.median(out) * 1e3)
 
 
-def timing() -> None:
+def timing() -> list[dict]:
+    """Median wall ms of the pieces of PosteriorProgressive (see the module docstring)."""
     from adaptive_rollouts.allocators import PosteriorProgressive
     from adaptive_rollouts.embeddings import FeatureTable
     from adaptive_rollouts.objectives import improvement_table
@@ -82,12 +87,14 @@ def timing() -> None:
     from adaptive_rollouts.types import Prediction
 
     rng = np.random.default_rng(0)
+    rows: list[dict] = []
     print(f"threads: OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     for q, upper in [(16, 32), (64, 32), (1024, 64)]:
         m = rng.uniform(0, 1, q)
         pred = Prediction(m, m * (1 - m) * rng.uniform(0, 0.5, q))
         ms = _best_ms(lambda: improvement_table(pred, upper, estimator="grpo", aggregation="seq-mean"), 7)
         print(f"improvement_table grpo  Q={q:5d} upper={upper:3d}: {ms:8.2f} ms")
+        rows.append({"piece": "improvement_table grpo", "q": q, "upper": upper, "ms": ms})
     n_pool = 4000
     tab = FeatureTable(list(range(n_pool)), rng.standard_normal((n_pool, 384)))
     p_true = rng.uniform(0, 1, n_pool)
@@ -111,6 +118,7 @@ def timing() -> None:
             f"PosteriorProgressive step Q={q:3d} C={budget:4d} (GP, 384-d, 3 rounds): "
             f"{np.median(times[5:]) * 1e3:8.2f} ms (median of 35)"
         )
+        rows.append({"piece": "PosteriorProgressive step", "q": q, "budget": budget, "ms": np.median(times[5:]) * 1e3})
     for b, d in [(6, 256), (16, 128), (512, 128)]:
         gp = GaussianProcess(tab, n_features=d, seed=0)
         times = []
@@ -121,6 +129,8 @@ def timing() -> None:
             gp.update(idx, rw)
             times.append(time.perf_counter() - t)
         print(f"GaussianProcess.update B={b:3d} D={d:3d}: {np.median(times) * 1e3:8.2f} ms")
+        rows.append({"piece": "GaussianProcess.update", "q": b, "features": d, "ms": np.median(times) * 1e3})
+    return rows
 
 
 # ----------------------------------------------------------------------------------------------
@@ -472,13 +482,14 @@ def main(argv=None) -> int:
         "--options", default=None, help='JSON improvement options for PosteriorProgressive, e.g. {"lr_noise": 0.01}'
     )
     args = ap.parse_args(argv)
-    if args.mode == "timing":
-        timing()
-        return 0
+    commit, settings = git_commit(), {k: v for k, v in vars(args).items() if k not in ("out", "workers")}
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if args.mode == "timing":
+        data = {"rows": timing(), "load_average": os.getloadavg()[0]}
+        print(f"wrote {write_result(out / 'timing.json', data, settings=settings, commit=commit)}")
+        return 0
     if args.mode == "gp":
-        (out / "gp.json").write_text(json.dumps(gp_robustness(args)))
+        write_result(out / "gp.json", gp_robustness(args), settings=settings, commit=commit)
         return 0
     aggs = args.aggregations.split(",")
     t0 = time.perf_counter()
@@ -534,7 +545,7 @@ def main(argv=None) -> int:
         "runs": runs,
         "table": [dict(zip(("scenario", "aggregation", "method", "tag"), k), **v) for k, v in table.items()],
     }
-    (out / f"{args.mode}.json").write_text(json.dumps(payload))
+    write_result(out / f"{args.mode}.json", payload, settings=settings, commit=commit)
     print(f"wrote {out / (args.mode + '.json')} ({time.perf_counter() - t0:.0f} s)")
     return 0
 

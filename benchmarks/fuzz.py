@@ -9,7 +9,9 @@ loader on truncated, flipped and random files; `load_state_dict` on perturbed st
 cache with a damaged chunk; the `allocate` command line with random arguments), 50% allocators
 (equal shares over the registry and a few non-default configurations: skipping, caps, group sizes).
 Prints executed cases, violations (the first failing case of each target, shrunk by hypothesis)
-and the rate; exit status 1 on any violation.
+and the rate; exit status 1 on any violation. Writes the per-target counts to ``--results``
+(default ``results/fuzz/fuzz.json``; '' for none), which ``make docs`` renders into
+docs/reliability.md and README.md.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "src"))
 
 from conftest import REGISTRY, VARIANTS  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -46,6 +50,8 @@ from test_reliability_fuzz_io import (  # noqa: E402
     loader_cases,
     state_dict_cases,
 )
+
+from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 
 
 def run_target(name: str, strategy, check, cases: int, seed: int) -> tuple[int, str | None, float]:
@@ -86,7 +92,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--results", default=str(ROOT / "results" / "fuzz" / "fuzz.json"), help="result file")
     args = parser.parse_args()
+    commit, load = git_commit(), os.getloadavg()[0]  # the code that runs; how busy the machine was
+    rows = []
     names = REGISTRY + sorted(VARIANTS)
     per_alloc = max(1, args.cases // 2 // len(names))
     targets = [
@@ -106,10 +115,15 @@ def main() -> int:
         total, seconds = total + executed, seconds + took
         violations += failure is not None
         status = "ok" if failure is None else f"VIOLATION {failure[:2000]}"
+        rows.append({"target": name, "cases": executed, "seconds": took, "violation": failure and failure[:2000]})
         print(f"{name:32s} {executed:7d} cases {took:7.1f} s  {executed / took:7.0f}/s  {status}", flush=True)
     print(
         f"total: {total} cases in {seconds:.1f} s ({total / seconds:.0f} cases/s), {violations} targets with violations"
     )
+    if args.results:
+        data = {"targets": rows, "total": total, "seconds": seconds, "load_average": load}
+        settings_ = {"cases": args.cases, "seed": args.seed}
+        print(f"wrote {write_result(args.results, data, settings=settings_, commit=commit)}")
     return 1 if violations else 0
 
 

@@ -8,7 +8,9 @@ seconds (process time: what the case costs, also on a loaded machine), wall seco
 resident memory (VmHWM). Targets: every `allocate` case at Q = 100,000 in <= 1 s; 1M prompts
 through `run` in <= 10 s (a step after the first; the first also imports the predictor and
 registers every prompt, and its time is shown too). The time of `run` includes the benchmark's
-own `sample` (one vectorised Bernoulli draw split into 1M groups), shown separately. Results go to stdout as a Markdown table (and to --out).
+own `sample` (one vectorised Bernoulli draw split into 1M groups), shown separately. Results go to stdout as a Markdown table (and to --out),
+and to the result file ``--results`` (default ``results/scale/scale.json``, with --quick
+``scale-quick.json``) that ``make docs`` renders into docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 
 
 def _peak_mib() -> float:
@@ -118,11 +122,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Q = 20,000 and 100,000 prompts through run")
     parser.add_argument("--out", type=Path, help="also write the Markdown table here")
+    parser.add_argument("--results", help="result file (default: see the module docstring; '' to write none)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child))
         return 0
+    commit, load = git_commit(), os.getloadavg()[0]  # the code that runs; how busy the machine was
+    rows = []
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     lines = [
         "| case | Q | budget | lower | upper | CPU s | wall s | peak MiB |",
@@ -149,10 +156,16 @@ def main() -> int:
         row = f"| {label} | {case['q']:,} | {budget:,} | {bounds[0]} | {bounds[1]} "
         row += f"| {out['cpu_s']:.3f} | {out['wall_s']:.3f} | {out['peak_mib']:.0f} |"
         lines.append(row)
+        rows.append({"case": case, "label": label, "budget": budget, **out})
         print(row, flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("\n".join(lines) + "\n")
+    name = "scale-quick.json" if args.quick else "scale.json"
+    results = str(ROOT / "results" / "scale" / name) if args.results is None else args.results
+    if results:
+        data = {"rows": rows, "load_average": load}
+        print(f"wrote {write_result(results, data, settings={'quick': args.quick}, commit=commit)}")
     return 0
 
 

@@ -13,7 +13,9 @@ Prints, per window of `--window` steps: resident memory (VmRSS), mean / max wall
 and CPU seconds per step (process time: stable on a shared, loaded machine);
 then RSS at start (after set-up) and end, the growth after the first pass over the pool (when
 every prompt has predictor state), and the ratio of the last window's time per step to the
-first full-pool window's. `--json PATH` writes the same numbers.
+first full-pool window's. `--json PATH` writes the same numbers; `--results` (default
+``results/soak/soak.json``, '' for none) writes them as a result file with the command, commit and
+settings, which ``make docs`` renders into docs/reliability.md and README.md.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np  # noqa: E402
 from adaptive_rollouts.allocators import make_allocator  # noqa: E402
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess  # noqa: E402
+from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 from adaptive_rollouts.sim.problem import make_problem  # noqa: E402
 from adaptive_rollouts.sim.train import Simulator, TrainConfig  # noqa: E402
 from adaptive_rollouts.state import load_state, save_state  # noqa: E402
@@ -72,7 +75,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--results", default=str(Path(__file__).resolve().parents[1] / "results" / "soak" / "soak.json")
+    )
     args = parser.parse_args()
+    commit = git_commit()  # the code that runs is the one at the start
 
     problem = make_problem("hard-heavy", n_prompts=args.pool, n_test=100, seed=args.seed)
     cfg = TrainConfig(
@@ -162,6 +169,9 @@ def main() -> None:
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
+    if args.results:
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "results")}
+        print(f"wrote {write_result(args.results, result, settings=settings, commit=commit)}")
 
 
 if __name__ == "__main__":

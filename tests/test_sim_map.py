@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from adaptive_rollouts.reporting.results import MixedResultsError
 from adaptive_rollouts.sim.map_report import write_map_report
 from adaptive_rollouts.sim.optim import SGD, AdamW, clip_by_norm
 from adaptive_rollouts.sim.problem import make_problem
@@ -156,11 +157,16 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
     result = run_map(cfg, tmp_path, progress=False)
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     assert not result["errors"]
-    report = write_map_report(result, tmp_path)
+    copy = tmp_path / "results" / "map" / "tiny.json"
+    report = write_map_report(result, tmp_path, command="adaptive-rollouts bench --map", results_copy=copy)
     text = report.read_text()
     assert "| bimodal/d8-Q6-pool60 |" in text and "no regret" in text
     assert (tmp_path / "heatmap_default.png").stat().st_size > 0
-    data = json.loads((tmp_path / "map.json").read_text())
+    raw = json.loads((tmp_path / "map.json").read_text())
+    assert raw["header"]["command"] == "adaptive-rollouts bench --map"  # a result file: command, commit, settings
+    assert raw["header"]["settings"]["steps"] == cfg.steps and raw["header"]["commit"]
+    assert json.loads(copy.read_text()) == raw  # the copy the docs render from
+    data = raw["data"]
     row = data["rows"][0]
     assert set(row["methods"]) == {"uniform", "default", "default@true-p"}
     assert row["methods"]["uniform"]["speedup"] == pytest.approx(1.0)
@@ -172,6 +178,15 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
     again = run_map(cfg, tmp_path, progress=False)
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
     assert again["lr"] == result["lr"]
+    # every run records its commit; runs of two commits are summarised only when allowed, and said so
+    assert len(data["run_commits"]) == 1 and all("commit" in json.loads(x) for x in lines)
+    other = json.loads(lines[0]) | {"commit": "0123456789abcdef"}
+    (tmp_path / "runs.jsonl").write_text("\n".join([json.dumps(other), *lines[1:]]) + "\n")
+    mixed = run_map(cfg, tmp_path, progress=False)
+    with pytest.raises(MixedResultsError, match="2 commits.*0123456789"):
+        write_map_report(mixed, tmp_path, plots=False)
+    text = write_map_report(mixed, tmp_path, plots=False, allow_mixed_commits=True).read_text()
+    assert "**Mixed runs: this map's runs ran at 2 commits:**" in text
 
 
 def _curve_run(acc, seed=0):
@@ -265,3 +280,18 @@ def test_method_options_build_a_variant_under_its_own_label():
             method_options(bad)
     with pytest.raises(TypeError):
         build_allocator("vigor[colour=1]", pb, 0)
+
+
+def test_saving_map_reports_rollouts_spent_and_the_saving_targets(tmp_path):
+    cfg = dataclasses.replace(_tiny_map(), methods=("uniform", "default", "oracle-skip", "greso-fill"))
+    result = run_map(cfg, tmp_path, progress=False)
+    text = write_map_report(result, tmp_path, plots=False).read_text()
+    data = json.loads((tmp_path / "map.json").read_text())["data"]
+    methods = data["rows"][0]["methods"]
+    assert methods["greso-fill"]["spend"] == pytest.approx(1.0)  # a "fill" allocator spends Uniform's rollouts
+    assert methods["default"]["spend"] < 1.0 and methods["oracle-skip"]["spend"] < 1.0
+    (target,) = data["saving_targets"]
+    assert target["known_p_bound"] == methods["oracle-skip"]["speedup"]
+    assert target["needed"] == (1.5 if target["zero_variance_fraction"] >= 0.3 else 0.97)
+    assert target["met"] == (methods["default"]["speedup"] >= target["needed"])
+    assert "Rollouts generated over the run" in text and "Saving targets" in text

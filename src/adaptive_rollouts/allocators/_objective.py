@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..solvers import solve_table
 from ..types import Prediction
 from ..validation import ESTIMATORS, InfeasibleBudgetError, check_choice
 
@@ -106,8 +107,6 @@ def solve_increments(
     """Exact increments d_q >= 0, sum d = budget, minimising sum_q table[q, current_q + d_q],
     subject to current_q + d_q in [lower, upper] (or 0 when allow_skip and current_q == 0).
     Returns None when no such increments exist (e.g. a budget of 1 with only skipped prompts)."""
-    from ..solvers import solve_table
-
     q = table.shape[0]
     current = np.asarray(current, dtype=np.int64)
     span = upper - int(current.min())

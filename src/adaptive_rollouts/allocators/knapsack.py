@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..objectives import mixed_probability
+from ..solvers import solve_table
 from ..types import Prediction
 from ..validation import check_lower_upper
 from .predictive import PredictiveAllocator
@@ -59,8 +60,6 @@ class Knapsack(PredictiveAllocator):
         return knapsack_value(prediction.mean, self.upper)
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
-        from ..solvers import solve_table
-
         assert prediction is not None
         value = self.values(prediction)
         counts = solve_table(-value, budget, self.lower, self.upper, allow_skip=True)

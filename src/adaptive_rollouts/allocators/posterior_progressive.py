@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..objectives import beta_from_moments
+from ..solvers import reachable_upper
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper, check_prompts, check_range
 from ._objective import OBJECTIVES, cost_table, solve_increments
@@ -154,10 +155,10 @@ class PosteriorProgressive(BaseAllocator):
         return int(self.round_fractions.size)
 
     def effective_upper(self, q: int, budget: int) -> int:
-        most = budget if self.allow_skip else budget - self.lower * (q - 1)
-        if self.upper is not None:
-            return int(min(self.upper, max(most, self.lower)))
-        return int(max(self.lower, min(most, max(4 * math.ceil(budget / q), 32))))
+        """``upper`` (default: max(4 ceil(C / Q), 32)), lowered to what one prompt can reach
+        (`solvers.reachable_upper`)."""
+        cap = self.upper if self.upper is not None else max(4 * math.ceil(budget / q), 32, self.lower)
+        return reachable_upper(q, budget, self.lower, cap, self.allow_skip)
 
     def round_budgets(self, q: int, budget: int) -> list[int]:
         """Rollouts per round: cumulative rounding of C f_r; round one >= L Q without skipping."""

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..solvers import allocate, reachable_upper, solve_table
 from ..types import Prediction
 from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper
 from ._objective import VARIANCES, bernoulli_weights, cost_table
@@ -105,8 +106,6 @@ class VIP(PredictiveAllocator):
             return self._solve_table(prediction, budget, "improvement")
         if self.estimator == "grpo" and self.variance == "expected":
             return self._solve_table(prediction, budget, "variance")  # posterior-averaged GRPO variance
-        from ..solvers import allocate
-
         return np.asarray(
             allocate(
                 self.weights(prediction),
@@ -123,9 +122,7 @@ class VIP(PredictiveAllocator):
 
     def _solve_table(self, prediction: Prediction, budget: int, objective: str) -> np.ndarray:
         """The exact optimum of a per-prompt cost table (`cost_table`) for `objective`."""
-        from ..solvers import solve_table
-
-        upper = self._effective_upper(len(prediction.mean), budget)
+        upper = reachable_upper(len(prediction.mean), budget, self.lower, self.upper, self.allow_skip)
         table = cost_table(
             prediction,
             upper,
@@ -139,7 +136,3 @@ class VIP(PredictiveAllocator):
             skip_cost=self.skip_cost if self.allow_skip and objective == "variance" else None,
         )
         return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
-
-    def _effective_upper(self, q: int, budget: int) -> int:
-        most = budget if self.allow_skip else budget - self.lower * (q - 1)
-        return int(most if self.upper is None else min(self.upper, max(most, self.lower)))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from adaptive_rollouts.cli import (
@@ -89,6 +91,17 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--theory-draws",
         type=positive_int,
         help=f"Monte Carlo draws per cell of the variance-formula check (default {THEORY_DRAWS:,})",
+    )
+    parser.add_argument(
+        "--results-dir",
+        default="results/map",
+        help="with --map: also write map.json as <this folder>/<name of --out>.json, the file the docs "
+        "render from ('' to skip)",
+    )
+    parser.add_argument(
+        "--allow-mixed-commits",
+        action="store_true",
+        help="with --map: summarise runs.jsonl even if its runs ran at several commits (the tables say so)",
     )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
@@ -182,6 +195,7 @@ def _check_methods(methods: Any, steps: set[tuple[int, int]]) -> None:
 
 @reports_usage_errors
 def run_map_command(args: argparse.Namespace) -> int:
+    from adaptive_rollouts.reporting.results import MixedResultsError
     from adaptive_rollouts.sim.map_report import write_map_report
     from adaptive_rollouts.sim.regime_map import run_map
 
@@ -191,8 +205,22 @@ def run_map_command(args: argparse.Namespace) -> int:
         result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
     except ValueError as err:  # runs.jsonl of other settings, a damaged line: named, nothing mixed
         raise UsageError(str(err)) from None
-    report = write_map_report(result, args.out, plots=not getattr(args, "no_plots", False))
-    print(f"map: {report}")
+    results_dir = getattr(args, "results_dir", "")
+    copy = Path(results_dir) / f"{Path(args.out).resolve().name}.json" if results_dir else None
+    command = "adaptive-rollouts " + shlex.join(sys.argv[1:])  # the console script's or `python -m`'s arguments
+    try:
+        report = write_map_report(
+            result,
+            args.out,
+            plots=not getattr(args, "no_plots", False),
+            command=command,
+            results_copy=copy,
+            allow_mixed_commits=getattr(args, "allow_mixed_commits", False),
+        )
+    except MixedResultsError as err:
+        print(f"adaptive-rollouts bench --map: {Path(args.out) / 'runs.jsonl'}: {err}", file=sys.stderr)
+        return 2
+    print(f"map: {report}" + (f"; result file for the docs: {copy}" if copy else ""))
     if result["errors"]:
         print(f"{len(result['errors'])} method/cell pairs not reported (see {report})", file=sys.stderr)
         return 1

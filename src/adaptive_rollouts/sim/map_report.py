@@ -1,9 +1,11 @@
 """The regime map's outputs: map.md, map.json and one heatmap per method (the summary table and
-target checks are `map_summary`'s)."""
+target checks are `map_summary`'s). map.json is a result file (`reporting.results`: command,
+commit, settings = the map's configuration); `map_markdown` turns its data into the tables of
+map.md, and the docs' renderer (`reporting.map_tables`) calls it on the committed copies under
+results/map/."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,12 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_rollouts.atomic import atomic_write
+from adaptive_rollouts.reporting.results import MixedResultsError, write_result
 from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.sim.markdown import fmt as _fmt
 from adaptive_rollouts.sim.markdown import section, table
 from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
 
-__all__ = ["summarize_map", "write_map_report", "NOISE_DOMINATED"]
+__all__ = ["summarize_map", "write_map_report", "map_markdown", "map_data", "run_commits", "NOISE_DOMINATED"]
 
 
 def _with_ci(value: float | None, ci: Sequence[float]) -> str:
@@ -90,25 +93,56 @@ def _default_cells(row: dict) -> list[str]:
     ]
 
 
-def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Path:
-    """map.md, map.json (summary + config; the runs stay in runs.jsonl) and heatmaps in ``folder``."""
-    folder = Path(folder)
-    summary = summarize_map(result)
-    methods = list(result["config"]["methods"])
-    text = json.dumps({"config": result["config"], "lr": result["lr"], **summary}, indent=1, default=float)
-    atomic_write(folder / "map.json", text.encode())
-    lines = ["# Regime map: speedup in rollouts to Uniform's target (AdamW, each method at its best rate)", ""]
-    cfg = result["config"]
-    lines.append(
+def run_commits(result: dict) -> dict[str, int]:
+    """How many of the map's runs ran at each commit (``unknown``: a run recorded without one)."""
+    counts: dict[str, int] = {}
+    for r in result["runs"].values():
+        counts[r.get("commit", "unknown")] = counts.get(r.get("commit", "unknown"), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def map_data(result: dict, allow_mixed_commits: bool = False) -> dict:
+    """What map.json holds: the configuration, the tuned rates, the summary (`summarize_map`), the
+    method/cell pairs not run yet and the commits the runs ran at. Runs of several commits raise
+    `MixedResultsError` unless ``allow_mixed_commits`` (then the tables say so)."""
+    commits = run_commits(result)
+    if len(commits) > 1 and not allow_mixed_commits:
+        raise MixedResultsError(
+            f"the map's runs ran at {len(commits)} commits ({_commit_list(commits)}): rerun them in a fresh --out "
+            "folder, or allow it (bench --map --allow-mixed-commits), which the tables then state"
+        )
+    return {
+        "config": result["config"],
+        "lr": result["lr"],
+        **summarize_map(result),
+        "missing": result.get("missing", []),
+        "run_commits": commits,
+        "allow_mixed_commits": allow_mixed_commits,
+    }
+
+
+def _commit_list(commits: dict[str, int]) -> str:
+    return ", ".join(f"{c[:10]}{'-dirty' if c.endswith('-dirty') else ''} ({n} runs)" for c, n in commits.items())
+
+
+def map_markdown(data: dict, level: int = 2) -> list[str]:
+    """The tables and target checks of a map, from map.json's data; sections at ``level``."""
+    cfg = data["config"]
+    commits = data.get("run_commits", {})
+    lines = []
+    if len(commits) > 1:
+        lines += [f"**Mixed runs: this map's runs ran at {len(commits)} commits:** {_commit_list(commits)}.", ""]
+    lines += [
         f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
-        f"Uniform's accuracy at {cfg['target_at']:.0%} of the run, on the running max of the seed-mean curves "
-        f"(0 = not reached by the end, i.e. slower than {cfg['target_at']:g}x; inf = Uniform did not reach "
-        f"it by the end, the method did); rates tuned "
+        f"the accuracy of the average of Uniform's and the method's seed-mean curves at {cfg['target_at']:.0%} "
+        f"of the run, on their running max "
+        f"(0 = not reached by the end; inf = Uniform did not reach it by the end, the method did); rates tuned "
         f"(mean accuracy over the last third of the run) on seeds "
         f"{list(cfg['tune_seeds'])} (grid {list(cfg['lr_grid'])}, extended x{cfg['lr_step']:g} at an edge), "
-        f"reported on seeds {list(cfg['report_seeds'])} (Uniform and the default: {list(cfg['paired_seeds'])}, paired)."
-    )
-    lines += section("Fingerprints (measured on Uniform's rollouts)")
+        f"reported on seeds {list(cfg['report_seeds'])} (Uniform, the default and the null control: "
+        f"{list(cfg['paired_seeds'])}, paired)."
+    ]
+    lines += section("Fingerprints (measured on Uniform's rollouts)", level)
     lines += table(
         [
             "cell",
@@ -119,22 +153,82 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
             "persistence of p",
             "transfer",
         ],
-        ([r["cell"], *_fingerprint_cells(r["fingerprints"])] for r in summary["rows"]),
+        ([r["cell"], *_fingerprint_cells(r["fingerprints"])] for r in data["rows"]),
     )
-    lines += section("Speedup vs Uniform: seed-mean (90% paired-bootstrap interval) [per-seed min-max] (rate)")
-    shown = [m for m in methods if m != "uniform"]
+    lines += section("Speedup vs Uniform: seed-mean (90% paired-bootstrap interval) [per-seed min-max] (rate)", level)
+    shown = [m for m in cfg["methods"] if m != "uniform"]
     lines += table(
-        ["cell", *shown], ([r["cell"], *(_speedup_cell(r["methods"].get(m)) for m in shown)] for r in summary["rows"])
+        ["cell", *shown], ([r["cell"], *(_speedup_cell(r["methods"].get(m)) for m in shown)] for r in data["rows"])
     )
-    lines += section("The default against Uniform (paired seeds)")
+    lines += section("The default against Uniform (paired seeds)", level)
     header = ["cell", "at its own best rate (90% CI)", "at Uniform's best rate (90% CI)", "null control (90% CI)"]
     header += ["batch noise/signal: Uniform", "default", "true-p optimum", "default@true-p"]
-    lines += table(header, (_default_cells(r) for r in summary["rows"] if DEFAULT in r["methods"]))
-    t = summary["targets"]
-    lines += section("Targets")
-    lines.append(
-        f"- noise-dominated cells (batch noise/signal >= {NOISE_DOMINATED:g}): {t['noise_dominated_cells'] or 'none'}"
+    lines += table(header, (_default_cells(r) for r in data["rows"] if DEFAULT in r["methods"]))
+    if data.get("saving_targets"):
+        lines += _saving_lines(data, level)
+    lines += section("Targets", level)
+    lines += _target_lines(data["targets"])
+    if data["errors"]:
+        lines += section("Not reported (learning rate at the grid's edge after extensions, or errors)", level)
+        lines += [f"- {k}: {v}" for k, v in data["errors"].items()]
+    if data.get("missing"):
+        lines += section(f"Not run yet (partial map: {len(data['missing'])} method/cell pairs)", level)
+        lines.append(", ".join(data["missing"]))
+    return lines
+
+
+def _saving_lines(data: dict, level: int) -> list[str]:
+    """Rollouts generated (share of Uniform's) and final accuracy per method; the saving targets."""
+    shown = [m for m in data["config"]["methods"] if m != "uniform"]
+    lines = section("Rollouts generated over the run, as a share of Uniform's (final accuracy minus Uniform's)", level)
+    lines += table(
+        ["cell", *shown],
+        (
+            [
+                r["cell"],
+                *(
+                    f"{e['spend']:.2f} ({e['final_gap']:+.3f})" if (e := r["methods"].get(m)) and "spend" in e else "-"
+                    for m in shown
+                ),
+            ]
+            for r in data["rows"]
+        ),
     )
+    lines += section(
+        "Saving targets: the default >= 1.5x where >= 30% of Uniform's groups are all-equal, >= 0.97x everywhere", level
+    )
+    lines += table(
+        [
+            "cell",
+            "Uniform's all-equal groups",
+            "default (90% CI)",
+            "rollouts",
+            "needed",
+            "met",
+            "known-p bound",
+            "share of it",
+        ],
+        (
+            [
+                t["cell"],
+                f"{t['zero_variance_fraction']:.0%}",
+                f"{_fmt(t['speedup'])} ({_fmt(t['ci90'][0])}-{_fmt(t['ci90'][1])})",
+                f"{t['spend']:.2f}",
+                f"{t['needed']:g}",
+                "yes" if t["met"] else "**no**",
+                _fmt(t["known_p_bound"]),
+                f"{t['share_of_bound']:.0%}" if t["share_of_bound"] == t["share_of_bound"] else "-",
+            ]
+            for t in data["saving_targets"]
+        ),
+    )
+    return lines
+
+
+def _target_lines(t: dict) -> list[str]:
+    lines = [
+        f"- noise-dominated cells (batch noise/signal >= {NOISE_DOMINATED:g}): {t['noise_dominated_cells'] or 'none'}"
+    ]
     for x in t["learned_best_in_noise_dominated"]:
         lines.append(
             f"  - {x['cell']}: best learned-predictor allocator {x['method']} {_fmt(x['speedup'])}x "
@@ -162,14 +256,30 @@ def write_map_report(result: dict, folder: str | Path, plots: bool = True) -> Pa
         f"- default's batch noise/signal <= 1.10x the true-p optimum's in every cell: {t['nsr_target_met']}"
         + (f" (ratios {_fmt(min(ratios))}-{_fmt(max(ratios))})" if ratios else "")
     )
-    if summary["errors"]:
-        lines += section("Not reported (learning rate at the grid's edge after extensions, or errors)")
-        lines += [f"- {k}: {v}" for k, v in summary["errors"].items()]
-    if result.get("missing"):
-        lines += section(f"Not run yet (partial map: {len(result['missing'])} method/cell pairs)")
-        lines.append(", ".join(result["missing"]))
+    return lines
+
+
+def write_map_report(
+    result: dict,
+    folder: str | Path,
+    plots: bool = True,
+    command: str | None = None,
+    results_copy: str | Path | None = None,
+    allow_mixed_commits: bool = False,
+) -> Path:
+    """map.md, map.json (a result file: summary + config; the runs stay in runs.jsonl) and heatmaps
+    in ``folder``; with ``results_copy`` the same result file there too (for results/map/)."""
+    folder = Path(folder)
+    data = map_data(result, allow_mixed_commits)
+    settings = dict(result["config"])
+    written = write_result(folder / "map.json", data, command=command, settings=settings)
+    if results_copy is not None:  # the same bytes, header included
+        atomic_write(results_copy, written.read_bytes())
+    lines = ["# Regime map: speedup in rollouts to the target (AdamW, each method at its best rate)", ""]
+    lines += map_markdown(data)
+    shown = [m for m in result["config"]["methods"] if m != "uniform"]
     if plots:
-        files = _heatmaps(summary, shown, folder)
+        files = _heatmaps(data, shown, folder)
         lines += section("Heatmaps") + [f"![{f}]({f})" for f in files]
     path = folder / "map.md"
     atomic_write(path, ("\n".join(lines) + "\n").encode())

@@ -22,9 +22,9 @@ def fmt(x: Any, nd: int = 2, inf: str = "inf") -> str:
     return f"{x:.{nd}f}"
 
 
-def section(title: str) -> list[str]:
-    """The lines that open a level-2 section (blank line, heading, blank line)."""
-    return ["", f"## {title}", ""]
+def section(title: str, level: int = 2) -> list[str]:
+    """The lines that open a section of ``level`` (blank line, heading, blank line)."""
+    return ["", f"{'#' * level} {title}", ""]
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

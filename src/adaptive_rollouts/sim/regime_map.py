@@ -30,7 +30,9 @@ same folder skips what is there, so an interrupted map resumes where it stopped 
 same result as an uninterrupted one (each run is a pure function of cell, method, seed, rate and
 `run_settings`). Each line records its cell and settings: a rerun into the folder with other
 settings (``--steps``, ``--estimator``, ...) is refused with the differing settings named, never
-mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`).
+mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`). Each run
+also records the commit it ran at (`reporting.results.git_commit`), so a map resumed on other code
+can be told apart (`sim.map_report` refuses to summarise runs of several commits unless allowed).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.reporting.results import git_commit
 from adaptive_rollouts.sim.bench import build_allocator
 from adaptive_rollouts.sim.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.sim.progress import progress_bar
@@ -240,6 +243,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     store = MapStore(folder, cfg)
+    commit = git_commit()  # the code this invocation runs
     n_est = len(cfg.cells) * sum(len(cfg.tune_seeds) * len(cfg.lr_grid) + len(_seeds_for(cfg, m)) for m in cfg.methods)
     bar = progress_bar(n_est, progress)
 
@@ -248,7 +252,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
         if r is None and not run_missing:
             raise _NotRunYet
         if r is None:
-            r = _one_run(cell, method, seed, lr, cfg)
+            r = {**_one_run(cell, method, seed, lr, cfg), "commit": commit}
             store.add(r)
         bar.set_postfix_str(f"{cell.key} {method}", refresh=False)
         bar.update(1)

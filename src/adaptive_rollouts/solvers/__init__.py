@@ -17,7 +17,7 @@ and why the variance objectives need an explicit skip cost: docs/objectives.md, 
 from __future__ import annotations
 
 from ..validation import InfeasibleBudgetError
-from .allocate import Objective, allocate, objective_function
+from .allocate import Objective, allocate, objective_function, reachable_upper
 from .kkt import solve_kkt
 from .table import solve_table, total_cost
 
@@ -26,6 +26,7 @@ __all__ = [
     "Objective",
     "allocate",
     "objective_function",
+    "reachable_upper",
     "solve_kkt",
     "solve_table",
     "total_cost",

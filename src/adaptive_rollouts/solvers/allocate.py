@@ -19,7 +19,7 @@ from .builtin import solve_builtin
 from .shared import shared_convex
 from .table import solve_masked
 
-__all__ = ["Objective", "allocate", "objective_function"]
+__all__ = ["Objective", "allocate", "objective_function", "reachable_upper"]
 
 Objective = str | Callable[[np.ndarray], np.ndarray]
 Rows = Callable[[np.ndarray], np.ndarray]  # counts [K] -> costs [Q, K]
@@ -141,7 +141,7 @@ def _solve_truncated(
         cap = min(upper, 2 * cap)
 
 
-def _reachable_upper(q: int, budget: int, lower: int, upper: int | None, skipping: bool) -> int:
+def reachable_upper(q: int, budget: int, lower: int, upper: int | None, skipping: bool) -> int:
     """`upper`, lowered to the most one prompt can get (every other prompt at `lower`, or skipped):
     counts above it can never be used, so no table or search ever spans them."""
     most = max(budget if skipping else budget - (q - 1) * lower, lower)
@@ -198,7 +198,7 @@ def allocate(
     if upper is not None:
         upper = check_budget(upper, "upper")
     skipping = allow_skip or lower_int == 0
-    upper = _reachable_upper(q, budget, lower_int, upper, allow_skip)
+    upper = reachable_upper(q, budget, lower_int, upper, allow_skip)
     budget, lower, upper = check_bounds(q, budget, lower_int, upper, allow_skip)
     if callable(objective):
         return _allocate_callable(objective, w, budget, lower, upper, allow_skip)

@@ -1,0 +1,30 @@
+"""Pieces every docs renderer shares: a result file loaded with its path relative to the
+repository, a block ending in its source line, the load-average note and the format of times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adaptive_rollouts.reporting.results import Result, load_result, provenance
+
+__all__ = ["load_relative", "block", "load_note", "fmt_ms"]
+
+
+def load_relative(root: Path, rel: str) -> Result:
+    r = load_result(root / rel)
+    return Result(rel, r.header, r.data)  # show the path relative to the repository
+
+
+def block(lines: list[str], results: list[Result]) -> str:
+    return "\n".join([*lines, "", provenance(results)])
+
+
+def load_note(data: dict) -> str:
+    load = data.get("load_average")
+    return "" if load is None else f", at a 1-minute load average of {load:.1f} on the machine that ran it"
+
+
+def fmt_ms(x: float | None) -> str:
+    if x is None:
+        return "not run"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.2f}" if x < 10 else f"{x:.1f}"

@@ -1,0 +1,44 @@
+"""The docs' regime-map block: every result file results/map/*.json (written by
+``adaptive-rollouts bench --map``), each as its own section with the tables of map.md
+(`sim.map_report.map_markdown`) and its source line. Maps of different commands are never merged
+into one table, and a file whose runs ran at several commits is refused unless it was written
+with ``--allow-mixed-commits`` (its tables then say so); with no file there, the block says which
+command produces one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_result, provenance
+
+__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "map_files"]
+
+MAP_DIR = "results/map"
+MAP_COMMAND = "adaptive-rollouts bench --map --out runs/<name>"
+
+
+def map_files(root: Path) -> list[Path]:
+    return sorted((root / MAP_DIR).glob("*.json"))
+
+
+def render_map(root: Path) -> str:
+    from adaptive_rollouts.sim.map_report import map_markdown
+
+    files = map_files(root)
+    if not files:
+        return (
+            f"No regime-map result is committed yet. `{MAP_COMMAND}` (with `--cells` / `--methods` for part of "
+            f"the map), run from the repository root, writes `{MAP_DIR}/<name>.json`; `make docs` then renders "
+            "its tables here."
+        )
+    lines: list[str] = []
+    for path in files:
+        loaded = load_result(path)
+        r = Result(str(path.relative_to(root)), loaded.header, loaded.data)
+        commits = r.data.get("run_commits", {})
+        if len(commits) > 1 and not r.data.get("allow_mixed_commits"):
+            raise MixedResultsError(f"result file {r.path}: runs of {len(commits)} commits ({', '.join(commits)})")
+        lines += [f"### Map `{path.stem}`", "", f"`{r.command}`", ""]
+        lines += map_markdown(r.data, level=4)
+        lines += ["", provenance([r]), ""]
+    return "\n".join(lines)
