@@ -87,12 +87,11 @@ def main(argv=None) -> int:
     if args.rates_from:
         base = replace(base, rates_from=args.rates_from)
     configs = [check_config(replace(base, regime=r.strip())) for r in args.regimes.split(",") if r.strip()]
-    command = "python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    command = ("python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))).strip()
     for cfg in configs:
-        state = run_protocol(
-            cfg, Path(args.out), run_missing=not args.report_only, progress=not (args.no_progress or args.report_only)
-        )
-        print(write_regime_report(cfg, state, Path(args.out), command.strip(), Path(args.map_results)))
+        show = not (args.no_progress or args.report_only)
+        state = run_protocol(cfg, Path(args.out), run_missing=not args.report_only, progress=show, command=command)
+        print(write_regime_report(cfg, state, Path(args.out), command, Path(args.map_results)))
     return 0
 
 

@@ -39,7 +39,7 @@ CFG = ProtocolConfig(
 )
 
 
-def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = "aaaa", slope: float = 0.01) -> dict:
+def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = "aaaaaaa", slope: float = 0.01) -> dict:
     """A saved run whose held-out curve rises by ``slope`` per evaluation (best at lr 1e-4)."""
     evals = cfg.steps // cfg.eval_every + 1
     budget = cfg.prompts_per_step * cfg.mean_rollouts
@@ -58,10 +58,15 @@ def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = 
         "extra_rollouts": 0,
         "probes": {"probe_var": [2.0], "probe_signal": [1.0], "nsr_rollout": [80.0], "probe_step": [0]},
     }
-    return {"settings": run_settings(cfg, arm, seed, lr), "commit": "c" + commit, "code": commit, "result": result}
+    return {
+        "settings": run_settings(cfg, arm, seed, lr),
+        "commit": "c0" + commit,
+        "code": "tree-" + commit,
+        "result": result,
+    }
 
 
-def fill(store: RunStore, cfg: ProtocolConfig, arms, commit: str = "aaaa", skip=()) -> None:
+def fill(store: RunStore, cfg: ProtocolConfig, arms, commit: str = "aaaaaaa", skip=()) -> None:
     for arm in arms:
         for lr in cfg.lr_grid:
             for seed in cfg.tune_seeds:
@@ -91,6 +96,9 @@ def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path):
     run = fake_run(CFG, "uniform", 0, 1e-4)
     run["settings"]["weights"] = "other"
     store.add(run)
+    from adaptive_rollouts.reporting.results import load_result
+
+    assert load_result(store.path("uniform", 0, 1e-4)).settings["arm"] == "uniform"  # a result file
     with pytest.raises(ValueError, match=r"uniform/lr0.0001-seed0.json was made with other settings \(weights"):
         store.get("uniform", 0, 1e-4)
 
@@ -115,7 +123,7 @@ def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
 
     store = RunStore(tmp_path / CFG.regime, CFG)
     fill(store, CFG, ["uniform", "null"])
-    fill(store, CFG, ["default"], commit="bbbb")
+    fill(store, CFG, ["default"], commit="bbbbbbb")
     state = run_protocol(CFG, tmp_path, run_missing=False, progress=False)
     rows = {r["arm"]: r for r in arm_rows(CFG, state)}
     assert rows["null"]["rollouts"]["speedup"] == pytest.approx(1.0, abs=0.05)
@@ -125,7 +133,7 @@ def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
     lo, hi = rows["default"]["rollouts"]["ci95"]
     assert lo <= rows["default"]["rollouts"]["ci90"][0] <= hi
     text = write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "no-map")
-    assert "Runs from 2 code versions" in text and "bbbb" in text
+    assert "Runs from 2 code versions" in text and "tree-bbbbbbb" in text and "c0bbbbbbb" in text
     assert "No regime-map results" in text
     assert "| this regime | 2.00 |" in text  # batch noise/signal: sum of traces over sum of signals
     summary = json.loads((tmp_path / CFG.regime / "summary.json").read_text())

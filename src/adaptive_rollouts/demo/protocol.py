@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.run_store import check_settings, read_json, write_json
+from adaptive_rollouts.reporting.results import write_result
+from adaptive_rollouts.sim.run_store import check_settings, read_json
 
 from .allocation import arm_of
 
@@ -171,44 +172,58 @@ def code_version(root: Path = SRC) -> dict[str, str]:
 
 
 class RunStore:
-    """The runs of one regime under ``folder``: ``protocol.json`` (the settings every run shares) and
-    ``runs/<arm>/lr<rate>-seed<seed>.json`` (one per finished run)."""
+    """The runs of one regime under ``folder``, as result files (`reporting.results`: a header with
+    command, commit, settings and time, then the data): ``protocol.json`` (the settings every run
+    shares) and ``runs/<arm>/lr<rate>-seed<seed>.json`` (one per finished run)."""
 
     SHARED: tuple[str, ...] = ("regime", "steps", "prompts_per_step", "mean_rollouts", "visits", "eval_every")
     SHARED += ("held_out", "oracle_samples", "probe_every", "probe_resamples")
 
-    def __init__(self, folder: Path, cfg: ProtocolConfig):
-        self.folder = Path(folder)
-        self.cfg = cfg
+    def __init__(self, folder: Path, cfg: ProtocolConfig, command: str = "python benchmarks/demo_protocol.py"):
+        self.folder, self.cfg, self.command = Path(folder), cfg, command
         shared = {k: getattr(cfg, k) for k in self.SHARED} | {"pool_size": cfg.pool_size(), "weights": weights_digest()}
         path = self.folder / "protocol.json"
         saved = read_json(path)
         if saved is not None:
-            check_settings(str(path), saved.get("settings"), shared)
+            check_settings(str(path), (saved.get("header") or {}).get("settings"), shared)
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
-            write_json(path, {"settings": shared})
+            write_result(
+                path, {"regime": cfg.regime}, command=command, settings=shared, commit=code_version()["commit"]
+            )
 
     def path(self, arm: str, seed: int, lr: float) -> Path:
         return self.folder / "runs" / arm / f"lr{lr:.6g}-seed{seed}.json"
 
     def get(self, arm: str, seed: int, lr: float) -> dict | None:
-        """The saved run, or None; ValueError naming the file and setting if it was made otherwise."""
+        """The saved run (``settings``, ``commit``, ``code``, ``result``), or None; ValueError naming
+        the file and the setting if it was made otherwise."""
         path = self.path(arm, seed, lr)
         saved = read_json(path)  # None when missing, or (with a warning) when cut by a crash: rerun
-        if saved is not None:
-            check_settings(str(path), saved.get("settings"), run_settings(self.cfg, arm, seed, lr))
-        return saved
+        if saved is None:
+            return None
+        header, data = saved.get("header"), saved.get("data")
+        if not isinstance(header, dict) or not isinstance(data, dict) or "result" not in data:
+            raise ValueError(f"{path} is not a protocol run file (a header and data with a result)")
+        check_settings(str(path), header.get("settings"), run_settings(self.cfg, arm, seed, lr))
+        return {
+            "settings": header["settings"],
+            "commit": header["commit"],
+            "code": data["code"],
+            "result": data["result"],
+        }
 
     def add(self, run: dict) -> None:
         s = run["settings"]
         path = self.path(s["arm"], s["seed"], s["lr"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, run)
+        data = {"code": run["code"], "result": run["result"]}
+        write_result(path, data, command=self.command, settings=s, commit=run["commit"])
 
 
 def run_record(res, settings: dict, version: dict) -> dict:
-    """The small JSON of one finished run: its settings, commit, curves and per-step groups."""
+    """One finished run in memory: its settings, commit and source tree, curves and per-step groups
+    (small: no rollouts)."""
     keep = {"rollouts", "tokens", "held_out", "counts", "groups", "train_seconds", "allocator_seconds"}
     keep |= {"objective", "extra_rollouts", "probes"}
     return {"settings": settings, **version, "result": {k: v for k, v in asdict(res).items() if k in keep}}
@@ -227,7 +242,13 @@ class ProtocolState:
     runs: dict[tuple[str, int, float], dict] = field(default_factory=dict)
 
 
-def run_protocol(cfg: ProtocolConfig, out: Path, run_missing: bool = True, progress: bool = True) -> ProtocolState:
+def run_protocol(
+    cfg: ProtocolConfig,
+    out: Path,
+    run_missing: bool = True,
+    progress: bool = True,
+    command: str = "python benchmarks/demo_protocol.py",
+) -> ProtocolState:
     """Run (or resume, or with ``run_missing=False`` only read) one regime of the protocol into
     ``out/<regime>``; returns the tuned rates, failures, the runs still missing, and every run. An
     arm whose run raises is recorded in ``errors`` (with no number) and the next arm runs."""
@@ -235,7 +256,7 @@ def run_protocol(cfg: ProtocolConfig, out: Path, run_missing: bool = True, progr
     from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
     check_config(cfg)
-    store = RunStore(Path(out) / cfg.regime, cfg)
+    store = RunStore(Path(out) / cfg.regime, cfg, command)
     dcfg = demo_config(cfg)
     state = ProtocolState()
     version = code_version()

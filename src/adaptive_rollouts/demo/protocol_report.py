@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.atomic import atomic_write
 from adaptive_rollouts.fingerprints import RegimeTracker
 
 from .regime import group_rewards
@@ -300,16 +301,6 @@ def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
     return lines
 
 
-def result_header(command: str, settings: dict) -> dict[str, Any]:
-    """What made a result file: the command, the commit (and the source tree), the settings and when."""
-    import datetime
-
-    from .protocol import code_version
-
-    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    return {"command": command, **code_version(), "settings": settings, "created": created}
-
-
 def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | None) -> str:
     """``summary.json`` and ``summary.md`` of one regime under ``out/<regime>``; returns the Markdown."""
     from dataclasses import asdict
@@ -330,7 +321,10 @@ def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | 
         "errors": state.errors,
         "missing": state.missing,
     }
-    result = {"header": result_header(command, asdict(cfg)), "data": data}
-    (folder / "summary.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
-    (folder / "summary.md").write_text(f"Made by `{command}`.\n\n{text}\n")
+    from adaptive_rollouts.reporting.results import write_result
+
+    from .protocol import code_version
+
+    write_result(folder / "summary.json", data, command=command, settings=asdict(cfg), commit=code_version()["commit"])
+    atomic_write(folder / "summary.md", f"Made by `{command}`.\n\n{text}\n".encode())
     return text
