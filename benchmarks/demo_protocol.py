@@ -20,15 +20,15 @@ from dataclasses import replace
 from pathlib import Path
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
+def _numbers(text: str, kind, option: str) -> tuple:
+    """A comma list of numbers; ValueError naming ``option`` for anything else."""
+    try:
+        return tuple(kind(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{option}: expected a comma list of {kind.__name__} values, got {text!r}") from None
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in text.split(",") if x.strip())
-
-
-def parse(argv=None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     from adaptive_rollouts.demo.protocol import ProtocolConfig
 
     d = ProtocolConfig()
@@ -50,10 +50,14 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--rates-from", default=None, help="take every arm's learning rate from this regime's tuning (no tuning here)"
     )
-    p.add_argument("--map-results", default="results/map", help="regime-map folder for placing the regimes")
+    p.add_argument(
+        "--map-results",
+        default="results/map,results/demo_protocol/map",
+        help="comma list of regime-map result files or folders, for placing the regimes on the map",
+    )
     p.add_argument("--report-only", action="store_true", help="run nothing; tables and what is missing")
     p.add_argument("--no-progress", action="store_true")
-    return p.parse_args(argv)
+    return p
 
 
 def default_arms() -> tuple[str, ...]:
@@ -65,10 +69,27 @@ def default_arms() -> tuple[str, ...]:
 
 
 def main(argv=None) -> int:
-    from adaptive_rollouts.demo.protocol import ProtocolConfig, check_config, run_protocol
+    from adaptive_rollouts.demo.protocol import run_protocol
     from adaptive_rollouts.demo.protocol_report import write_regime_report
 
-    args = parse(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
+    try:
+        configs = _configs(args)
+    except ValueError as err:  # a setting that cannot run: named before any run starts
+        cli.error(str(err))
+    command = ("python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))).strip()
+    for cfg in configs:
+        show = not (args.no_progress or args.report_only)
+        state = run_protocol(cfg, Path(args.out), run_missing=not args.report_only, progress=show, command=command)
+        maps = [Path(x.strip()) for x in args.map_results.split(",") if x.strip()]
+        print(write_regime_report(cfg, state, Path(args.out), command, maps))
+    return 0
+
+
+def _configs(args: argparse.Namespace) -> list:
+    from adaptive_rollouts.demo.protocol import ProtocolConfig, check_config
+
     arms = tuple(a.strip() for a in args.arms.split(",") if a.strip()) if args.arms else default_arms()
     base = ProtocolConfig(
         arms=arms,
@@ -78,21 +99,18 @@ def main(argv=None) -> int:
         visits=args.visits,
         eval_every=args.eval_every,
         held_out=args.held_out,
-        lr_grid=_floats(args.lr_grid),
-        tune_seeds=_ints(args.tune_seeds),
-        report_seeds=_ints(args.report_seeds),
+        lr_grid=_numbers(args.lr_grid, float, "--lr-grid"),
+        tune_seeds=_numbers(args.tune_seeds, int, "--tune-seeds"),
+        report_seeds=_numbers(args.report_seeds, int, "--report-seeds"),
         oracle_samples=args.oracle_samples,
         probe_every=args.probe_every,
     )
     if args.rates_from:
         base = replace(base, rates_from=args.rates_from)
-    configs = [check_config(replace(base, regime=r.strip())) for r in args.regimes.split(",") if r.strip()]
-    command = ("python benchmarks/demo_protocol.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))).strip()
-    for cfg in configs:
-        show = not (args.no_progress or args.report_only)
-        state = run_protocol(cfg, Path(args.out), run_missing=not args.report_only, progress=show, command=command)
-        print(write_regime_report(cfg, state, Path(args.out), command, Path(args.map_results)))
-    return 0
+    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
+    if not regimes:
+        raise ValueError("--regimes: give at least one of single-pass, multi-epoch")
+    return [check_config(replace(base, regime=r)) for r in regimes]
 
 
 if __name__ == "__main__":

@@ -299,3 +299,29 @@ def test_each_arm_names_its_objective():
     oracle = make_arm_allocator("oracle", 0, 8, oracle=sampled)
     assert objective_of(oracle) == "expected improvement, seq-mean"
     assert objective_of(Uniform()) == "equal groups"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--regimes", "both"], "regime must be one of"),
+        (["--arms", "uniform,nope"], "unknown arm 'nope'"),
+        (["--lr-grid", "1e-4,x"], "--lr-grid: expected a comma list of float values"),
+        (["--lr-grid", "1e-4,3e-4"], "lr_grid needs >= 3 positive rates"),
+        (["--tune-seeds", "0,1"], "tune seeds disjoint from the report seeds"),
+        (["--regimes", ","], "--regimes: give at least one"),
+        (["--rates-from", "single-pass", "--regimes", "single-pass"], "rates_from must name another regime"),
+    ],
+)
+def test_protocol_command_names_a_bad_setting_before_any_run(args, message, capsys, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "demo_protocol", Path(__file__).parents[1] / "benchmarks/demo_protocol.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--out", str(tmp_path), *args])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing written

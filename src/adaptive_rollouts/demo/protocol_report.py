@@ -301,15 +301,18 @@ def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
     return lines
 
 
-def write_regime_report(cfg, state, out: Path, command: str, map_folder: Path | None) -> str:
-    """``summary.json`` and ``summary.md`` of one regime under ``out/<regime>``; returns the Markdown."""
+def write_regime_report(cfg, state, out: Path, command: str, maps: Path | list[Path] | None) -> str:
+    """``summary.json`` and ``summary.md`` of one regime under ``out/<regime>``, placed on the map by
+    the cells of the map results ``maps`` (files or folders); returns the Markdown."""
     from dataclasses import asdict
 
     rows = arm_rows(cfg, state)
     prints = regime_fingerprints(cfg, state)
-    map_rows = load_map_summary(map_folder) if map_folder is not None else None
+    paths = [] if maps is None else [maps] if isinstance(maps, Path) else list(maps)
+    map_rows = [row for p in paths for row in (load_map_summary(p) or [])]
     placed = nearest_cell(prints, map_rows) if map_rows and prints else None
-    note = f"No regime-map results at {map_folder}: run `adaptive-rollouts bench --map --out {map_folder}` to place it."
+    where = ", ".join(map(str, paths)) or "(none given)"
+    note = f"No regime-map results at {where}: `adaptive-rollouts bench --map` writes them (results/map)."
     text = markdown(cfg, state, rows, prints, placed, note)
     folder = Path(out) / cfg.regime
     folder.mkdir(parents=True, exist_ok=True)
