@@ -3,7 +3,8 @@ exact-match rewards): Uniform, VIGOR and the default allocator, same
 seed, bf16 on CUDA.
 
 Asserts, for each method: every logged loss is finite; every step spent exactly the budget
-(``generation_batch_size`` rollouts: the allocation history and the logged ``adaptive/rollouts``);
+(``generation_batch_size`` rollouts; at most that for a saving allocator) and logged what it
+spent (``adaptive/rollouts_spent``);
 the last checkpoint holds ``adaptive_rollouts.safetensors`` + ``.json`` whose allocator state loads
 into a freshly built allocator of the same class and whose history equals the run's. Writes
 ``<out>/gpu_check_trl.json`` and ``<out>/gpu_check_trl.md``; exits 1 on the first failed check.
@@ -112,11 +113,11 @@ def run_method(method: str, args: argparse.Namespace, problems, out: Path) -> di
     check(all(math.isfinite(x) for x in losses), f"{method}: non-finite loss in {losses}")
     counts = [c.tolist() for c in trainer.allocation_history]
     check(len(counts) == args.steps, f"{method}: {len(counts)} allocations for {args.steps} steps")
-    check(all(sum(c) == budget for c in counts), f"{method}: a step did not spend {budget}: {counts}")
-    spent = [
-        h["adaptive/rollouts"] + h["adaptive/unscored"] for h in trainer.state.log_history if "adaptive/rollouts" in h
-    ]
-    check(spent == [float(budget)] * args.steps, f"{method}: logged rollouts {spent}, budget {budget}")
+    kind = getattr(trainer.allocator, "kind", "fill")
+    within = (lambda n: n == budget) if kind == "fill" else (lambda n: 0 <= n <= budget)
+    check(all(within(sum(c)) for c in counts), f"{method} ({kind}): a step spent outside its budget {budget}: {counts}")
+    spent = [h["adaptive/rollouts_spent"] for h in trainer.state.log_history if "adaptive/rollouts_spent" in h]
+    check(spent == [float(sum(c)) for c in counts], f"{method}: logged rollouts {spent}, allocated {counts}")
 
     folder = out / method / f"checkpoint-{args.steps}"
     check(

@@ -134,7 +134,7 @@ def test_completes_varied_groups_and_saves_on_flat_ones():
         counts = np.array([r.size for r in rewards])
         varied = np.array([r.size >= 2 and np.ptp(r) > 0 for r in rewards])
         assert np.all(counts[varied] == 8)  # a group that varied is always completed
-        assert counts[8:].sum() < 8 * 4  # the flat ones cost less than half of Uniform's
+        assert counts[8:].max() <= 4  # a flat prompt costs at most its pilot, half of Uniform's group
 
 
 def test_rare_successes_are_not_starved_at_a_cold_start():

@@ -42,6 +42,18 @@ class Skewed:
         sample(np.array([1, 2]), np.array([1, 2]))
         return sample(np.array([0, 2]), np.array([1, budget - q - 11]))
 
+class Saving:
+    # kind "save": 7 of 32 rollouts, 4 of 8 prompts skipped; rounds of 4 and 3 rows (the second padded
+    # by one generated rollout that no later round uses)
+    kind = "save"
+    def run(self, prompts, budget, sample):
+        plan = np.array([0, 3, 2, 0, 1, 0, 0, 1])
+        kept = np.flatnonzero(plan)
+        sample(kept, np.ones(kept.size, dtype=int))
+        more = kept[plan[kept] > 1]
+        sample(more, plan[more] - 1)
+        return []
+
 def reward(prompts, completions, **kw):
     return [len(c) / 5.0 for c in completions]
 
@@ -62,12 +74,13 @@ def trainer_of(cls, **kw):
     prompts = ["1+2=", "3*4=", "9-5=", "7+7=", "2*3=", "8-1=", "5+5=", "6*6="]
     t = cls(model=model, reward_funcs=kw.pop("reward_funcs", reward), args=args,
             train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok, **kw)
-    seen = {"advantages": [], "prompt_ids": []}
+    seen = {"advantages": [], "prompt_ids": [], "masked": []}
     original = t._generate_and_score_completions
     def wrapped(inputs):
         out = original(inputs)
         seen["advantages"].append(out["advantages"].tolist())
         seen["prompt_ids"].append(out["prompt_ids"].tolist())
+        seen["masked"].append((out["completion_mask"].sum(1) == 0).tolist())
         return out
     t._generate_and_score_completions = wrapped
     set_seed(0)
@@ -81,6 +94,14 @@ if mode == "skewed":
     result = dict(rank=rank, world=t.accelerator.num_processes, advantages=seen["advantages"][0],
                   prompts=[tok.decode([i for i in row if i != tok.pad_token_id]) for row in seen["prompt_ids"][0]],
                   counts=[c.tolist() for c in t.allocation_history], logs=logs)
+elif mode == "saving":
+    t, tok, seen = trainer_of(AdaptiveGRPOTrainer, allocator=Saving(), gradient_accumulation_steps=2)
+    rank = t.accelerator.process_index
+    logs = [h for h in t.state.log_history if "adaptive/rounds" in h]
+    result = dict(rank=rank, world=t.accelerator.num_processes, advantages=seen["advantages"][0],
+                  masked=seen["masked"][0], counts=[c.tolist() for c in t.allocation_history], logs=logs,
+                  losses=[h["loss"] for h in t.state.log_history if "loss" in h],
+                  table=len(t._logs["prompt"]))
 else:  # parity: Uniform vs stock GRPOTrainer, two weighted rewards, num_iterations=2, gradient accumulation 2
     kw = dict(reward_funcs=[reward_one, reward], reward_weights=[0.7, 0.3], num_iterations=2,
               gradient_accumulation_steps=2, max_steps=4, optim="sgd")
@@ -128,7 +149,7 @@ def test_two_processes_allocate_once_keep_groups_whole_and_use_padding(tmp_path,
             if rows.count(p) == 1:
                 assert r["advantages"][i] == 0.0
     logs = ranks[0]["logs"][0]
-    assert logs["adaptive/rounds"] == 4.0 and logs["adaptive/rollouts"] == 16.0
+    assert logs["adaptive/rounds"] == 4.0 and logs["adaptive/rollouts_spent"] == 16.0
     # both padding rollouts were served to the last round: 16 generated for a budget of 16
     assert logs["adaptive/padding_unused"] == 0.0
     assert ranks[1]["logs"][0]["adaptive/rounds"] == 4.0  # every rank logs the same
@@ -144,3 +165,22 @@ def test_two_processes_uniform_matches_stock(tmp_path, request):
         assert r["param_diff"] < 1e-5
         assert np.allclose(r["losses"][0], r["losses"][1], atol=1e-6)
     assert ranks[0]["counts"] == [[4] * 8] * 2  # 2 ranks x 8 rows x 2 steps = 32 rows = 8 prompts
+
+
+@pytest.mark.slow
+def test_two_processes_saving_allocator_uneven_shares_zero_weight_padding(tmp_path, request):
+    ranks = run_two_processes(tmp_path, request, "saving", 29535)
+    # 32 rows = 8 prompts x 4 (2 processes x 8 rows x steps_per_generation 2); 7 spent: shares 4 and 3,
+    # each rank holds 4 rows (2 micro-batches of 2); rank 1's 4th row is a copy with no loss weight
+    assert ranks[0]["counts"] == [[0, 3, 2, 0, 1, 0, 0, 1]]
+    assert [len(r["advantages"]) for r in ranks] == [4, 4]
+    assert ranks[0]["masked"] == [False] * 4 and sum(ranks[1]["masked"]) == 1
+    assert ranks[1]["advantages"][ranks[1]["masked"].index(True)] == 0.0
+    logs = ranks[0]["logs"][0]
+    assert (
+        logs["adaptive/rollouts_spent"] == 7 and logs["adaptive/rollouts_saved"] == 25 and logs["adaptive/skipped"] == 4
+    )
+    assert logs["adaptive/padding_rows"] == 1
+    assert logs["adaptive/padding_unused"] == 1  # generated to even out the second round's call, not trained
+    for r in ranks:
+        assert r["table"] == 7 and all(np.isfinite(r["losses"]))

@@ -192,10 +192,48 @@ def test_rows_with_the_same_text_stay_two_prompts_with_their_own_columns(tmp_pat
     assert means == [0.0, 0.0, 1.0]  # the row with answer "x" is scored against its own answer
 
 
-def test_the_same_row_twice_in_one_batch_is_an_error():
-    from adaptive_rollouts.integrations.trl.layout import group_batch, key_of_row
+def test_user_code_sees_the_dataset_rows_unchanged(tmp_path):
+    """No column is added: the dataset, the rows given to training_step, and the reward functions'
+    keyword arguments are stock TRL's; rows with the same text still are two prompts."""
+    from datasets import Dataset
 
-    keys = [key_of_row({"prompt": "1+1=", "adaptive_rollouts_row": i}) for i in (0, 0, 1, 1)]
+    dataset = Dataset.from_dict({"prompt": ["1+1=", "1+1=", "2+2="], "answer": ["x", "y", "z"]})
+    seen_kwargs: list[set] = []
+
+    def reward_answer_is_x(prompts, completions, answer, **kwargs):
+        seen_kwargs.append(set(kwargs))
+        return [float(a == "x") for a in answer]
+
+    trainer = make_trainer(
+        AdaptiveGRPOTrainer,
+        tmp_path,
+        reward=reward_answer_is_x,
+        dataset=dataset,
+        allocator="uniform",
+        config={"max_steps": 1},
+    )
+    assert trainer.train_dataset.column_names == ["prompt", "answer"]
+    batches = []
+    original = trainer.training_step
+
+    def recording(model, inputs, num_items_in_batch=None):
+        batches.append(inputs)
+        return original(model, inputs, num_items_in_batch)
+
+    trainer.training_step = recording
+    trainer.train()
+    rows = batches[0]
+    assert len(rows) == 12 and all(set(row) == {"prompt", "answer"} for row in rows)
+    assert sorted({(r["prompt"], r["answer"]) for r in rows}) == [("1+1=", "x"), ("1+1=", "y"), ("2+2=", "z")]
+    stock_kwargs = {"completion_ids", "trainer_state", "log_extra", "log_metric"}  # what TRL 1.16 passes
+    assert seen_kwargs and all(k == stock_kwargs for k in seen_kwargs)
+    assert trainer.allocation_history[0].tolist() == [4, 4, 4]  # three prompts, not two
+
+
+def test_the_same_row_twice_in_one_batch_is_an_error():
+    from adaptive_rollouts.integrations.trl.layout import KeyedRow, group_batch, key_of_row
+
+    keys = [key_of_row(KeyedRow({"prompt": "1+1="}, i)) for i in (0, 0, 1, 1)]
     assert group_batch(keys, 2) == (["train#0", "train#1"], [0, 2])
     with pytest.raises(ValueError, match="train#0.*x4"):
         group_batch(keys[:2] * 2, 2)
@@ -275,7 +313,10 @@ def test_default_allocator_is_the_recommended_one_built_with_the_trainer_setting
     assert type(trainer.allocator) is type(make_allocator())
     assert (trainer.allocator.estimator, trainer.allocator.aggregation) == ("drgrpo", "token-mean")
     trainer.train()
-    assert [int(c.sum()) for c in trainer.allocation_history] == [12, 12]
+    spent = [int(c.sum()) for c in trainer.allocation_history]  # the default saves: at most the budget
+    assert trainer.kind == type(make_allocator()).kind and len(spent) == 2 and all(0 <= n <= 12 for n in spent)
+    assert logged(trainer, "adaptive/rollouts_spent") == spent
+    assert logged(trainer, "adaptive/rollouts_saved") == [12 - n for n in spent]
 
 
 @pytest.mark.parametrize("predictor", ["gp", "paper-gp"])

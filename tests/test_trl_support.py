@@ -3,11 +3,33 @@ stock ``GRPOTrainer`` and ``AdaptiveGRPOTrainer``, test allocators, and what a s
 
 from __future__ import annotations
 
+import string
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
+
+SPECIAL = ["<pad>", "<|im_end|>", "<|im_start|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+TOOL_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call><|im_end|>'
+
+
+def chat_tokenizer():
+    """A character-level tokenizer with Qwen3's chat template (tool calling), built in code."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import qwen3_chat_template
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + sorted(set(string.printable)))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<|im_end|>", unk_token="?")
+    tok.add_special_tokens({"additional_special_tokens": SPECIAL[2:]})
+    tok.chat_template = qwen3_chat_template
+    return tok
+
 
 PROMPTS = ["1+2=", "3*4=", "9-5=", "7+7=", "2*3=", "8-1="]
 
@@ -147,3 +169,37 @@ def test_support_helpers_build_a_trainer(tmp_path):
 
     trainer = make_trainer(GRPOTrainer, tmp_path)
     assert trainer.num_generations == 4 and trainer.args.generation_batch_size == 12
+
+
+class Saver:
+    """A saving allocator (kind "save") for the tests: step k spends ``plans[k % len(plans)][i]``
+    rollouts on the batch's i-th prompt (0: skipped), in two rounds (one rollout to each prompt it
+    keeps, then the rest). Its step counter is its state, saved with checkpoints."""
+
+    kind = "save"
+
+    def __init__(self, plans):
+        self.plans = [list(p) for p in plans]
+        self.step = 0
+        self.last_metrics: dict = {}
+
+    def run(self, prompts, budget, sample):
+        plan = np.array(self.plans[self.step % len(self.plans)][: len(prompts)], dtype=int)
+        self.step += 1
+        got = [np.zeros(0) for _ in prompts]
+        kept = np.flatnonzero(plan > 0)
+        if kept.size:
+            for i, r in zip(kept, sample(kept, np.ones(kept.size, dtype=int))):
+                got[i] = np.asarray(r, dtype=float)
+            more = kept[plan[kept] > 1]
+            if more.size:
+                for i, r in zip(more, sample(more, plan[more] - 1)):
+                    got[i] = np.concatenate([got[i], np.asarray(r, dtype=float)])
+        self.last_metrics = {"num_prompts": float(len(prompts))}
+        return got
+
+    def state_dict(self):
+        return {"step": self.step}
+
+    def load_state_dict(self, state):
+        self.step = int(state["step"])

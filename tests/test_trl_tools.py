@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import string
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from test_trl_support import Capture, Recorder, Skewed, logged, make_config, tiny_model  # noqa: E402
+from test_trl_support import (  # noqa: E402
+    TOOL_CALL,
+    Capture,
+    Recorder,
+    Skewed,
+    chat_tokenizer,
+    logged,
+    make_config,
+    tiny_model,
+)
 
 from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer  # noqa: E402
-
-SPECIAL = ["<pad>", "<|im_end|>", "<|im_start|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-TOOL_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call><|im_end|>'
-
-
-def chat_tokenizer():
-    """A character-level tokenizer with Qwen3's chat template (tool calling), built in code."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen3_chat_template
-
-    vocab = {t: i for i, t in enumerate(SPECIAL + sorted(set(string.printable)))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<|im_end|>", unk_token="?")
-    tok.add_special_tokens({"additional_special_tokens": SPECIAL[2:]})
-    tok.chat_template = qwen3_chat_template
-    return tok
 
 
 def test_tools_multi_turn_rollouts_one_reward_each(tmp_path):
@@ -124,27 +112,13 @@ def test_rollout_func_rows_and_extra_fields_reach_the_rewards(tmp_path):
         assert rewards["reward_from_tag"] == (lengths / 4.0).tolist()  # each row scored with its own field
 
 
-def test_environment_factory_and_images_are_refused_at_construction(tmp_path):
+def test_images_are_refused_at_construction(tmp_path):
     from datasets import Dataset
 
     from adaptive_rollouts.demo.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
-
-    class Env:
-        def reset(self, **kwargs):
-            return None
-
     common = dict(model=tiny_model(tok), reward_funcs=lambda completions, **kw: [0.0] * len(completions))
-    with pytest.raises(ValueError, match="environment_factory"):
-        AdaptiveGRPOTrainer(
-            **common,
-            args=make_config(tmp_path),
-            train_dataset=Dataset.from_dict({"prompt": ["1+2="] * 6}),
-            processing_class=tok,
-            environment_factory=Env,
-            allocator="uniform",
-        )
     with pytest.raises(ValueError, match="image column"):
         AdaptiveGRPOTrainer(
             **common,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -43,3 +45,22 @@ def clean_queue(transfer_queue):
     clear()
     yield tq
     clear()
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch, clean_queue):
+    """run(steps, files=..., llm=..., **overrides) -> (trainer, manager, logged metrics per step):
+    the harness (harness.py) trains the real trainer with verl's fit() on toy.parquet (8 prompts)."""
+    import harness as H
+    import verl.trainer.ppo.v1.trainer_base as trainer_base
+
+    monkeypatch.setattr(trainer_base, "Tracking", H.RecordingTracker)
+    default_file = H.write_dataset(str(tmp_path / "toy.parquet"), list(range(8)))
+
+    def go(steps, files=None, llm=None, root=None, **overrides):
+        root = root or str(tmp_path / "run")
+        os.makedirs(root, exist_ok=True)
+        cfg = H.compose(H.base_overrides(root, files or [default_file], steps, **overrides))
+        return H.train(cfg, llm or H.FakeLLM(H.P))
+
+    return go

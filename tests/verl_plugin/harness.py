@@ -28,6 +28,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORDS = ["<pad>", "<eos>", "<unk>", "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
 WORDS += [f"q{i}" for i in range(64)] + ["right", "wrong", "answer", "question", "search", "result", "call"]
+P = {k: [0.0, 0.25, 0.5, 0.9][k % 4] for k in range(64)}  # the scenarios' success probability of q<k>
 
 
 def make_tiny_model(root: str) -> tuple[str, str]:
@@ -186,7 +187,7 @@ class FakeWorkerGroup:
     def update_actor(self, batch):
         import transfer_queue as tq
 
-        fields = ["uid", "raw_prompt", "rm_scores", "advantages", "response_mask"]
+        fields = ["uid", "raw_prompt", "rm_scores", "advantages", "response_mask", "loss_mask"]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         rows = []
         for i, (key, tag) in enumerate(zip(batch.keys, batch.tags)):
@@ -200,6 +201,8 @@ class FakeWorkerGroup:
                     "prompt": str(list(data["raw_prompt"][i])[0]["content"]) if not tag.get("is_padding") else "",
                     "score": float(data["rm_scores"][i].sum()),
                     "advantage": float(adv[mask.bool()][0]) if mask.any() else 0.0,
+                    "loss_tokens": int(data["loss_mask"][i].sum()),  # verl's loss weights every token by it
+                    "abs_advantage_sum": float(adv.abs().sum()),
                 }
             )
         self.updates.append({"rows": rows, "mini_batch": batch.extra_info.get("mini_batch_size")})
@@ -351,3 +354,17 @@ def trained_counts(worker_group: FakeWorkerGroup) -> list[dict[str, int]]:
                 counts[row["prompt"]] += 1
         out.append(dict(counts))
     return out
+
+
+def rows_by_uid(update: dict) -> dict[str, list[dict]]:
+    """An actor update's trajectory rows (padding excluded) per advantage group."""
+    out: dict[str, list[dict]] = {}
+    for row in update["rows"]:
+        if not row["padding"]:
+            out.setdefault(row["uid"], []).append(row)
+    return out
+
+
+def step_metrics(logged: list[tuple[int, dict]], step: int) -> dict:
+    """The metrics logged at ``step``."""
+    return next(m for s, m in logged if s == step)

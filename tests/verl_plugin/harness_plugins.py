@@ -1,5 +1,6 @@
-"""Plug-ins the verl harness scenarios name in their configs: a text encoder, a single-shot
-allocator that skips a prompt, a checkpoint callback, and a multi-output tool agent loop."""
+"""Plug-ins the verl harness scenarios name in their configs: a text encoder, allocators that skip
+prompts (a fill-kind single-shot one, and saving ones: single-shot and progressive), a checkpoint
+callback, and a multi-output tool agent loop."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import numpy as np
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
+
+from adaptive_rollouts.types import Plan
 
 
 class HashEncoder:
@@ -55,6 +58,107 @@ class SkipLast:
 
     def load_state_dict(self, state):
         pass
+
+
+def _draw_parts(answer, asked):
+    """(rewards, unscored) of a ``sample`` answer: a list of arrays, or a `Draw` (a list with ``unscored``)."""
+    unscored = getattr(answer, "unscored", np.zeros(len(asked), dtype=np.int64))
+    return [np.asarray(r, dtype=float) for r in answer], np.asarray(unscored, dtype=np.int64)
+
+
+class SaveSingleShot:
+    """A saving single-shot allocator (``kind = "save"``): a prompt seen for the first time gets 3
+    rollouts, one whose last group varied 4, one whose last group was all-equal 0 (skipped, and
+    forgotten: next time it is new again); the last prompt of every batch is skipped. Steps listed
+    in ``empty_steps`` skip every prompt. ``plan`` returns a `Plan`, as the library's allocators do.
+    Its state is what it remembers."""
+
+    kind = "save"
+
+    def __init__(self, empty_steps=()):
+        self.empty_steps = [int(s) for s in empty_steps]
+        self.last: dict = {}
+        self.steps = 0
+        self.observed: list = []
+        self.last_metrics = None
+
+    def plan(self, prompts, budget):
+        self.steps += 1
+        counts = np.array([{None: 3, "varied": 4, "flat": 0}[self.last.get(p)] for p in prompts], dtype=np.int64)
+        counts[-1] = 0
+        if self.steps in self.empty_steps:
+            counts[:] = 0
+        return Plan(list(prompts), counts, budget)
+
+    def observe(self, plan, rewards):
+        assert isinstance(plan, Plan)  # the trainer gives the plan back
+        prompts = plan.prompts
+        self.observed.append((list(prompts), [np.asarray(r).tolist() for r in rewards]))
+        for p, r in zip(prompts, rewards):
+            r = np.asarray(r)
+            if r.size:
+                self.last[p] = "varied" if np.unique(r).size > 1 else "flat"
+            else:
+                self.last.pop(p, None)
+        self.last_metrics = {"rollouts_spent": sum(len(r) for r in rewards)}
+
+    def state_dict(self):
+        return {"steps": self.steps, "last": {str(k): v for k, v in self.last.items()}}
+
+    def load_state_dict(self, state):
+        self.steps, self.last = int(state["steps"]), dict(state["last"])
+
+
+class SaveProgressive:
+    """A saving progressive allocator (``run`` only, ``kind = "save"``): round 1 is a pilot of 2
+    rollouts per prompt (1 for prompts whose last pilot was all-equal; the last prompt of the batch
+    is skipped); round 2 gives half of what is left of the budget (all of it with ``greedy``) to the
+    first prompt whose pilot varied. Rollouts a ``sample`` answer leaves unscored are spent. Steps
+    listed in ``empty_steps`` skip every prompt. Records every answer's unscored counts."""
+
+    kind = "save"
+
+    def __init__(self, empty_steps=(), greedy=False):
+        self.empty_steps = [int(s) for s in empty_steps]
+        self.greedy = bool(greedy)
+        self.flat: set = set()
+        self.steps = 0
+        self.unscored: list = []
+        self.last_metrics = None
+
+    def _sample(self, sample, rewards, indices, counts):
+        got, unscored = _draw_parts(sample(indices, counts), counts)
+        self.unscored.append(unscored.tolist())
+        for i, r, u, c in zip(indices, got, unscored, counts):
+            assert r.size + u == c
+            rewards[i].extend(r.tolist())
+        return int(counts.sum())
+
+    def run(self, prompts, budget, sample):
+        self.steps += 1
+        q = len(prompts)
+        rewards: list = [[] for _ in range(q)]
+        spent = 0
+        if self.steps not in self.empty_steps:
+            pilot = np.array([1 if p in self.flat else 2 for p in prompts], dtype=np.int64)
+            pilot[-1] = 0
+            live = np.flatnonzero(pilot)
+            spent += self._sample(sample, rewards, live, pilot[live])
+            varied = [i for i in live if np.unique(rewards[i]).size > 1]
+            self.flat = (self.flat | {prompts[i] for i in live if i not in varied}) - {prompts[i] for i in varied}
+            rest = budget - spent
+            extra = rest if self.greedy else rest // 2
+            if varied and extra > 0:
+                spent += self._sample(sample, rewards, np.array([varied[0]]), np.array([extra]))
+        out = [np.asarray(r, dtype=float) for r in rewards]
+        self.last_metrics = {"rollouts_spent": spent, "skipped": sum(r.size == 0 for r in out)}
+        return out
+
+    def state_dict(self):
+        return {"steps": self.steps, "flat": sorted(str(p) for p in self.flat)}
+
+    def load_state_dict(self, state):
+        self.steps, self.flat = int(state["steps"]), set(state["flat"])
 
 
 class StateCheck:

@@ -15,37 +15,7 @@ torch = pytest.importorskip("torch")
 
 import harness as H  # noqa: E402
 import harness_plugins as plugins  # noqa: E402
-
-P = {k: [0.0, 0.25, 0.5, 0.9][k % 4] for k in range(64)}
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch, clean_queue):
-    """run(steps, files=..., llm=..., **overrides) -> (trainer, manager, logged metrics per step)."""
-    import verl.trainer.ppo.v1.trainer_base as trainer_base
-
-    monkeypatch.setattr(trainer_base, "Tracking", H.RecordingTracker)
-    default_file = H.write_dataset(str(tmp_path / "toy.parquet"), list(range(8)))
-
-    def go(steps, files=None, llm=None, root=None, **overrides):
-        root = root or str(tmp_path / "run")
-        os.makedirs(root, exist_ok=True)
-        cfg = H.compose(H.base_overrides(root, files or [default_file], steps, **overrides))
-        return H.train(cfg, llm or H.FakeLLM(P))
-
-    return go
-
-
-def rows_by_uid(update):
-    out = {}
-    for row in update["rows"]:
-        if not row["padding"]:
-            out.setdefault(row["uid"], []).append(row)
-    return out
-
-
-def step_metrics(logged, step):
-    return next(m for s, m in logged if s == step)
+from harness import rows_by_uid, step_metrics  # noqa: E402
 
 
 def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
@@ -65,7 +35,7 @@ def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
         m = step_metrics(logged, step)
         scores = [r["score"] for g in groups.values() for r in g]
         # the logged allocation metrics are this step's (not the previous plan's mixed in)
-        assert m["adaptive/rollouts"] == 16
+        assert m["adaptive/rollouts_spent"] == 16 and m["adaptive/effective_rollouts"] <= 16
         assert m["adaptive/mean_reward"] == pytest.approx(np.mean(scores))
         assert m["adaptive/count_max"] == max(len(g) for g in groups.values())
         assert "regime/zero_variance_fraction" in m
@@ -101,7 +71,7 @@ def test_zero_rollout_prompt_is_reported_and_untrained(run):
 
 
 def test_failed_session_single_shot_trains_the_rest_and_pads(run):
-    llm = H.FakeLLM(P)
+    llm = H.FakeLLM(H.P)
     llm.fail = {(1, 2, 0)}  # step 1, question q2, its first call crashes
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "harness_plugins:SkipLast"})
     prompts, rewards = trainer.allocator.observed[0]
@@ -116,7 +86,7 @@ def test_failed_session_single_shot_trains_the_rest_and_pads(run):
 
 
 def test_failed_session_progressive_is_redispatched(run):
-    llm = H.FakeLLM(P)
+    llm = H.FakeLLM(H.P)
     llm.fail = {(1, 1, 0)}
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "vigor"})
     m = step_metrics(logged, 1)
@@ -127,12 +97,12 @@ def test_failed_session_progressive_is_redispatched(run):
 
 
 def test_persistently_failing_prompt_trains_what_exists(run):
-    llm = H.FakeLLM(P)
+    llm = H.FakeLLM(H.P)
     llm.fail = {(1, 3, c) for c in range(64)}  # q3 never answers
     trainer, manager, logged = run(1, llm=llm, **{"adaptive.allocator": "vigor", "adaptive.session_retries": 1})
     m = step_metrics(logged, 1)
     assert m["adaptive/incomplete_step"] == 1 and m["adaptive/missing_rollouts"] > 0
-    assert "adaptive/rollouts" not in m  # the allocator did not finish: no stale allocation metrics
+    assert "adaptive/effective_rollouts" not in m  # the allocator did not finish: no stale allocation metrics
     prompts = {r["prompt"] for r in trainer.actor_rollout_wg.updates[0]["rows"] if not r["padding"]}
     assert "question q3" not in prompts and "question q0" in prompts
 
@@ -140,7 +110,7 @@ def test_persistently_failing_prompt_trains_what_exists(run):
 def test_multi_turn_tool_agent_one_reward_per_session(run):
     from verl.trainer.ppo import core_algos
 
-    llm = H.FakeLLM(P, tool_first=True)
+    llm = H.FakeLLM(H.P, tool_first=True)
     trainer, manager, logged = run(
         1,
         llm=llm,
@@ -150,7 +120,7 @@ def test_multi_turn_tool_agent_one_reward_per_session(run):
     update = trainer.actor_rollout_wg.updates[0]
     rows = [r for r in update["rows"] if not r["padding"]]
     assert len(rows) == 32  # two outputs (turns) per session, 16 sessions
-    assert step_metrics(logged, 1)["adaptive/rollouts"] == 16
+    assert step_metrics(logged, 1)["adaptive/rollouts_spent"] == 16
     sessions = {}
     for r in rows:
         round_uid, s, _ = r["key"].rsplit("_", 2)  # a round's uid; r["uid"] is the prompt's
@@ -218,15 +188,23 @@ def test_plus_minus_one_rewards_outside_a_declared_range_raise(run, tmp_path):
         run(1, files=[f], **{"adaptive.allocator": "uniform", "adaptive.reward_range": "[0,1]"})
 
 
-def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tmp_path):
+@pytest.mark.parametrize(
+    "allocator",
+    [
+        {"adaptive.allocator": "vip", "adaptive.encoder": "harness_plugins:HashEncoder"},
+        {"adaptive.allocator": "harness_plugins:SaveSingleShot"},  # saving: skips, fewer rollouts
+        {"adaptive.allocator": "harness_plugins:SaveProgressive"},
+    ],
+    ids=["vip", "saving-single-shot", "saving-progressive"],
+)
+def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tmp_path, allocator):
     plugins.StateCheck.seen.clear()
     common = {
-        "adaptive.allocator": "vip",
-        "adaptive.encoder": "harness_plugins:HashEncoder",
+        **allocator,
         "trainer.save_freq": 2,
         "trainer.checkpoint_callback_class": "harness_plugins.StateCheck",
     }
-    full, _, _ = run(4, root=str(tmp_path / "full"), **common)
+    full, _, full_log = run(4, root=str(tmp_path / "full"), **common)
     run(2, root=str(tmp_path / "resumed"), **common)
     assert plugins.StateCheck.seen[-1] == {
         "step": 2,
@@ -237,10 +215,16 @@ def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tm
     shutil.copytree(tmp_path / "resumed", tmp_path / "stateless")
     os.remove(tmp_path / "stateless" / "ckpt" / "global_step_2" / "adaptive_allocator.safetensors")
     resume = {**common, "trainer.resume_mode": "auto"}
-    resumed, _, _ = run(4, root=str(tmp_path / "resumed"), **resume)
+    resumed, _, resumed_log = run(4, root=str(tmp_path / "resumed"), **resume)
     assert resumed.actor_rollout_wg.loaded  # verl's own resume ran
     assert len(resumed.actor_rollout_wg.updates) == 2  # steps 3 and 4
     assert H.trained_counts(full.actor_rollout_wg)[2:] == H.trained_counts(resumed.actor_rollout_wg)
+    spending = ["rollouts_spent", "rollouts_saved", "skipped", "trained_rows", "padding_rows", "response_tokens"]
+    for step in (3, 4):  # what the resumed steps spent, saved, skipped and padded is the uninterrupted run's
+        expected, got = step_metrics(full_log, step), step_metrics(resumed_log, step)
+        assert [got["adaptive/" + k] for k in spending] == [expected["adaptive/" + k] for k in spending]
+        if "Save" in allocator["adaptive.allocator"]:  # the resumed steps did skip and save
+            assert got["adaptive/skipped"] >= 1 and got["adaptive/rollouts_saved"] > 0
     # the same resume without the allocator's state allocates differently: the check bites
     stateless, _, _ = run(4, root=str(tmp_path / "stateless"), **resume)
     assert H.trained_counts(full.actor_rollout_wg)[2:] != H.trained_counts(stateless.actor_rollout_wg)
@@ -276,7 +260,11 @@ def test_the_yaml_default_is_the_recommended_allocator(run):
     trainer, manager, logged = run(2)  # adaptive.allocator: null in adaptive_ppo.yaml
     assert type(trainer.allocator) is type(make_allocator())
     assert (trainer.allocator.estimator, trainer.allocator.aggregation) == ("grpo", "token-mean")
-    assert not trainer.single_shot
+    assert not trainer.single_shot and trainer.kind == "save"  # the default spends at most the budget
     for step, update in enumerate(trainer.actor_rollout_wg.updates, start=1):
-        assert len(rows_by_uid(update)) == 4 and sum(len(g) for g in rows_by_uid(update).values()) == 16
-        assert step_metrics(logged, step)["adaptive/rollouts"] == 16
+        m = step_metrics(logged, step)
+        groups = rows_by_uid(update)
+        # one group per prompt that got rollouts; every rollout it spent is trained on, once
+        assert len(groups) == 4 - m["adaptive/skipped"]
+        assert sum(len(g) for g in groups.values()) == m["adaptive/rollouts_spent"] == 16 - m["adaptive/rollouts_saved"]
+        assert m["adaptive/rollouts_spent"] <= 16 and m["adaptive/padding_rows"] == 16 - m["adaptive/rollouts_spent"]

@@ -30,10 +30,41 @@ def test_check_counts_and_assign_errors():
         S.check_counts([8], 2, 8)
     with pytest.raises(ValueError, match="non-integer"):
         S.check_counts([4.5, 3.5], 2, 8)
+    # a saving allocator spends at most the budget: fewer is fine, zeros are skipped prompts, more is not
+    assert S.check_counts([0, 5], 2, 8, "save").tolist() == [0, 5]
+    assert S.check_counts([0, 0], 2, 8, "save").tolist() == [0, 0]
+    assert S.check_counts([3, 5], 2, 8, "save").tolist() == [3, 5]
+    with pytest.raises(ValueError, match="sum to 9, budget is 8.*'save'"):
+        S.check_counts([4, 5], 2, 8, "save")
+    with pytest.raises(ValueError, match="negative"):
+        S.check_counts([-1, 5], 2, 8, "save")
+    with pytest.raises(ValueError, match="sum to 5, budget is 8.*'fill'"):
+        S.check_counts([0, 5], 2, 8)
     batch = tu.get_tensordict({"uid": np.array(["a", "b"], dtype=object), "x": torch.zeros(2, 1)})
     with pytest.raises(ValueError, match="counts has shape"):
         S.assign_rollout_counts(batch, [1, 2, 3])
     assert S.assign_rollout_counts(batch, [0, 5])["__rollout_n__"].tolist() == [0, 5]
+
+
+def test_allocator_kind_is_declared_or_fill():
+    class Saver:
+        kind = "save"
+
+    class Odd:
+        kind = "maybe"
+
+    from adaptive_rollouts.types import allocator_kind  # what the trainer reads
+
+    assert allocator_kind(object()) == "fill" and allocator_kind(Saver()) == "save"
+    with pytest.raises(ValueError, match="Odd.kind must be 'fill' or 'save', got 'maybe'"):
+        allocator_kind(Odd())
+
+
+def test_batch_metrics_count_padding_apart_from_trajectories():
+    tags = [{"response_len": 3}, {"response_len": 7}, {"is_padding": True, "response_len": 1}] + [{"is_padding": True}]
+    m = S.batch_metrics(tags)
+    assert m == {"adaptive/trained_rows": 2.0, "adaptive/response_tokens": 10.0, "adaptive/padding_rows": 2.0}
+    assert S.batch_metrics([])["adaptive/trained_rows"] == 0.0
 
 
 def test_every_verl_loss_agg_mode_has_an_aggregation():
@@ -134,7 +165,7 @@ def test_sessions_take_the_final_output_of_multi_output_agent_loops():
 
 
 def test_feedback_passes_scored_rewards_and_counts_what_is_missing():
-    fb = S.StepFeedback(["a", "b"], [4, 2], SuccessSignal())
+    fb = S.StepFeedback(["a", "b"], [4, 2], SuccessSignal(), budget=8)
     fb.add(0, np.array([-1.0, 1.0, np.nan]), 4)  # one failed session, one unscored
     fb.add(1, np.array([0.0, 1.0]), 2)
     # auto mapping: the range seen so far, [-1, 1] after prompt a, so b's 0 is a half success
@@ -142,6 +173,12 @@ def test_feedback_passes_scored_rewards_and_counts_what_is_missing():
     m = fb.metrics()
     assert m["adaptive/missing_rollouts"] == 2 and m["adaptive/failed_sessions"] == 1
     assert m["adaptive/unscored_rollouts"] == 1 and m["adaptive/prompts_with_missing_rollouts"] == 1
+    # spent = what was asked (failed and unscored rollouts included), saved = budget - spent
+    assert (m["adaptive/rollouts_spent"], m["adaptive/rollouts_saved"], m["adaptive/skipped"]) == (6, 2, 0)
+    fb.redispatched = 1
+    assert fb.metrics()["adaptive/generated_rollouts"] == 7
+    skip = S.StepFeedback(["a", "b", "c"], [0, 5, 0], SuccessSignal(), budget=8).metrics()
+    assert (skip["adaptive/skipped"], skip["adaptive/rollouts_saved"]) == (2, 3)
 
 
 def test_waiting_backs_off_and_returns_promptly():

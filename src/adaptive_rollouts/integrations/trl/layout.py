@@ -1,6 +1,7 @@
 """Pure helpers of the TRL integration: prompt keys, generation calls of a round, rows on ranks.
 
-No TRL or torch import here, so these rules are tested on their own.
+No TRL or torch import here (accelerate only when a row is moved), so these rules are tested on
+their own.
 """
 
 from __future__ import annotations
@@ -12,29 +13,58 @@ import numpy as np
 
 from adaptive_rollouts.keys import row_key
 
-ROW_COLUMN = "adaptive_rollouts_row"
-"""Column the trainer adds to a map-style ``train_dataset``: the row's position, for its key."""
 SOURCE = "train"
 
 
-def index_dataset(dataset: Any) -> Any:
-    """``dataset`` with `ROW_COLUMN` holding each row's position (map-style datasets with ``add_column``);
-    other datasets (iterable) are returned as they are and their rows are keyed by content."""
-    if dataset is None or not (hasattr(dataset, "add_column") and hasattr(dataset, "__len__")):
-        return dataset
-    if ROW_COLUMN in (getattr(dataset, "column_names", None) or []):
-        return dataset
-    return dataset.add_column(ROW_COLUMN, list(range(len(dataset))))
+class KeyedRow(dict):
+    """A dataset row as the training dataloader hands it over: exactly the row's columns, plus its
+    position in ``train_dataset`` as an attribute (``row_index``), outside the columns, so reward
+    functions, environments and callbacks see the dataset's row unchanged (it compares equal to it).
+    ``to`` keeps the position when accelerate moves a batch to the device."""
+
+    row_index: int
+
+    def __init__(self, row: Mapping[str, Any], row_index: int):
+        super().__init__(row)
+        self.row_index = int(row_index)
+
+    def to(self, device: Any, non_blocking: bool = False) -> KeyedRow:
+        from accelerate.utils import send_to_device
+
+        return KeyedRow(send_to_device(dict(self), device, non_blocking=non_blocking), self.row_index)
+
+
+class KeyedRows:
+    """A map-style dataset whose rows come back as `KeyedRow` (the dataset itself is not changed).
+
+    >>> KeyedRows([{"prompt": "2+2="}, {"prompt": "2+2="}])[1].row_index
+    1
+    """
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> KeyedRow:
+        return KeyedRow(self.dataset[index], index)
+
+    def __getitems__(self, indices: list[int]) -> list[KeyedRow]:
+        fetch = getattr(self.dataset, "__getitems__", None)
+        rows = fetch(indices) if fetch is not None else [self.dataset[i] for i in indices]
+        return [KeyedRow(row, i) for row, i in zip(rows, indices, strict=True)]
 
 
 def key_of_row(row: Mapping[str, Any]) -> str:
-    """The prompt key of a dataset row: ``"train#<position>"``, or a content hash without a position.
+    """The prompt key of a dataset row: ``"train#<position>"``, or a content hash without a position
+    (rows of an iterable dataset).
 
-    >>> key_of_row({"prompt": "2+2=", ROW_COLUMN: 7})
-    'train#7'
+    >>> key_of_row(KeyedRow({"prompt": "2+2="}, 7)), key_of_row({"prompt": "2+2="}) == key_of_row({"prompt": "2+2="})
+    ('train#7', True)
     """
-    if ROW_COLUMN in row:
-        return row_key(source=SOURCE, index=int(row[ROW_COLUMN]))
+    if isinstance(row, KeyedRow):
+        return row_key(source=SOURCE, index=row.row_index)
     return row_key(row)
 
 
@@ -60,6 +90,23 @@ def group_batch(keys: Sequence[str], num_generations: int) -> tuple[list[str], l
             f"num_generations={num_generations} each): the same dataset row twice in one batch is an error"
         )
     return list(seen), list(seen.values())
+
+
+def check_spent(counts: Sequence[int] | np.ndarray, budget: int, kind: str, who: str = "allocator") -> int:
+    """The rollouts a step spent, checked against the allocator's kind: a ``"fill"`` allocator spends
+    exactly ``budget``, a ``"save"`` one between 0 and ``budget``. Returns the total.
+
+    >>> check_spent([3, 0, 2], 8, "save")
+    5
+    """
+    spent = int(np.asarray(counts, dtype=np.int64).sum())
+    if kind == "fill" and spent != budget:
+        raise ValueError(f"{who} (kind 'fill') spent {spent} rollouts, budget was {budget}")
+    if kind == "save" and not 0 <= spent <= budget:
+        raise ValueError(f"{who} (kind 'save') spent {spent} rollouts, more than the budget {budget}")
+    if kind not in ("fill", "save"):
+        raise ValueError(f"{who}: kind must be 'fill' or 'save', got {kind!r}")
+    return spent
 
 
 class Call(NamedTuple):
@@ -112,13 +159,13 @@ def plan_calls(need: Mapping[int, int], world: int, grouped: bool) -> list[Call]
     return calls
 
 
-def _pack_whole_groups(sizes: np.ndarray, num_processes: int, capacity: int, max_nodes: int = 20_000):
-    """Each group on one rank, every rank filled to exactly ``capacity`` rows: depth-first search,
-    largest group first, trying each distinct free-row count once (ranks with equal free rows are
+def _pack_whole_groups(sizes: np.ndarray, capacities: Sequence[int], max_nodes: int = 20_000):
+    """Each group on one rank, every rank filled to exactly its capacity: depth-first search, largest
+    group first, trying each distinct free-row count once (ranks with equal free rows are
     interchangeable). Returns the rank of each group, or None when none exists or the search gives up."""
     order = sorted(range(len(sizes)), key=lambda g: -int(sizes[g]))
     order = [g for g in order if sizes[g] > 0]
-    free = [capacity] * num_processes
+    free = [int(c) for c in capacities]
     owner = [-1] * len(sizes)
     nodes = 0
 
@@ -130,7 +177,7 @@ def _pack_whole_groups(sizes: np.ndarray, num_processes: int, capacity: int, max
         if nodes > max_nodes:
             return False
         g, tried = order[k], set()
-        for rank in range(num_processes):
+        for rank in range(len(free)):
             if free[rank] >= sizes[g] and free[rank] not in tried:
                 tried.add(free[rank])
                 free[rank] -= int(sizes[g])
@@ -143,8 +190,38 @@ def _pack_whole_groups(sizes: np.ndarray, num_processes: int, capacity: int, max
     return owner if place(0) else None
 
 
-def assign_groups_to_ranks(group_sizes: Sequence[int] | np.ndarray, num_processes: int) -> list[list[tuple[int, int]]]:
-    """Lay out variable-size groups on ranks holding equal numbers of rows, whole groups when possible.
+def rank_shares(total: int, num_processes: int) -> list[int]:
+    """Rows of a step's training batch per rank: as equal as possible, the first ``total % num_processes``
+    ranks one more (a saving allocator's total need not divide by the process count).
+
+    >>> rank_shares(16, 2), rank_shares(7, 3), rank_shares(1, 2)
+    ([8, 8], [3, 2, 2], [1, 0])
+    """
+    if num_processes < 1 or total < 0:
+        raise ValueError(f"need total >= 0 and num_processes >= 1, got {total}, {num_processes}")
+    base, extra = divmod(int(total), int(num_processes))
+    return [base + (rank < extra) for rank in range(num_processes)]
+
+
+def padded_rows(shares: Sequence[int], steps_per_generation: int) -> int:
+    """Rows every rank holds after padding: the largest share rounded up to a multiple of
+    ``steps_per_generation`` (TRL splits each rank's rows into that many equal micro-batches, and every
+    rank must run each micro-batch, so none is empty). Equal to the share when the batch is stock's.
+
+    >>> padded_rows([8, 8], 2), padded_rows([3, 2, 2], 2), padded_rows([0, 0], 4)
+    (8, 4, 4)
+    """
+    if steps_per_generation < 1:
+        raise ValueError(f"steps_per_generation must be >= 1, got {steps_per_generation}")
+    most = max(max(shares, default=0), 1)
+    return -(-most // steps_per_generation) * steps_per_generation
+
+
+def assign_groups_to_ranks(
+    group_sizes: Sequence[int] | np.ndarray, num_processes: int, capacities: Sequence[int] | None = None
+) -> list[list[tuple[int, int]]]:
+    """Lay out variable-size groups on ranks holding ``capacities[r]`` rows each (default: equal rows,
+    the total must divide by ``num_processes``), whole groups when possible.
 
     First an exact search for a layout with every group on one rank (`_pack_whole_groups`, bounded);
     when none exists (e.g. sizes [5, 3] on 2 ranks of 4) the largest group goes first to the rank
@@ -157,24 +234,29 @@ def assign_groups_to_ranks(group_sizes: Sequence[int] | np.ndarray, num_processe
     [[(0, 5), (1, 3)], [(2, 3), (3, 3), (4, 2)]]
     >>> assign_groups_to_ranks([5, 3], 2)
     [[(0, 4)], [(0, 1), (1, 3)]]
+    >>> assign_groups_to_ranks([3, 2, 0], 2, capacities=rank_shares(5, 2))
+    [[(0, 3)], [(1, 2)]]
     """
     sizes = np.asarray(group_sizes, dtype=np.int64)
     if sizes.ndim != 1 or (sizes < 0).any():
         raise ValueError(f"group_sizes must be non-negative integers, got {list(group_sizes)}")
     total = int(sizes.sum())
-    if num_processes < 1 or total % num_processes:
-        raise ValueError(f"total rows {total} is not divisible by num_processes={num_processes}")
+    if capacities is None:
+        if num_processes < 1 or total % num_processes:
+            raise ValueError(f"total rows {total} is not divisible by num_processes={num_processes}")
+        capacities = [total // num_processes] * num_processes
+    if len(capacities) != num_processes or sum(capacities) != total or min(capacities, default=0) < 0:
+        raise ValueError(f"capacities {list(capacities)} must be {num_processes} counts summing to {total}")
     if num_processes == 1:
         return [[(g, int(n)) for g, n in enumerate(sizes) if n > 0]]
-    capacity = total // num_processes
     pieces: list[list[tuple[int, int]]] = [[] for _ in range(num_processes)]
-    owner = _pack_whole_groups(sizes, num_processes, capacity)
+    owner = _pack_whole_groups(sizes, capacities)
     if owner is not None:
         for g, rank in enumerate(owner):
             if sizes[g] > 0:
                 pieces[rank].append((g, int(sizes[g])))
         return pieces
-    free = [capacity] * num_processes
+    free = [int(c) for c in capacities]
     for g in sorted(range(len(sizes)), key=lambda g: -int(sizes[g])):  # stable: ties keep order
         left = int(sizes[g])
         while left > 0:

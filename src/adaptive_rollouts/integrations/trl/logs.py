@@ -6,7 +6,8 @@
   ``frac_reward_zero_std`` are put back for the true groups;
 - `LogsMixin._log_allocation`: one name per quantity under ``adaptive/`` (the allocator's
   ``last_metrics``, or `metrics.step_metrics` for an allocator without them, plus what only the
-  trainer knows: ``rounds``, ``unscored``, ``padding_unused``, ``allocator_seconds``) and the regime
+  trainer knows: ``rounds``, ``padding_unused``, ``padding_rows``, ``completion_tokens``,
+  ``empty_step``, ``allocator_seconds``) and the regime
   fingerprints under ``regime/`` (`fingerprints.RegimeTracker`).
 """
 
@@ -121,6 +122,7 @@ class LogsMixin:
         self,
         keys: list[str],
         counts: np.ndarray,
+        budget: int,
         success: list[np.ndarray],
         raw: list[np.ndarray],
         trainer_values: dict[str, float],
@@ -133,10 +135,9 @@ class LogsMixin:
         counts are the rollouts spent (``unscored`` of them have no reward); the reward statistics are
         over the scored ones."""
         scored = np.array([s.size for s in success], dtype=np.int64)
-        values = dict(step_metrics(keys, scored, success))
+        values = dict(step_metrics(keys, scored, success, budget=budget, spent=int(counts.sum())))
         used = counts[counts > 0]
         values.update(
-            rollouts=int(counts.sum()),
             skipped=int((counts == 0).sum()),
             singletons=int((counts == 1).sum()),
             count_min=int(used.min()) if used.size else 0,

@@ -10,7 +10,6 @@ arguments (collective).
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections import defaultdict
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 
 import torch
 from accelerate.utils import gather_object
+from trl import GRPOTrainer
 
 from .layout import plan_calls
 from .scoring import weighted_reward
@@ -39,6 +39,11 @@ class Rollout:
     rewards: torch.Tensor  # [num reward functions], NaN where a function returned None
     reward: float = math.nan  # weighted sum (NaN: unscored, every function returned None)
     extra: dict[str, Any] = field(default_factory=dict)  # log_extra values of this rollout
+    prompt: Any = None  # the prompt as generated (with an environment's reset observation)
+
+
+class _Prepared(Exception):
+    """Stops TRL's ``_generate_and_score_completions`` at its ``_generate`` call (`RoundsMixin._prepare`)."""
 
 
 class RoundsMixin:
@@ -55,10 +60,7 @@ class RoundsMixin:
     _last_loaded_step: int
     _metrics: Any
     _pending_extra_logs: Any
-    _standalone_tools: list
     _step_tools: dict[str, float]
-    _sync_tool_dicts: list[dict]
-    _async_tool_dicts: list[dict]
     _generate: Any
     _calculate_rewards: Any
 
@@ -126,9 +128,7 @@ class RoundsMixin:
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         per_rank = len(rows) // world
         local = [dict(row) for row in rows[rank * per_rank : (rank + 1) * per_rank]]
-        prompts = [row["prompt"] for row in local]
-        if self.tools:
-            self._set_tool_dicts(len(local))
+        prompts = self._prepare(local)
         metrics = self._metrics["train"]
         before = {k: len(v) for k, v in metrics.items() if k.startswith(_GENERATION_METRICS)}
         tokens_before = self.state.num_input_tokens_seen
@@ -145,6 +145,7 @@ class RoundsMixin:
         extras = self._take_extra_logs(len(local), len(rows))
         records = [
             (
+                prompts[i],
                 list(prompt_ids[i]),
                 list(completion_ids[i]),
                 completions[i],
@@ -156,16 +157,29 @@ class RoundsMixin:
         gathered = gather_object(records) if world > 1 else records
         totals = weighted_reward(rewards_per_func, self.reward_weights.cpu())
         return [
-            Rollout(ids, completion, text, lps, mask, rewards_per_func[i], float(totals[i]), extras[i])
-            for i, (ids, completion, text, lps, mask) in enumerate(gathered)
+            Rollout(ids, completion, text, lps, mask, rewards_per_func[i], float(totals[i]), extras[i], prompt)
+            for i, (prompt, ids, completion, text, lps, mask) in enumerate(gathered)
         ]
 
-    def _set_tool_dicts(self, n: int) -> None:
-        """The per-row tool dicts TRL's tool loop reads (standalone tools; environments are refused)."""
-        sync = {t.__name__: t for t in self._standalone_tools if not inspect.iscoroutinefunction(t)}
-        async_ = {t.__name__: t for t in self._standalone_tools if inspect.iscoroutinefunction(t)}
-        self._sync_tool_dicts = [dict(sync) for _ in range(n)]
-        self._async_tool_dicts = [dict(async_) for _ in range(n)]
+    def _prepare(self, local: list[dict]) -> list:
+        """TRL's own preparation of ``local`` (one row per rollout) for generation, run up to its
+        ``_generate`` call: with ``environment_factory``, one environment per row drawn from TRL's pool
+        and ``reset`` with the row's columns, the prompt extended by the reset observation, and TRL's
+        errors for a bad environment name; with tools, the per-row tool dicts. Returns the prompts."""
+        captured: list = []
+
+        def stop(prompts: list) -> Any:
+            captured.append(prompts)
+            raise _Prepared
+
+        self._generate = stop
+        try:
+            GRPOTrainer._generate_and_score_completions(self, local)
+        except _Prepared:
+            pass
+        finally:
+            del self._generate
+        return captured[0]
 
     def _absorb_generation_metrics(self, before: dict[str, int], tokens_before: int, n_rows: int) -> None:
         """Take back what ``_generate`` logged for this call (it is logged once per step over the rollouts

@@ -3,15 +3,18 @@
 One training step (one TRL *generation batch* of C rows = Q dataset rows x ``num_generations``):
 
 1. the rows of all processes are gathered; each dataset row is one prompt, keyed by its position
-   (``"train#<i>"``, `layout.key_of_row`), so rows with the same text stay two prompts;
+   (``"train#<i>"``, `layout.key_of_row`; the dataloader's rows carry it outside their columns,
+   `layout.KeyedRow`), so rows with the same text stay two prompts;
 2. on the main process ``allocator.run(keys, C, sample)`` decides how many rollouts each prompt gets;
    every ``sample(indices, counts)`` call is a *generation round* that all processes run together
    (`rounds.RoundsMixin.run_round`: TRL's own ``_generate`` and ``_calculate_rewards``); the allocator
    gets each rollout's reward as a success signal in [0, 1] (`SuccessSignal`), without the rollouts
    no reward function could score;
-3. the C rollouts (groups of unequal size) are laid out on processes and replayed through TRL's
-   ``_generate_and_score_completions`` (log-probs, reference model, importance sampling, logging stay
-   TRL's), whose advantages are then computed on the true groups (`_advantages`).
+3. the N rollouts (N = C, or N <= C for an allocator of kind ``"save"``; groups of unequal size) are
+   laid out on processes, padded with zero-weight copies to equal rows (`layout.padded_rows`), and
+   replayed through TRL's ``_generate_and_score_completions`` (`replay.ReplayMixin`: log-probs,
+   reference model, importance sampling, logging stay TRL's), whose advantages are then computed on
+   the true groups (`_advantages`).
 
 See docs/trl.md for the estimator and aggregation the allocator is given, checkpoints, and logs.
 """
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,8 +38,18 @@ from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Draw
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
-from .layout import ROW_COLUMN, assign_groups_to_ranks, group_batch, index_dataset, key_of_row
+from .layout import (
+    KeyedRow,
+    KeyedRows,
+    assign_groups_to_ranks,
+    check_spent,
+    group_batch,
+    key_of_row,
+    padded_rows,
+    rank_shares,
+)
 from .logs import LogsMixin
+from .replay import ReplayMixin, model_tokens
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
 from .settings import (
@@ -53,7 +65,7 @@ from .settings import (
 _DONE = "done"
 
 
-class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
+class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
     """GRPOTrainer whose prompts get adaptive numbers of rollouts.
 
     Args (besides GRPOTrainer's):
@@ -75,7 +87,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             favours. Only with loss types that average over completions (``grpo``, ``sapo``).
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
-    ``generation_batch_size`` rollouts, as stock TRL does. After each step
+    ``generation_batch_size`` rollouts, as stock TRL does, or at most that under an allocator of kind
+    ``"save"`` (then the step trains on the rollouts generated only; docs/trl.md). After each step
     ``trainer.allocation_history`` holds the counts per prompt (main process).
     """
 
@@ -94,13 +107,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)
         bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs)
-        if bound.arguments.get("environment_factory") is not None:
-            raise ValueError(
-                "AdaptiveGRPOTrainer does not support environment_factory (see docs/trl.md, 'Not supported'); "
-                "tools= and rollout_func= are supported"
-            )
         refuse_images(bound.arguments.get("train_dataset"))
-        bound.arguments["train_dataset"] = index_dataset(bound.arguments.get("train_dataset"))
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.aggregation = aggregation_for_loss_type(self.loss_type)
         self.equal_prompt_weight = bool(equal_prompt_weight)
@@ -113,21 +120,22 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
             self.aggregation = "prompt-mean"
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
         self.allocator = build_allocator(allocator, self.estimator, self.aggregation)
-        self._texts = text_features(self.allocator, self._prompt_pool() if ROW_COLUMN in self._columns() else None)
+        self.kind = getattr(self.allocator, "kind", "fill")  # "save": a step may spend less than its budget
+        self._texts = text_features(self.allocator, self._prompt_pool() if self._map_style() else None)
         self.regime = RegimeTracker()
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 
-    def _columns(self) -> list[str]:
-        return list(getattr(self.train_dataset, "column_names", None) or [])
+    def _map_style(self) -> bool:
+        return hasattr(self.train_dataset, "__getitem__") and hasattr(self.train_dataset, "__len__")
 
     def _prompt_pool(self):
         """The dataset's row keys and prompt texts (lazily: only a pool-based predictor asks)."""
 
         def pool() -> tuple[list[str], list[str]]:
             rows = self.train_dataset
-            keys = [key_of_row({ROW_COLUMN: i}) for i in rows[ROW_COLUMN]]
+            keys = [key_of_row(KeyedRow({}, i)) for i in range(len(rows))]
             return keys, [prompt_text(p) for p in rows["prompt"]]
 
         return pool
@@ -137,10 +145,10 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         sampler.__class__ = ResumableRepeatSampler  # same order; adds set_epoch
         return sampler
 
-    def _set_signature_columns_if_needed(self):
-        super()._set_signature_columns_if_needed()
-        if ROW_COLUMN not in self._signature_columns:  # keep the row position under remove_unused_columns
-            self._signature_columns = [*self._signature_columns, ROW_COLUMN]
+    def _remove_unused_columns(self, dataset, description=None):
+        """The training dataloader's rows carry their position (`layout.KeyedRows`), outside their columns."""
+        dataset = super()._remove_unused_columns(dataset, description=description)
+        return KeyedRows(dataset) if description == "Training" else dataset
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model, trial):
@@ -182,6 +190,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                         raise ValueError(f"sample(indices, counts): bad counts {counts.tolist()}")
                     if ((indices < 0) | (indices >= len(rows))).any() or len(set(indices.tolist())) < indices.size:
                         raise ValueError(f"sample(indices, counts): bad or repeated index in {indices.tolist()}")
+                    spent = sum(len(made) for made in per_prompt)
+                    if spent + int(counts.sum()) > budget:  # refused before anything is generated
+                        raise ValueError(
+                            f"allocator {type(self.allocator).__name__} asked for {int(counts.sum())} more rollouts "
+                            f"in round {step['rounds'] + 1} after spending {spent}: over the budget {budget}"
+                        )
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
@@ -213,10 +227,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
                     break
                 play(indices, counts)
         counts = np.array([len(made) for made in per_prompt], dtype=np.int64)
-        if int(counts.sum()) != budget:
-            raise ValueError(
-                f"allocator {type(self.allocator).__name__} spent {int(counts.sum())} rollouts, budget was {budget}"
-            )
+        check_spent(counts, budget, self.kind, f"allocator {type(self.allocator).__name__}")
         step["padding_unused"] = sum(len(kept) for kept in bank.values())
         scored = [np.concatenate(s) if s else np.zeros(0) for s in success]
         return per_prompt, counts, step, scored
@@ -234,68 +245,63 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, GRPOTrainer):
         rows = [global_rows[i] for i in first]
         budget = len(global_rows)
         if self._texts is not None and self.accelerator.is_main_process:
-            self._texts.register(keys, [prompt_text(row["prompt"]) for row in rows])
+            self._texts.register(keys, [prompt_text(row.get("prompt", "")) for row in rows])
 
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
         start = self.allocator_seconds
         with self._vllm_awake_for_step():
             per_prompt, counts, step, success = self._collect(rows, keys, budget)
 
-        # Lay the rollouts out on processes (equal rows per process), prompt after prompt.
+        # Lay the rollouts out on processes, prompt after prompt: equal shares, or as equal as the total
+        # allows under a saving allocator; every process then pads its share with zero-weight copies to
+        # the same number of rows (`padded_rows`), never with generated rollouts.
+        shares = rank_shares(int(counts.sum()), world)
         final: list[tuple[int, Rollout]] = []
         cursor = [0] * len(per_prompt)
-        for pieces in assign_groups_to_ranks(counts, world):
+        for pieces in assign_groups_to_ranks(counts, world, capacities=shares):
             for g, n in pieces:
                 final.extend((g, r) for r in per_prompt[g][cursor[g] : cursor[g] + n])
                 cursor[g] += n
-        self._log_generation([r for _, r in final])
-        local_n = budget // world
-        local = final[rank * local_n : (rank + 1) * local_n]
-        rewards_per_func = torch.stack([r.rewards for _, r in final]).to(device)
-        group_ids = torch.tensor([g for g, _ in final], device=device)
-        output = self._replay([rows[g] for g, _ in local], [r for _, r in local], [r for _, r in final])
-        advantages = self._advantages(rewards_per_func, group_ids)
-        self._fix_logs(advantages, rewards_per_func, group_ids)  # the estimator's advantages, unweighted
-        if self.equal_prompt_weight:
-            advantages = advantages * equal_prompt_weights(group_ids).to(advantages)
-        output["advantages"] = advantages[rank * local_n : (rank + 1) * local_n]
+        everyone = [r for _, r in final]
+        if everyone:
+            self._log_generation(everyone)
+        start_row = sum(shares[:rank])
+        local = final[start_row : start_row + shares[rank]]
+        rows_each = padded_rows(shares, self.args.steps_per_generation)
+        padding = self._padding(local or final, rows, rows_each - len(local))
+        output = self._replay(
+            [rows[g] for g, _ in local] + [row for row, _ in padding],
+            [r for _, r in local] + [r for _, r in padding],
+            everyone,
+            shares,
+            rows_each,
+        )
+        advantages = torch.zeros(0, device=device)
+        if everyone:
+            rewards_per_func = torch.stack([r.rewards for r in everyone]).to(device)
+            group_ids = torch.tensor([g for g, _ in final], device=device)
+            advantages = self._advantages(rewards_per_func, group_ids)
+            self._fix_logs(advantages, rewards_per_func, group_ids)  # the estimator's advantages, unweighted
+            if self.equal_prompt_weight:
+                advantages = advantages * equal_prompt_weights(group_ids).to(advantages)
+        mine = advantages[start_row : start_row + shares[rank]]
+        output["advantages"] = torch.cat([mine, mine.new_zeros(rows_each - len(local))])
 
         values = None
         if self.accelerator.is_main_process:
             self.allocation_history.append(counts.copy())
             raw = [np.array([r.reward for r in made if not np.isnan(r.reward)]) for made in per_prompt]
             seconds = self.allocator_seconds - start
-            trainer_values = {**step, "allocator_seconds": seconds}
-            values = self._allocation_values(keys, counts, success, raw, trainer_values)
+            trainer_values = {
+                **step,
+                "completion_tokens": sum(model_tokens(r) for r in everyone),
+                "padding_rows": rows_each * world - len(everyone),
+                "empty_step": int(not everyone),
+                "allocator_seconds": seconds,
+            }
+            values = self._allocation_values(keys, counts, budget, success, raw, trainer_values)
         self._log_allocation(values)
         return output
-
-    def _replay(self, local_rows: list[dict], rollouts: list[Rollout], everyone: list[Rollout]) -> dict[str, Any]:
-        """TRL's ``_generate_and_score_completions`` on the rollouts already made (this process's share)."""
-        columns = sorted({column for r in everyone for column in r.extra})
-        self._pending_extra_logs = defaultdict(list, {c: [r.extra.get(c) for r in rollouts] for c in columns})
-        tool_mask = None
-        if any(r.tool_mask is not None for r in everyone):
-            tool_mask = [r.tool_mask if r.tool_mask is not None else [1] * len(r.completion_ids) for r in rollouts]
-        logprobs = None if any(r.logprobs is None for r in everyone) else [r.logprobs for r in rollouts]
-        cached: tuple[Any, ...] = (
-            [r.prompt_ids for r in rollouts],
-            [r.completion_ids for r in rollouts],
-            tool_mask,
-            [r.completion for r in rollouts],
-            logprobs,
-            {},
-            None,
-            [],
-        )
-        rewards_per_func = torch.stack([r.rewards for r in everyone]).to(self.accelerator.device)
-        self._generate = lambda prompts: cached
-        self._calculate_rewards = lambda *args, **kwargs: rewards_per_func
-        try:
-            with self._generations(1):
-                return super()._generate_and_score_completions(local_rows)
-        finally:
-            del self._generate, self._calculate_rewards
 
     def _advantages(self, rewards_per_func: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
         return trl_advantages(

@@ -1,5 +1,10 @@
 """Per-step helpers of the trainer: counts in and out of verl batches, rewards to success signals,
-and the metrics logged to verl's tracker. Pure except `assign_rollout_counts` (writes the batch)."""
+and the metrics logged to verl's tracker. Pure except `assign_rollout_counts` (writes the batch).
+
+Every step logs what it spent against the budget C (``adaptive/rollouts_spent``, ``rollouts_saved``
+= C - spent, ``skipped`` prompts, ``generated_rollouts`` including re-dispatches) from what the
+trainer dispatched, and what verl trained on (`batch_metrics`: ``adaptive/trained_rows``,
+``response_tokens``, ``padding_rows``): padding rows are never counted as generated."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ __all__ = [
     "StepFeedback",
     "allocator_metrics",
     "assign_rollout_counts",
+    "batch_metrics",
     "check_counts",
     "is_single_shot",
 ]
@@ -27,8 +33,13 @@ def is_single_shot(allocator: Any) -> bool:
     return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
 
 
-def check_counts(counts: Any, n_prompts: int, budget: int) -> np.ndarray:
-    """Integer counts >= 0, one per prompt, summing exactly to ``budget``."""
+def check_counts(counts: Any, n_prompts: int, budget: int, kind: str = "fill") -> np.ndarray:
+    """Integer counts >= 0, one per prompt, summing exactly to ``budget`` (``kind="fill"``) or to at
+    most ``budget`` (``kind="save"``).
+
+    >>> check_counts([0, 5], 2, 8, "save").tolist()
+    [0, 5]
+    """
     arr = np.asarray(counts)
     if arr.shape != (n_prompts,):
         raise ValueError(f"allocator returned counts of shape {arr.shape}, expected ({n_prompts},)")
@@ -38,8 +49,9 @@ def check_counts(counts: Any, n_prompts: int, budget: int) -> np.ndarray:
     arr = arr.astype(np.int64)
     if np.any(arr < 0):
         raise ValueError(f"allocator returned negative counts {arr[arr < 0][:10].tolist()}")
-    if int(arr.sum()) != budget:
-        raise ValueError(f"allocator counts sum to {int(arr.sum())}, budget is {budget}")
+    total = int(arr.sum())
+    if (kind == "fill" and total != budget) or total > budget:
+        raise ValueError(f"allocator counts sum to {total}, budget is {budget} (a {kind!r} allocator)")
     return arr
 
 
@@ -65,18 +77,41 @@ def allocator_metrics(allocator: Any, prefix: str = "adaptive/") -> dict[str, fl
     return out
 
 
+def batch_metrics(tags: Sequence[dict], prefix: str = "adaptive/") -> dict[str, float]:
+    """What verl trains on, from the batch's TransferQueue tags: trajectory rows, their response
+    tokens, and the padding rows verl appended (``is_padding``; zero loss weight, not generated).
+
+    >>> batch_metrics([{"response_len": 3}, {"response_len": 5}, {"is_padding": True, "response_len": 1}])
+    {'adaptive/trained_rows': 2.0, 'adaptive/response_tokens': 8.0, 'adaptive/padding_rows': 1.0}
+    """
+    real = [t for t in tags if not t.get("is_padding", False)]
+    return {
+        prefix + "trained_rows": float(len(real)),
+        prefix + "response_tokens": float(sum(int(t.get("response_len", 0)) for t in real)),
+        prefix + "padding_rows": float(len(tags) - len(real)),
+    }
+
+
 class StepFeedback:
     """Rewards of one step, per prompt, as the allocator must see them.
 
     ``add(i, raw)`` records prompt i's session scores (NaN = unscored); `successes` gives the scored
     ones mapped to [0, 1] by ``signal``; ``requested[i] - delivered[i]`` rollouts are missing (a
-    failed session left no trajectory, or its reward is NaN), reported by `metrics`.
+    failed session left no trajectory, or its reward is NaN), reported by `metrics` with what the
+    step spent of ``budget`` (``requested``; re-dispatches of failed sessions are generated on top).
     """
 
-    def __init__(self, prompts: Sequence[Any], requested: Sequence[int] | np.ndarray, signal: SuccessSignal):
+    def __init__(
+        self,
+        prompts: Sequence[Any],
+        requested: Sequence[int] | np.ndarray,
+        signal: SuccessSignal,
+        budget: int,
+    ):
         self.prompts = list(prompts)
         self.requested = np.asarray(requested, dtype=np.int64)
         self.signal = signal
+        self.budget = int(budget)
         self._success: list[list[float]] = [[] for _ in self.prompts]
         self.failed_sessions = 0
         self.unscored = 0
@@ -101,8 +136,12 @@ class StepFeedback:
 
     def metrics(self, prefix: str = "adaptive/") -> dict[str, float]:
         missing = np.maximum(self.requested - self.delivered, 0)
+        spent = int(self.requested.sum())
         return {
-            prefix + "requested_rollouts": float(self.requested.sum()),
+            prefix + "rollouts_spent": float(spent),
+            prefix + "rollouts_saved": float(self.budget - spent),
+            prefix + "skipped": float(np.count_nonzero(self.requested == 0)),
+            prefix + "generated_rollouts": float(spent + self.redispatched),
             prefix + "missing_rollouts": float(missing.sum()),
             prefix + "prompts_with_missing_rollouts": float(np.count_nonzero(missing)),
             prefix + "failed_sessions": float(self.failed_sessions),

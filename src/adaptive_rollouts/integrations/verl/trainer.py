@@ -6,12 +6,18 @@ Registered in verl's trainer registry as ``trainer.v1.trainer_mode=adaptive``. P
    row (`rows`), its text is registered as a feature for allocators that predict from text;
 2. single-shot allocators (``plan`` / ``observe``, e.g. ``Uniform``, ``VIP``): ``counts =
    allocator.plan(keys, budget)``, written to the batch as ``__rollout_n__`` (the per-prompt hook of
-   verl's agent loop), dispatched once; progressive allocators (``run`` only, e.g. the default,
-   ``VIGOR``): ``allocator.run(keys, budget, sample)``, where each ``sample`` call dispatches one
-   round (fresh uids), waits for it in TransferQueue and returns the rewards; afterwards the round
-   trajectories are relabelled with the prompt's uid so each prompt is one advantage group;
-3. verl samples, balances, pads, computes log-probs, advantages and updates as usual; single-shot
-   allocators get this step's rewards in ``observe`` just before the advantages;
+   verl's agent loop), the prompts with a count > 0 dispatched once; progressive allocators
+   (``run`` only, e.g. the default, ``VIGOR``): ``allocator.run(keys, budget, sample)``, where each
+   ``sample`` call dispatches one round (fresh uids), waits for it in TransferQueue and returns the
+   rewards; afterwards the round trajectories are relabelled with the prompt's uid so each prompt
+   is one advantage group;
+3. verl samples the step's prompt groups, balances, pads, computes log-probs, advantages and updates
+   as usual; single-shot allocators get this step's rewards in ``observe`` just before the
+   advantages. A ``"save"`` allocator may spend less than the budget and skip prompts (0 rollouts):
+   the batch is smaller, verl pads it to its batch multiple with zero-loss rows (logged as
+   ``adaptive/padding_rows``, never as rollouts). A step with nothing to train on (every prompt
+   skipped) makes no update: the allocator still observes it, the replicas sleep and wake as after
+   any step, and ``adaptive/update_skipped`` is 1 (logged with a warning);
 4. the allocator's state (with the reward mapping's and the regime tracker's) is written to
    ``global_step_N/adaptive_allocator.safetensors`` before verl saves anything of that step, so a
    checkpoint that verl marks complete (``latest_checkpointed_iteration.txt``, ``on_save``) has it.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from typing import Any, cast
 
 import numpy as np
@@ -35,6 +42,7 @@ import numpy as np
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Plan, allocator_kind
 
 from . import rollouts as R
 from .config import (
@@ -48,13 +56,25 @@ from .config import (
     needs_pool,
     settings_from_config,
 )
-from .rounds import run_rounds
+from .rounds import keep_if_trained, run_rounds, select_rows
 from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, prompt_text, rekey_dataloader
-from .steps import StepFeedback, allocator_metrics, assign_rollout_counts, check_counts, is_single_shot
+from .steps import (
+    StepFeedback,
+    allocator_metrics,
+    assign_rollout_counts,
+    batch_metrics,
+    check_counts,
+    is_single_shot,
+)
 
 logger = logging.getLogger(__name__)
 
 ALLOCATOR_STATE_FILE = "adaptive_allocator.safetensors"
+NO_UPDATE_TAG = "adaptive_no_update"  # the tag of the placeholder batch of a step with nothing to train on
+
+
+def _no_update(batch: Any) -> bool:
+    return any(t.get(NO_UPDATE_TAG, False) for t in batch.tags)
 
 
 def _make_trainer_class():
@@ -67,7 +87,8 @@ def _make_trainer_class():
     from .advantage import session_keys
 
     class _RoundsReplayBuffer:
-        """verl's ReplayBuffer; after progressive rounds it samples every round group at once."""
+        """verl's ReplayBuffer; samples exactly the prompt groups this step dispatched (the prompts
+        with rollouts, or every round group of progressive allocators) at once."""
 
         def __init__(self, inner: Any, trainer: Any):
             self._inner, self._trainer = inner, trainer
@@ -76,10 +97,10 @@ def _make_trainer_class():
             return getattr(self._inner, name)
 
         def sample(self, global_steps: int, partition_id: str, batch_size: int):
-            n_rounds = self._trainer._round_group_count
-            if partition_id == "train" and n_rounds:
-                self._trainer._round_group_count = 0
-                batch_size = n_rounds
+            groups = self._trainer._step_groups
+            if partition_id == "train" and groups:
+                self._trainer._step_groups = 0
+                batch_size = groups
             return self._inner.sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
 
     class AdaptiveRolloutTrainer(PPOTrainerSync):
@@ -95,7 +116,9 @@ def _make_trainer_class():
         def __init__(self, config):
             check_verl_config(config)
             self.settings = settings_from_config(config.get("adaptive"))
-            self._round_group_count = 0
+            self._step_groups = 0  # prompt groups dispatched this step (0: nothing to train on)
+            self._step_spent = 0  # rollouts the allocator asked for this step
+            self._dispatched: list[str] = []  # single-shot: the uids of this step's dispatched prompts
             super().__init__(config)
             self.trainer_mode = "sync"  # registered as "adaptive", behaves as verl's sync mode
             s = self.settings
@@ -115,7 +138,9 @@ def _make_trainer_class():
                 encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
                 self.texts = KeyedTexts(encoder)
             self.allocator = None if needs_pool(s.allocator, s.allocator_kwargs) else self._build_allocator()
-            self._pending: tuple[list, list[str], np.ndarray] | None = None
+            self._pending: tuple[Any, list, list[str], np.ndarray] | None = (
+                None  # single-shot: plan, keys, uids, counts
+            )
 
         def _build_allocator(self, predictor: Any = None) -> Any:
             s = self.settings
@@ -128,6 +153,7 @@ def _make_trainer_class():
                 predictor=predictor,
             )
             self.single_shot = is_single_shot(alloc) and not s.force_progressive
+            self.kind = allocator_kind(alloc)
             return alloc
 
         def _build_replay_buffer(self):
@@ -165,13 +191,50 @@ def _make_trainer_class():
                 self.texts.register(keys, batch_texts(batch))
             uids = [str(u) for u in batch_keys(batch, "uid")]
             if self.single_shot:
-                counts = check_counts(self.allocator.plan(keys, self.budget), len(keys), self.budget)
-                assign_rollout_counts(batch, counts)
-                self._pending = (keys, uids, counts)
-                self._submit_batch_to_rollout(batch)
-                return {}  # this step's metrics come with its rewards, in _compute_advantage
-            feedback, self._round_group_count = run_rounds(self, batch, keys, uids)
+                plan = self.allocator.plan(keys, self.budget)
+                counts = check_counts(np.asarray(plan), len(keys), self.budget, self.kind)
+                live = np.flatnonzero(counts > 0)
+                if live.size:  # skipped prompts are not dispatched
+                    sub = batch if live.size == len(keys) else select_rows(batch, live, self.global_steps)
+                    self._submit_batch_to_rollout(assign_rollout_counts(sub, counts[live]))
+                self._pending = (plan if isinstance(plan, Plan) else keys, keys, uids, counts)
+                self._step_groups, self._step_spent = int(live.size), int(counts.sum())
+                self._dispatched = [uids[i] for i in live]
+                return {}  # this step's metrics come with its rewards, in _observe_pending
+            feedback, self._step_groups = run_rounds(self, batch, keys, uids)
+            self._step_spent = int(feedback.requested.sum())
             return self._step_metrics(keys, feedback)
+
+        def _step_once(self, metrics: dict, timing_raw: dict, sample_batch_size: int):
+            if self.single_shot and self._step_groups > 0:  # did any session of the dispatch succeed?
+                s = self.settings
+                R.wait_for_groups(self._dispatched, "train", timeout_s=s.round_timeout_s, max_poll_s=s.round_poll_max_s)
+                if not keep_if_trained(self._dispatched):
+                    self._step_groups = 0
+            if self._step_groups > 0:
+                metrics["adaptive/update_skipped"] = 0.0
+                return super()._step_once(metrics, timing_raw, sample_batch_size)
+            return self._skip_update(metrics)
+
+        def _skip_update(self, metrics: dict):
+            """A step with no trajectory to train on: no sample, no update; the replicas sleep as after
+            a sample (``on_step_end`` wakes them with the unchanged weights). The step's batch is one
+            placeholder entry (a tag, no data) that verl's end-of-step TransferQueue clear removes."""
+            import transfer_queue as tq
+            from transfer_queue import KVBatchMeta
+
+            self.on_sample_begin()
+            self.on_sample_end()
+            if self._pending is not None:
+                self._observe_pending([], metrics)
+            spent = self._step_spent
+            reason = "every prompt was skipped" if spent == 0 else f"none of its {spent} rollouts left a trajectory"
+            logger.warning("adaptive: step %d has nothing to train on (%s): no update", self.global_steps, reason)
+            metrics["adaptive/update_skipped"] = 1.0
+            metrics.update(batch_metrics([]))
+            key, tag = f"adaptive-no-update-{uuid.uuid4().hex}", {NO_UPDATE_TAG: True, "is_padding": True}
+            tq.kv_put(key=key, partition_id="train", tag=tag)
+            return KVBatchMeta(partition_id="train", keys=[key], tags=[tag])
 
         def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
             self.regime.update(keys, feedback.successes())
@@ -183,19 +246,38 @@ def _make_trainer_class():
 
         # -- feedback ------------------------------------------------------------------
 
+        def _observe_pending(self, trajectory_keys: list, metrics: dict) -> None:
+            """A single-shot step's rewards (read from ``trajectory_keys``) to ``observe``, and its metrics."""
+            assert self._pending is not None
+            plan, keys, uids, counts = self._pending
+            self._pending = None
+            sessions = R.read_session_scores(trajectory_keys, "train")
+            feedback = StepFeedback(keys, counts, self.signal, self.budget)
+            for i, uid in enumerate(uids):
+                feedback.add(i, sessions.of(uid), int(counts[i]))
+            self.allocator.observe(plan, feedback.successes())
+            metrics.update(self._step_metrics(keys, feedback))
+
+        def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
+            batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+            metrics.update(batch_metrics(batch.tags))
+            return batch
+
         def _compute_advantage(self, batch, metrics: dict):
             if self._pending is not None:
-                keys, uids, counts = self._pending
-                self._pending = None
                 real = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
-                sessions = R.read_session_scores(real, batch.partition_id)
-                feedback = StepFeedback(keys, counts, self.signal)
-                for i, uid in enumerate(uids):
-                    feedback.add(i, sessions.of(uid), int(counts[i]))
-                self.allocator.observe(keys, feedback.successes())
-                metrics.update(self._step_metrics(keys, feedback))
+                self._observe_pending(real, metrics)
             with session_keys(batch.keys):
                 return super()._compute_advantage(batch, metrics)
+
+        def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+            if not _no_update(batch):
+                return super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+            metrics.update({"training/global_step": global_steps, "training/epoch": epoch})
+
+        def _log_rollout_data(self, batch, timing_raw: dict, rollout_data_dir: str):
+            if not _no_update(batch):
+                super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
 
         # -- checkpoints ---------------------------------------------------------------
 
