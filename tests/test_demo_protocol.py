@@ -269,7 +269,8 @@ def test_regime_is_placed_on_the_nearest_map_cell_from_a_map_result_file(tmp_pat
     (tmp_path / "map").mkdir()
     (tmp_path / "map" / "map.json").write_text(json.dumps({"header": {}, "data": {"rows": rows}}))
     text = write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")
-    assert "nearest map cell noisy" in text and "- default: 1.30 (90% 1.10-1.50)" in text
+    assert "nearest map cell noisy" in text and "The cell's other methods: default 1.30" in text
+    assert "| uniform | (not on the map) | 1.00 (90% 1.00-1.00) | - |" in text
     (tmp_path / "map" / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="bad.json is not JSON"):
         write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")

@@ -20,7 +20,7 @@ from adaptive_rollouts.fingerprints import RegimeTracker
 
 from .regime import group_rewards
 
-MAP_ARMS = {"null": "uniform-rounds", "oracle": "optimum@true-p", "default": "default", "vip-paper": "vip-paper"}
+MAP_ARMS = {"null": "uniform-rounds", "oracle": "optimum@true-p"}  # the map's name of a demo arm (else its own)
 FINGERPRINT_AXES = ("noise_to_signal_batch", "zero_variance_fraction", "p_persistence")
 
 
@@ -239,7 +239,7 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
     if state.missing:
         lines += ["", "Missing:", *[f"- {arm}: {', '.join(todo)}" for arm, todo in state.missing.items()]]
     lines += ["", "Fingerprints (the map's, on Uniform's report runs):", ""]
-    lines += _placement(prints, placed, map_note)
+    lines += _placement(prints, placed, map_note, rows)
     return "\n".join(lines)
 
 
@@ -269,7 +269,28 @@ def targets(rows: list[dict], goal: float = 1.3) -> list[str]:
     return lines
 
 
-def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
+def side_by_side(rows: list[dict], methods: dict[str, dict]) -> list[str]:
+    """Each arm's measured speedup beside the map's for the same method in the nearest cell.
+
+    >>> side_by_side([{"arm": "null", "rollouts": {"speedup": 0.9, "ci90": [0.8, 1.1]}}],
+    ...              {"uniform-rounds": {"speedup": 1.2, "ci90": [1.0, 1.5]}})[2]
+    '| null | uniform-rounds | 0.90 (90% 0.80-1.10) | 1.20 (90% 1.00-1.50) |'
+    """
+
+    def cell(e: dict | None) -> str:
+        return "-" if not e else f"{_fmt(e['speedup'])} (90% {_fmt(e['ci90'][0])}-{_fmt(e['ci90'][1])})"
+
+    lines = ["| arm | map's method | measured here | the map's prediction |", "|---|---|---|---|"]
+    for r in rows:
+        name = MAP_ARMS.get(r["arm"], r["arm"])
+        lines.append(
+            f"| {r['arm']} | {name if name in methods else '(not on the map)'} | {cell(r.get('rollouts'))} "
+            f"| {cell(methods.get(name))} |"
+        )
+    return lines
+
+
+def _placement(prints: dict, placed: dict | None, map_note: str, rows: list[dict] | None = None) -> list[str]:
     from .report import persistence_cell
 
     def persistence(f: dict) -> str:
@@ -293,11 +314,14 @@ def _placement(prints: dict, placed: dict | None, map_note: str) -> list[str]:
         f"| {_fmt(f.get('noise_to_signal_rollout_over_budget'))} | {_fmt(f.get('zero_variance_fraction'))} "
         f"| {persistence(f)} |"
     )
-    lines += ["", "The map's speedups in that cell (its prediction for this regime):", ""]
-    lines += [
-        f"- {name}: {_fmt(e['speedup'])} (90% {_fmt(e['ci90'][0])}-{_fmt(e['ci90'][1])})"
-        for name, e in placed["methods"].items()
-    ]
+    lines += ["", "Speedup in rollouts to target, measured here and in that map cell (its prediction):", ""]
+    lines += side_by_side(rows or [], placed["methods"])
+    others = [m for m in placed["methods"] if m not in {MAP_ARMS.get(r["arm"], r["arm"]) for r in rows or []}]
+    if others:
+        lines += [
+            "",
+            "The cell's other methods: " + "; ".join(f"{m} {_fmt(placed['methods'][m]['speedup'])}" for m in others),
+        ]
     return lines
 
 
