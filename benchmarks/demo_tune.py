@@ -1,6 +1,6 @@
 """Learning-rate grid of the demo on tune seeds (never the reported ones): each method's best rate.
 
-    python benchmarks/demo_tune.py --out runs/demo_tune            # LR_GRID x METHODS x TUNE_SEEDS
+    python benchmarks/demo_tune.py --out runs/demo_tune            # LR_GRID x the tuned arms x TUNE_SEEDS
 
 Every (method, rate, seed) run is the default demo run (same steps, budget, evaluation) at that
 rate; it is saved as it finishes and reused on a rerun (resume). The score of a rate is the mean
@@ -19,14 +19,14 @@ import numpy as np
 
 
 def main(argv=None) -> int:
-    from adaptive_rollouts.demo.allocation import LR_GRID, METHODS, TUNE_SEEDS
+    from adaptive_rollouts.demo.allocation import LEARNING_RATES, LR_GRID, TUNE_SEEDS
     from adaptive_rollouts.demo.cli import add_demo_arguments, config_from_args
     from adaptive_rollouts.demo.jobs import run_all
 
     parser = add_demo_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--grid", default=",".join(f"{x:g}" for x in LR_GRID), help="comma list of rates")
     parser.set_defaults(
-        out="runs/demo_tune", first_seed=TUNE_SEEDS[0], seeds=len(TUNE_SEEDS), methods=",".join(METHODS)
+        out="runs/demo_tune", first_seed=TUNE_SEEDS[0], seeds=len(TUNE_SEEDS), methods=",".join(LEARNING_RATES)
     )
     args = parser.parse_args(argv)
     grid = [float(x) for x in args.grid.split(",")]

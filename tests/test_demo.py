@@ -106,7 +106,7 @@ def test_t_interval_and_rollouts_to_reach():
 
 
 def test_vip_bounds_are_respected():
-    from adaptive_rollouts.demo.allocation import make_allocator_for, vip_bounds
+    from adaptive_rollouts.demo.allocation import make_arm_allocator, vip_bounds
 
     lower, upper = vip_bounds(8)
     assert (lower, upper) == (4, 32)
@@ -116,10 +116,11 @@ def test_vip_bounds_are_respected():
 
     from adaptive_rollouts.allocators import VIP
 
-    vip = make_allocator_for("vip", "seq-mean", None, 0, 8)
+    vip = make_arm_allocator("vip-paper", 0, 8)
     assert isinstance(vip, VIP) and (vip.lower, vip.upper) == (4, 32)
-    with pytest.raises(ValueError, match="method must be one of"):
-        make_allocator_for("ours", "seq-mean", None, 0, 8)
+    assert vip.estimator == "drgrpo" and vip.aggregation is None  # VIP as published: the Dr. GRPO variance
+    with pytest.raises(ValueError, match="unknown arm 'ours'"):
+        make_arm_allocator("ours", 0, 8)
 
 
 def test_save_load_round_trip(tmp_path):
@@ -176,18 +177,18 @@ def test_demo_runs_two_steps_resumes_and_reports(tmp_path):
     tok = build_tokenizer()
     save_warm_start(build_model(tok, seed=0, **SMALL), {}, tmp_path / "model")
     cfg = DemoConfig(
-        methods=("uniform", "vip", "vigor"),
+        methods=("uniform", "vip-paper", "vigor"),
         steps=2,
         prompts_per_step=4,
         mean_rollouts=8,
         pool_size=16,
         held_out=8,
         eval_every=1,
-        learning_rates={"uniform": 1e-4, "vip": 1e-4, "vigor": 3e-4},
+        learning_rates={"uniform": 1e-4, "vip-paper": 1e-4, "vigor": 3e-4},
         model_dir=str(tmp_path / "model"),
     )
     results = run_all(cfg, tmp_path, log=lambda *a: None, encoder=HashEncoder())
-    assert [r.method for r in results] == ["uniform", "vip", "vigor"]
+    assert [r.method for r in results] == ["uniform", "vip-paper", "vigor"]
     for r in results:
         assert r.rollouts == [0, 32, 64] and len(r.held_out) == 3 and len(r.pool) == 2
         assert all(0.0 <= a <= 1.0 for a in r.held_out + r.pool)
@@ -263,7 +264,22 @@ def test_per_rollout_gradients_shape_and_zero_advantage_rows():
     assert np.all(grads[flat] == 0) and np.all(np.abs(grads[~flat]).sum(1) > 0)
 
 
-@pytest.mark.parametrize("name", ["tasks", "evaluate", "stats", "allocation", "regime", "warm_start", "tokenizer"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tasks",
+        "evaluate",
+        "stats",
+        "allocation",
+        "regime",
+        "warm_start",
+        "tokenizer",
+        "oracle",
+        "protocol",
+        "protocol_report",
+        "report",
+    ],
+)
 def test_demo_docstring_examples_run(name):
     import doctest
     import importlib

@@ -34,7 +34,7 @@ from .checks.validation import check_range, check_rewards
 from .state.checks import StateReader
 from .types import StateDict
 
-__all__ = ["noise_to_signal", "zero_variance_fraction", "p_persistence", "RegimeTracker"]
+__all__ = ["noise_to_signal", "batch_variance_stats", "zero_variance_fraction", "p_persistence", "RegimeTracker"]
 
 
 def noise_to_signal(grads: np.ndarray) -> float:
@@ -54,6 +54,23 @@ def noise_to_signal(grads: np.ndarray) -> float:
     trace_cov = float(((g - mean) ** 2).sum() / (n - 1))
     signal = float(mean @ mean) - trace_cov / n
     return trace_cov / signal if signal > 0 else float("inf")
+
+
+def batch_variance_stats(grads: np.ndarray) -> tuple[float, float]:
+    """(trace of the unbiased covariance, squared norm of the mean debiased by tr Cov / M) of batch
+    gradients [M, D] from M resamples of one step, as in `noise_to_signal` (the ratio is their
+    quotient). The regime map's batch noise/signal is the sum of the traces over the sum of the
+    squared means of a run's probes.
+
+    >>> batch_variance_stats(np.array([[1.0, 0.0], [3.0, 0.0]]))
+    (2.0, 3.0)
+    """
+    g = np.asarray(grads, dtype=float)
+    if g.ndim != 2 or g.shape[0] < 1:
+        raise ValueError(f"grads must be [M >= 1, D] batch gradients, got shape {g.shape}")
+    mean = g.mean(axis=0)
+    trace = float(((g - mean) ** 2).sum() / max(g.shape[0] - 1, 1))
+    return trace, float(mean @ mean) - trace / g.shape[0]
 
 
 def zero_variance_fraction(rewards: Sequence[np.ndarray], tol: float = 1e-8) -> float:

@@ -1,21 +1,70 @@
-"""The demo's methods, their allocators and their tuned learning rates.
+"""The demo's arms: each one's allocator, the trainer settings it runs under, and the objective it uses.
 
-Learning rates: each method runs at the best rate of ``LR_GRID`` by held-out greedy accuracy
-after the default run's steps, chosen on ``TUNE_SEEDS`` (never reported) with
+An *arm* is an allocator plus the TRL loss it trains with. Most arms train with TRL's default
+GRPO configuration (``loss_type="grpo"``, rewards scaled by the group std); there the plug-in
+gives every allocator the GRPO estimator (`integrations.trl.settings.configure_allocator`), so
+VIP's paper objective would silently become the GRPO one. VIP as published therefore runs under
+Dr. GRPO (``loss_type="dr_grpo"``, ``scale_rewards="none"``), with ``uniform-drgrpo`` as its
+Uniform. `objective_of` says which objective each arm's allocator optimises.
 
-    python benchmarks/demo_tune.py --out runs/demo_tune
+- ``uniform``: stock GRPO groups.
+- ``default``: ``make_allocator()`` with no name (whatever the library's recommended default is).
+- ``null``: the null control, `sim.bench.null_control` (the map's): allocates like Uniform through
+  the default's code path, so only the sampling noise differs from Uniform.
+- ``oracle``: known p. Each batch prompt's p is estimated from `SampledSuccess` samples of the
+  current policy that are not charged to the budget; allocated by the library's objective for the
+  trainer's loss (`VIP` with ``aggregation=``: the expected improvement, the map's
+  ``optimum@true-p``).
+- ``oracle-skip``: the known-p bound of saving (`sim.oracle.SkipOracle` on the sampled p): skips
+  prompts whose group would be all-equal with probability > 0.9, the others get Uniform's group.
+- ``vip-paper``: VIP as published (the paper's GP on MiniLM features of the pool, plug-in p(1-p),
+  Dr. GRPO objective) with `vip_bounds`; ``vigor``: VIGOR as published.
+- any other registry name of `make_allocator` (e.g. the saving baselines): built by the trainer
+  from the name, with its estimator and aggregation.
 
-and written into ``LEARNING_RATES`` (docs/demo.md gives the table it picked them from).
+Learning rates of `make demo` (``LEARNING_RATES``) were chosen with ``benchmarks/demo_tune.py``;
+the protocol (``benchmarks/demo_protocol.py``) tunes its own on its tune seeds.
 """
 
 from __future__ import annotations
 
-from adaptive_rollouts.checks.validation import check_choice
+from dataclasses import dataclass
+from typing import Any
 
-METHODS = ("uniform", "vip", "vigor", "default")
+ARMS = ("uniform", "default", "null", "oracle", "oracle-skip", "vip-paper", "uniform-drgrpo", "vigor")
 LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 TUNE_SEEDS = (100,)
-LEARNING_RATES = {"uniform": 1e-4, "vip": 3e-5, "vigor": 1e-4, "default": 3e-5}
+LEARNING_RATES = {"uniform": 1e-4, "vigor": 1e-4, "default": 3e-5}
+DR_GRPO = ("dr_grpo", "none")  # (loss_type, scale_rewards) of VIP as published
+GRPO = ("grpo", "group")  # TRL's default
+
+
+@dataclass(frozen=True)
+class Arm:
+    """How an arm trains: its allocator name and the TRL loss settings."""
+
+    name: str
+    loss_type: str
+    scale_rewards: str
+
+
+def known_arms() -> tuple[str, ...]:
+    """The arm names: `ARMS` plus every registry name of `make_allocator`."""
+    from adaptive_rollouts.allocators import ALLOCATORS
+
+    return tuple(dict.fromkeys([*ARMS, *ALLOCATORS]))
+
+
+def arm_of(name: str) -> Arm:
+    """The `Arm` of a name (ValueError naming it if unknown).
+
+    >>> arm_of("vip-paper"), arm_of("uniform").loss_type
+    (Arm(name='vip-paper', loss_type='dr_grpo', scale_rewards='none'), 'grpo')
+    """
+    if name not in known_arms():
+        raise ValueError(f"unknown arm {name!r}; known: {', '.join(known_arms())}")
+    loss_type, scale = DR_GRPO if name in ("vip-paper", "uniform-drgrpo") else GRPO
+    return Arm(name, loss_type, scale)
 
 
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
@@ -30,22 +79,48 @@ def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
     return max(2, mean_rollouts // 2), 4 * mean_rollouts
 
 
-def make_allocator_for(method: str, aggregation: str, features, seed: int, mean_rollouts: int):
-    """The allocator of a demo method. ``uniform``: stock GRPO groups. ``vip``: VIP as published (the
-    paper's GP on MiniLM features of the pool, RLOO objective, plug-in p(1-p)) with `vip_bounds`.
-    ``vigor``: VIGOR as published. ``default``: the library's recommended default,
-    ``make_allocator()`` with no name, told the trainer's loss ``aggregation``. ``features``: a
-    `FeatureTable` of the RL pool (VIP's GP lives on a known pool)."""
-    from adaptive_rollouts.allocators import VIGOR, VIP, Uniform, make_allocator
+def objective_of(allocator: Any) -> str:
+    """What an allocator optimises, as the trainer configured it: ``"equal groups"`` (Uniform),
+    ``"<estimator> variance (paper)"`` (VIP without an aggregation), ``"expected improvement,
+    <aggregation>"`` (VIP with one), else the class name with its estimator / aggregation."""
+    kind = type(allocator).__name__
+    estimator, aggregation = getattr(allocator, "estimator", None), getattr(allocator, "aggregation", None)
+    if kind == "Uniform":
+        return "equal groups"
+    if kind == "VIP":
+        return f"{estimator} variance (paper)" if aggregation is None else f"expected improvement, {aggregation}"
+    details = ", ".join(f"{k} {v}" for k, v in (("estimator", estimator), ("aggregation", aggregation)) if v)
+    if getattr(allocator, "saving", None) is False:
+        details += ", saving off"
+    return f"{kind} ({details})" if details else kind
 
-    check_choice("method", method, METHODS)
-    if method == "uniform":
+
+def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, oracle=None) -> Any:
+    """The allocator (object, registry name, or None for the default) of arm ``name``. ``features``:
+    a `FeatureTable` of the RL pool keyed by prompt text (``vip-paper``'s GP lives on a known pool); ``oracle``:
+    a `SampledSuccess` predictor (``oracle`` and ``oracle-skip``)."""
+    from adaptive_rollouts.allocators import VIGOR, VIP, Uniform
+    from adaptive_rollouts.sim.bench import null_control
+    from adaptive_rollouts.sim.oracle import SkipOracle
+
+    from .oracle import truth_of
+
+    arm_of(name)
+    if name in ("uniform", "uniform-drgrpo"):
         return Uniform(seed=seed)
-    if method == "vip":
+    if name == "null":
+        return null_control(seed)
+    if name in ("oracle", "oracle-skip"):
+        if oracle is None:
+            raise ValueError(f"arm {name!r} needs the sampled-p predictor (oracle=)")
+        if name == "oracle-skip":
+            return SkipOracle(truth_of(oracle))
+        return VIP(oracle, estimator="grpo", aggregation="seq-mean", seed=seed)  # the trainer sets its own
+    if name == "vip-paper":
         lower, upper = vip_bounds(mean_rollouts)
         return VIP(
-            "paper-gp", features=features, estimator="rloo", variance="plugin", lower=lower, upper=upper, seed=seed
+            "paper-gp", features=features, estimator="drgrpo", variance="plugin", lower=lower, upper=upper, seed=seed
         )
-    if method == "vigor":
+    if name == "vigor":
         return VIGOR(seed=seed)
-    return make_allocator(aggregation=aggregation, seed=seed)  # "default"
+    return None if name == "default" else name  # the trainer builds it (with its estimator / aggregation)

@@ -16,14 +16,18 @@ from adaptive_rollouts.checks.arguments import (
 )
 from adaptive_rollouts.integrations.trl.settings import LOSS_TYPE_AGGREGATION
 
-from .allocation import METHODS
 from .run import DemoConfig
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     d = DemoConfig()
     parser.add_argument("--out", default="runs/demo", help="report folder (default runs/demo)")
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS))
+    parser.add_argument(
+        "--methods",
+        default=",".join(d.methods),
+        help="comma list of arms (uniform, default, null, oracle, oracle-skip, vip-paper, uniform-drgrpo, vigor, "
+        "or any allocator name); default: Uniform vs the default",
+    )
     parser.add_argument(
         "--seeds", type=positive_int, default=1, help="number of seeds (first-seed .. first-seed + seeds - 1)"
     )
@@ -39,7 +43,12 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     )
     parser.add_argument("--workers", type=positive_int, default=1, help="runs in parallel (processes, one thread each)")
     parser.add_argument("--model-dir", default=None, help="warm-start folder (default: the shipped weights)")
-    parser.add_argument("--loss-type", default=d.loss_type, choices=sorted(LOSS_TYPE_AGGREGATION), help="TRL loss_type")
+    parser.add_argument(
+        "--loss-type",
+        default=None,
+        choices=sorted(LOSS_TYPE_AGGREGATION),
+        help="TRL loss_type for every arm (default: each arm's own, grpo but dr_grpo for vip-paper and uniform-drgrpo)",
+    )
     return parser
 
 
@@ -53,10 +62,12 @@ def _group_size(text: str) -> int:
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
     """The DemoConfig of parsed ``add_demo_arguments`` arguments; `UsageError` (a ValueError) names a bad one."""
+    from .allocation import known_arms
+
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in known_arms()]
     if unknown or not methods:
-        raise UsageError(f"--methods: unknown {unknown or methods}; choose from {list(METHODS)}")
+        raise UsageError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
     for name in ("seeds", "steps", "workers", "prompts_per_step", "eval_every"):  # when not parsed by argparse
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -66,8 +77,6 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
     if args.model_dir is not None and not Path(args.model_dir).is_dir():
         raise UsageError(f"--model-dir: {args.model_dir!r} is not a folder")
-    if args.loss_type not in LOSS_TYPE_AGGREGATION:
-        raise UsageError(f"--loss-type: {args.loss_type!r} is not one of {sorted(LOSS_TYPE_AGGREGATION)}")
     return DemoConfig(
         methods=methods,
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
@@ -76,8 +85,8 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         mean_rollouts=args.mean_rollouts,
         eval_every=args.eval_every,
         learning_rates=None if args.lr is None else {m: args.lr for m in methods},
-        loss_type=args.loss_type,
         model_dir=args.model_dir,
+        loss_type=args.loss_type,
     )
 
 
@@ -85,7 +94,9 @@ def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; a bad value raises `UsageError` before any set-up (the command line reports
     it through `reports_usage_errors`)."""
     import os
+    import warnings
 
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notes, once per run
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     cfg = config_from_args(args)  # every value checked before any set-up

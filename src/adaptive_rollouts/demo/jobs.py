@@ -14,6 +14,7 @@ from pathlib import Path
 
 from adaptive_rollouts.sim.run_store import read_json, write_json
 
+from .allocation import arm_of
 from .run import DemoConfig, RunResult, config_dict, run_one
 
 
@@ -56,6 +57,7 @@ def _run_config(cfg: DemoConfig, method: str, seed: int) -> dict:
     """What a saved run must match to be reused: everything but the method/seed lists and other rates."""
     out = config_dict(replace(cfg, methods=(method,), seeds=(seed,)))
     out["learning_rates"] = {method: cfg.learning_rate(method)}
+    out["arm"] = asdict(arm_of(method))
     return out
 
 
@@ -72,10 +74,12 @@ def _job(args, on_step=None) -> RunResult:
         return run_one(method, seed, cfg, features, pool, held_out, out_dir, on_step=on_step)
 
 
-def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: int = 1) -> list[RunResult]:
-    """Every (method, seed) run of ``cfg``, reusing finished runs saved under ``out_dir/runs``."""
+def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int = 1) -> list[RunResult]:
+    """Every (method, seed) run of ``cfg``, reusing finished runs saved under ``out_dir/runs``; one
+    line per finished run goes to ``log`` (default: written above the progress bar)."""
     from tqdm.auto import tqdm
 
+    log = tqdm.write if log is None else log
     from adaptive_rollouts.embeddings import FeatureTable, default_encoder
 
     pool, held_out = problem_sets(cfg)
@@ -89,7 +93,7 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: in
             done[method, seed] = saved
     todo = [j for j in jobs if j not in done]
     features = None
-    if any(m == "vip" for m, _ in todo):
+    if any(m == "vip-paper" for m, _ in todo):
         encoder = default_encoder() if encoder is None else encoder
         prompts = [p.prompt for p in pool]
         features = FeatureTable(prompts, encoder.encode(prompts))  # embed the pool once, shared by all runs
@@ -101,7 +105,8 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=print, encoder=None, workers: in
         log(
             f"{res.method:8s} seed {res.seed}: held-out greedy {res.held_out[0]:.3f} -> {res.held_out[-1]:.3f}, "
             f"mean@8 {res.sampled_start.get('mean@8', float('nan')):.3f} -> "
-            f"{res.sampled_final.get('mean@8', float('nan')):.3f} (lr {res.learning_rate:g}, {res.train_seconds:.0f}s, "
+            f"{res.sampled_final.get('mean@8', float('nan')):.3f}, {res.rollouts[-1]} rollouts "
+            f"(lr {res.learning_rate:g}, {res.train_seconds:.0f}s, "
             f"allocator {100 * res.allocator_seconds / max(res.train_seconds, 1e-9):.2f}%)"
         )
 

@@ -74,16 +74,14 @@ def count_sketch(pieces: list[np.ndarray], maps, dim: int) -> np.ndarray:
     return out
 
 
-def per_rollout_gradients(model, tokenizer, prompts: list[str], rollouts: int, seed: int, sketch_dim: int = 65_536):
-    """[len(prompts) * rollouts, sketch_dim] count-sketched per-rollout gradients of the GRPO loss
-    (rollouts sampled at temperature 1 under torch seed ``seed``), and the 0/1 rewards."""
+def _sample_group(model, tokenizer, prompts: list[str], rollouts: int, seed: int):
+    """``rollouts`` completions per prompt at temperature 1 under torch seed ``seed``: the token ids,
+    the prompt width, the 0/1 rewards [Q, rollouts] and the GRPO advantages ``(r - mean) / (std + 1e-4)``."""
     import torch
 
     from .evaluate import MAX_NEW_TOKENS
     from .tasks import Verifier
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    maps = sketch_maps([p.numel() for p in params], sketch_dim, seed)
     model.eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -103,14 +101,28 @@ def per_rollout_gradients(model, tokenizer, prompts: list[str], rollouts: int, s
     texts = tokenizer.batch_decode(seqs[:, width:], skip_special_tokens=True)
     rewards = np.asarray(Verifier()([p for p in prompts for _ in range(rollouts)], texts)).reshape(-1, rollouts)
     adv = (rewards - rewards.mean(1, keepdims=True)) / (rewards.std(1, ddof=1, keepdims=True) + 1e-4)
+    return seqs, width, rewards, adv
+
+
+def _completion_length(completion, eos_id: int) -> int:
+    done = (completion == eos_id).nonzero()
+    return int(done[0]) + 1 if len(done) else len(completion)
+
+
+def per_rollout_gradients(model, tokenizer, prompts: list[str], rollouts: int, seed: int, sketch_dim: int = 65_536):
+    """[len(prompts) * rollouts, sketch_dim] count-sketched per-rollout gradients of the GRPO loss
+    (rollouts sampled at temperature 1 under torch seed ``seed``), and the 0/1 rewards."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    maps = sketch_maps([p.numel() for p in params], sketch_dim, seed)
+    seqs, width, rewards, adv = _sample_group(model, tokenizer, prompts, rollouts, seed)
     out = np.zeros((seqs.shape[0], sketch_dim))
     for i in range(seqs.shape[0]):
         a = float(adv.flat[i])
         if a == 0.0:
             continue  # a zero-advantage rollout contributes a zero gradient
-        completion = seqs[i, width:]
-        done = (completion == tokenizer.eos_token_id).nonzero()
-        length = int(done[0]) + 1 if len(done) else len(completion)
+        length = _completion_length(seqs[i, width:], tokenizer.eos_token_id)
         ids = seqs[i : i + 1, : width + length]
         mask = (ids != tokenizer.pad_token_id).long()
         logits = model(input_ids=ids, attention_mask=mask).logits[0, width - 1 : width + length - 1]
@@ -120,6 +132,42 @@ def per_rollout_gradients(model, tokenizer, prompts: list[str], rollouts: int, s
         out[i] = count_sketch([p.grad.detach().double().numpy() for p in params], maps, sketch_dim)
     model.zero_grad()
     return out, rewards
+
+
+def batch_gradient(model, tokenizer, prompts: list[str], rollouts: int, seed: int) -> np.ndarray:
+    """The exact gradient of one GRPO step's loss (``rollouts`` fresh completions per prompt under
+    torch seed ``seed``; the mean over completions of A_i times the token-mean log-probability, as
+    TRL's ``grpo`` loss on policy): one flat float vector over every trainable parameter."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    seqs, width, _, adv = _sample_group(model, tokenizer, prompts, rollouts, seed)
+    completion = seqs[:, width:]
+    keep = torch.zeros_like(completion, dtype=torch.float32)
+    for i in range(seqs.shape[0]):
+        keep[i, : _completion_length(completion[i], tokenizer.eos_token_id)] = 1.0
+    mask = torch.cat([(seqs[:, :width] != tokenizer.pad_token_id).long(), keep.long()], dim=1)
+    logits = model(input_ids=seqs, attention_mask=mask).logits[:, width - 1 : -1]
+    logp = torch.log_softmax(logits.float(), -1).gather(2, completion[..., None])[..., 0]
+    per_rollout = (logp * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+    model.zero_grad()
+    (torch.as_tensor(adv.reshape(-1), dtype=torch.float32) * per_rollout).mean().backward()
+    out = np.concatenate([p.grad.detach().double().numpy().ravel() for p in params])
+    model.zero_grad()
+    return out
+
+
+def step_probe(model, tokenizer, prompts: list[str], rollouts: int, resamples: int, seed: int) -> dict:
+    """The regime map's probes of one step, on the demo: the batch gradient of ``resamples`` fresh
+    samples of the Uniform step on ``prompts`` (`batch_gradient`) as (trace of the covariance,
+    debiased squared mean) (`fingerprints.batch_variance_stats`), and the noise/signal of the
+    per-rollout gradients of one sample (`per_rollout_gradients`, `fingerprints.noise_to_signal`)."""
+    from adaptive_rollouts.fingerprints import batch_variance_stats
+
+    grads = np.array([batch_gradient(model, tokenizer, prompts, rollouts, seed + k) for k in range(resamples)])
+    trace, signal = batch_variance_stats(grads)
+    per_rollout, _ = per_rollout_gradients(model, tokenizer, prompts, rollouts, seed + resamples)
+    return {"probe_var": trace, "probe_signal": signal, "nsr_rollout": float(noise_to_signal(per_rollout))}
 
 
 def gradient_noise_to_signal(model, tokenizer, prompts: list[str], rollouts: int, seed: int) -> dict:

@@ -51,6 +51,9 @@ def summarise(results) -> list[dict]:
             seconds_per_run=float(np.mean([r.train_seconds for r in runs])),
             distinct_prompts_per_step=float(np.mean([r.distinct_prompts_per_step for r in runs])),
             max_rollouts_per_prompt=int(max(max(c) for r in runs for c in r.counts)),
+            rollouts_generated=float(np.mean([r.rollouts[-1] for r in runs])),
+            tokens_generated=float(np.mean([r.tokens[-1] for r in runs])) if all(r.tokens for r in runs) else np.nan,
+            skipped_fraction=float(np.mean([np.mean(np.asarray(c) == 0) for r in runs for c in r.counts])),
         )
         prints = [reward_fingerprints(r.groups) for r in runs if r.groups]
         for key in ("zero_variance_fraction", "all_fail_fraction", "all_pass_fraction", "p_persistence"):
@@ -75,15 +78,17 @@ def _speedup(ratio: float) -> str:
 def table(rows: list[dict], results) -> str:
     """The headline table (held-out greedy) and the sampled-metrics table, Markdown."""
     lines = [
-        "| method | lr | held-out greedy start -> final | gain (95% CI) | rollouts to Uniform's final | speedup "
-        "| pool greedy start -> final | max rollouts/prompt | allocator overhead |",
-        "|" + "---|" * 9,
+        "| method | lr | held-out greedy start -> final | gain (95% CI) | rollouts generated | completion tokens "
+        "| prompts skipped | rollouts to Uniform's final | speedup | pool greedy start -> final | max rollouts/prompt "
+        "| allocator overhead |",
+        "|" + "---|" * 12,
     ]
     for r in rows:
         runs = [x for x in results if x.method == r["method"]]
         lines.append(
             f"| {r['method']} | {r['learning_rate']:g} | {r['held_out_start']:.3f} -> "
             f"{fmt_interval([x.held_out[-1] for x in runs])} | {fmt_interval([x.held_out[-1] - x.held_out[0] for x in runs])} "
+            f"| {r['rollouts_generated']:.0f} | {r['tokens_generated']:.0f} | {100 * r['skipped_fraction']:.1f}% "
             f"| {_reach(r['rollouts_to_uniform_final'])} | {_speedup(r['speedup_vs_uniform'])} "
             f"| {r['pool_start']:.3f} -> {r['pool_final']:.3f} | {r['max_rollouts_per_prompt']} "
             f"| {r['allocator_overhead_pct']:.2f}% |"
@@ -104,9 +109,18 @@ def table(rows: list[dict], results) -> str:
     for r in rows:
         lines.append(
             f"| {r['method']} | {r['zero_variance_fraction']:.3f} | {r['all_fail_fraction']:.3f} "
-            f"| {r['all_pass_fraction']:.3f} | {r['p_persistence']:.3f} |"
+            f"| {r['all_pass_fraction']:.3f} | {persistence_cell(r['p_persistence'])} |"
         )
     return "\n".join(lines)
+
+
+def persistence_cell(value: float) -> str:
+    """A persistence-of-p table cell: the value, or "no revisits" when no prompt was seen twice.
+
+    >>> persistence_cell(float("nan")), persistence_cell(0.51234)
+    ('no revisits', '0.512')
+    """
+    return "no revisits" if np.isnan(value) else f"{value:.3f}"
 
 
 def plot(results, out: Path) -> list[str]:
@@ -180,14 +194,17 @@ def write_report(results, config: dict, out: Path, extra_md: str = "") -> str:
         "# adaptive-rollouts demo",
         "",
         "A tiny character-level Qwen2 (warm-started on digit sorting) trained with RLVR through",
-        "`AdaptiveGRPOTrainer` (TRL's GRPO, AdamW); every method spends the same rollouts per step,",
+        "`AdaptiveGRPOTrainer` (TRL's GRPO, AdamW); every method gets the same budget per step,",
         f"each at its tuned learning rate. Seeds {seeds}; intervals are 95% t-intervals over seeds.",
         "",
         text,
         "",
-        "Held-out: problems never trained on, disjoint from the RL pool and the SFT set. 'rollouts to",
-        "Uniform's final': where the seed-mean held-out curve first reaches Uniform's final seed-mean",
-        "accuracy (interpolated; inf: never); speedup = Uniform's own figure over the method's.",
+        "Held-out: problems never trained on, disjoint from the RL pool and the SFT set. Rollouts and",
+        "completion tokens: every one generated (a saving allocator may spend less than the budget and",
+        "skip prompts). 'Rollouts to Uniform's final': where the seed-mean held-out curve first reaches",
+        "Uniform's final seed-mean accuracy (interpolated; inf: never); speedup = Uniform's own figure",
+        "over the method's. One seed is a story, not a measurement: the protocol",
+        "(`python benchmarks/demo_protocol.py`) measures.",
         "pass@k / mean@k: 8 sampled completions per held-out problem at temperature 1, start -> final.",
         "",
         extra_md,

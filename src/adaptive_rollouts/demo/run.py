@@ -1,26 +1,28 @@
-"""The demo job: RLVR on the tiny warm-started LM, one run per (method, seed), equal budgets.
+"""The demo job: RLVR on the tiny warm-started LM, one run per (arm, seed), equal budgets.
 
 Each run trains the shipped warm start with `AdaptiveGRPOTrainer` (TRL's GRPO, AdamW) on the RL
 pool and measures greedy accuracy on held-out problems (never trained on, disjoint from the
-pool and the SFT set) every ``eval_every`` steps, plus pass@k / mean@k from sampled completions
-at the start and the end. Every reward of every rollout is recorded per step (prompt, rollouts,
-successes) for the regime fingerprints.
+pool and the SFT set) every ``eval_every`` steps, plus (``eval_sampled``) pass@k / mean@k from
+sampled completions at the start and the end. Every generated rollout is counted (the reward
+function sees each one): the rollouts and completion tokens consumed up to each evaluation, and
+per step every prompt's (rollouts, successes) for the regime fingerprints. With ``probe_every``,
+Uniform runs also measure the regime map's gradient probes (`regime.step_probe`) at those steps.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from .allocation import LEARNING_RATES, METHODS, make_allocator_for
+from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of
 
 
 @dataclass
 class DemoConfig:
-    methods: tuple[str, ...] = METHODS
+    methods: tuple[str, ...] = ("uniform", "default")
     seeds: tuple[int, ...] = (0,)
     steps: int = 30
     prompts_per_step: int = 16
@@ -31,14 +33,18 @@ class DemoConfig:
     eval_every: int = 10
     samples: int = 8  # sampled completions per held-out problem for pass@k / mean@k
     learning_rates: dict[str, float] | None = None  # None: the tuned LEARNING_RATES
-    loss_type: str = "grpo"
     max_completion_length: int = 9
     model_dir: str | None = None  # None: the shipped warm start in demo/assets
+    loss_type: str | None = None  # None: each arm's own (`allocation.arm_of`)
+    eval_sampled: bool = True  # pass@k / mean@k and pool greedy accuracy at the start and the end
+    oracle_samples: int = 16  # completions per prompt behind the oracle arms' p (not charged to the budget)
+    probe_every: int = 0  # Uniform's gradient probes every this many steps (0: none)
+    probe_resamples: int = 6
 
     def learning_rate(self, method: str) -> float:
         rates = LEARNING_RATES if self.learning_rates is None else self.learning_rates
         if method not in rates:
-            raise ValueError(f"no learning rate for method {method!r} (have {sorted(rates)})")
+            raise ValueError(f"no learning rate for method {method!r} (have {sorted(rates)}); pass --lr")
         return float(rates[method])
 
 
@@ -47,7 +53,8 @@ class RunResult:
     method: str
     seed: int
     learning_rate: float = 0.0
-    rollouts: list[int] = field(default_factory=list)  # rollouts consumed at each evaluation
+    rollouts: list[int] = field(default_factory=list)  # rollouts generated up to each evaluation
+    tokens: list[int] = field(default_factory=list)  # completion tokens generated up to each evaluation
     held_out: list[float] = field(default_factory=list)  # held-out greedy accuracy there
     pool: list[float] = field(default_factory=list)  # greedy accuracy on the RL pool at the start and the end
     sampled_start: dict[str, float] = field(default_factory=dict)  # held-out pass@k / mean@k at step 0
@@ -57,6 +64,11 @@ class RunResult:
     train_seconds: float = 0.0  # trainer.train() wall time minus the evaluations
     allocator_seconds: float = 0.0
     distinct_prompts_per_step: float = 0.0
+    objective: str = ""  # what the allocator optimised, as the trainer configured it
+    loss_type: str = ""
+    scale_rewards: str = ""
+    extra_rollouts: int = 0  # the oracle's samples, never charged to the budget
+    probes: dict[str, list[float]] = field(default_factory=dict)  # probe_step / probe_var / probe_signal / nsr_rollout
 
 
 class RecordingVerifier:
@@ -69,12 +81,16 @@ class RecordingVerifier:
 
         self.verifier, self.index = Verifier(), index
         self.tally: dict[str, tuple[int, int]] = {}
+        self.rollouts = 0  # every rollout generated so far
+        self.tokens = 0  # and its completion tokens
 
-    def __call__(self, prompts, completions, **kwargs) -> list[float]:
+    def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float]:
         scores = self.verifier(prompts, completions)
         for prompt, score in zip(prompts, scores, strict=True):
             n, s = self.tally.get(prompt, (0, 0))
             self.tally[prompt] = (n + 1, s + int(score))
+        self.rollouts += len(scores)
+        self.tokens += sum(map(len, completion_ids)) if completion_ids is not None else 0
         return scores
 
     def flush(self) -> list[list[int]]:
@@ -93,27 +109,34 @@ def run_one(
     out_dir: Path,
     save_models: Path | None = None,
     on_step=None,
+    learning_rate: float | None = None,
 ) -> RunResult:
-    """One training run; ``save_models``: a folder that gets the weights at every evaluation
-    (``step-<k>.safetensors``, for the gradient fingerprints); ``on_step()``: called after each step."""
+    """One training run of arm ``method``; ``save_models``: a folder that gets the weights at every
+    evaluation (``step-<k>.safetensors``, for the gradient fingerprints); ``on_step()``: called after
+    each step; ``learning_rate``: overrides ``cfg.learning_rate(method)``."""
     from datasets import Dataset
-    from transformers import TrainerCallback, set_seed
+    from transformers import PrinterCallback, TrainerCallback, set_seed
     from trl import GRPOConfig
 
-    from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer, aggregation_for_loss_type
+    from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
 
     from .evaluate import greedy_scores, sampled_metrics, sampled_scores
     from .model import load_warm_start
+    from .oracle import SampledSuccess
+    from .regime import step_probe
     from .tokenizer import build_tokenizer
 
+    arm = arm_of(method)
+    if cfg.loss_type is not None:
+        arm = replace(arm, loss_type=cfg.loss_type)
     set_seed(seed)
     tokenizer = build_tokenizer()
     model = load_warm_start(tokenizer) if cfg.model_dir is None else load_warm_start(tokenizer, Path(cfg.model_dir))
     verifier = RecordingVerifier({p.prompt: i for i, p in enumerate(pool)})
-    lr = cfg.learning_rate(method)
-    result = RunResult(method, seed, lr)
-    budget = cfg.prompts_per_step * cfg.mean_rollouts
+    lr = cfg.learning_rate(method) if learning_rate is None else float(learning_rate)
+    result = RunResult(method, seed, lr, loss_type=arm.loss_type, scale_rewards=arm.scale_rewards)
     eval_seconds = [0.0]
+    probing = cfg.probe_every > 0 and method == "uniform"
 
     def evaluate(step: int) -> None:
         start = time.perf_counter()
@@ -123,13 +146,23 @@ def run_one(
             save_models.mkdir(parents=True, exist_ok=True)
             state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
             save_file(state, str(save_models / f"step-{step}.safetensors"))
-        result.rollouts.append(step * budget)
+        result.rollouts.append(verifier.rollouts)
+        result.tokens.append(verifier.tokens)
         result.held_out.append(float(greedy_scores(model, tokenizer, held_out).mean()))
-        if step in (0, cfg.steps):
+        if cfg.eval_sampled and step in (0, cfg.steps):
             result.pool.append(float(greedy_scores(model, tokenizer, pool).mean()))
             subset = held_out[: cfg.sampled_problems]
             metrics = sampled_metrics(sampled_scores(model, tokenizer, subset, cfg.samples, seed=10_000 + seed))
             setattr(result, "sampled_start" if step == 0 else "sampled_final", metrics)
+        if probing and step % cfg.probe_every == 0 and step < cfg.steps:
+            rng = np.random.default_rng([seed, step])
+            batch = [pool[i].prompt for i in rng.choice(len(pool), cfg.prompts_per_step, replace=False)]
+            was_training = model.training
+            probe = step_probe(model, tokenizer, batch, cfg.mean_rollouts, cfg.probe_resamples, 20_000 + 100 * step)
+            model.train(was_training)
+            result.probes.setdefault("probe_step", []).append(step)
+            for key, value in probe.items():
+                result.probes.setdefault(key, []).append(value)
         eval_seconds[0] += time.perf_counter() - start
 
     class Record(TrainerCallback):
@@ -140,6 +173,7 @@ def run_one(
             if state.global_step % cfg.eval_every == 0 or state.global_step == cfg.steps:
                 evaluate(state.global_step)
 
+    budget = cfg.prompts_per_step * cfg.mean_rollouts
     args = GRPOConfig(
         output_dir=str(out_dir / "trainer" / f"{method}-{seed}"),
         per_device_train_batch_size=budget,
@@ -148,7 +182,8 @@ def run_one(
         max_steps=cfg.steps,
         learning_rate=lr,
         lr_scheduler_type="constant",
-        loss_type=cfg.loss_type,
+        loss_type=arm.loss_type,
+        scale_rewards=arm.scale_rewards,
         beta=0.0,
         temperature=1.0,
         logging_steps=max(1, cfg.steps),
@@ -160,7 +195,12 @@ def run_one(
         dataloader_num_workers=0,
         gradient_checkpointing=False,  # a tiny model: recomputing activations only costs time
     )
-    allocator = make_allocator_for(method, aggregation_for_loss_type(cfg.loss_type), features, seed, cfg.mean_rollouts)
+    oracle = None
+    if method in ("oracle", "oracle-skip"):
+        oracle = SampledSuccess(
+            model, tokenizer, [p.prompt for p in pool], cfg.oracle_samples, seed=30_000 + 1000 * seed
+        )
+    allocator = make_arm_allocator(method, seed, cfg.mean_rollouts, features=features, oracle=oracle)
     trainer = AdaptiveGRPOTrainer(
         model=model,
         reward_funcs=verifier,
@@ -170,6 +210,8 @@ def run_one(
         allocator=allocator,
         callbacks=[Record()],
     )
+    trainer.remove_callback(PrinterCallback)  # the trainer's log dicts are not printed between progress updates
+    result.objective = objective_of(trainer.allocator)
     evaluate(0)
     first_eval = eval_seconds[0]
     start = time.perf_counter()
@@ -178,6 +220,7 @@ def run_one(
     result.allocator_seconds = trainer.allocator_seconds
     result.counts = [c.tolist() for c in trainer.allocation_history]
     result.distinct_prompts_per_step = float(np.mean([np.count_nonzero(c) for c in trainer.allocation_history]))
+    result.extra_rollouts = 0 if oracle is None else oracle.extra_rollouts
     return result
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "QUICK",
     "FULL",
     "build_allocator",
+    "null_control",
     "run_benchmark",
     "rollouts_to_target",
     "summarize",
@@ -152,6 +153,13 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
 _AGGREGATION_AWARE = ("posterior-progressive", "guarded-progressive", "saving-progressive", "default")
 
 
+def null_control(seed: int) -> Any:
+    """The null control (``uniform-rounds``): the default allocator with saving off, so it gives
+    Uniform's counts, drawn in the default's rounds; only the sampling noise differs from Uniform's.
+    Used by the regime map and the demo protocol."""
+    return make_allocator("default", saving=False, seed=seed)
+
+
 def build_allocator(
     name: str, problem: Problem, seed: int, aggregation: str | None = None, estimator: str | None = None
 ) -> tuple[Any, Any]:
@@ -164,8 +172,8 @@ def build_allocator(
     truth = _truth_fn(problem)
     if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
-    if name == "uniform-rounds":  # null control: Uniform's counts, drawn in the default's rounds
-        return make_allocator("default", saving=False, seed=seed), None
+    if name == "uniform-rounds":
+        return null_control(seed), None
     if name == "oracle-skip":  # the known-p bound of saving
         return SkipOracle(truth), TruePredictor(truth)
     if name == "oracle-vip":

@@ -10,7 +10,7 @@ import numpy as np
 from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, speedup
 
-__all__ = ["summarize_map", "NOISE_DOMINATED"]
+__all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
 
 NOISE_DOMINATED = 1.0  # batch noise-to-signal of Uniform's step (resampled) at or above this
 
@@ -40,11 +40,12 @@ def _ratio_of_sums(num: list[float], den: list[float]) -> float:
     return n / d if d > 0 else float("inf")
 
 
-def _fingerprints(result: dict, cell: str) -> dict[str, float]:
-    uni = _runs_at(result, cell, "uniform")
-    info = result["cells"][cell]
-    if not uni:
-        return {"transfer": info.get("transfer_measured", float("nan"))}
+def uniform_fingerprints(uni: Sequence[dict], budget: int) -> dict[str, float]:
+    """The map's fingerprints of a cell from Uniform's runs (each with ``nsr_rollout``, ``probe`` and
+    ``regime`` as `regime_map` records them): median per-rollout noise/signal (and over the step's
+    budget), batch noise/signal of the resampled step (sum of covariance traces over sum of debiased
+    squared means over every probe), mean zero-variance fraction and persistence of p across visits
+    (nan when no prompt was visited twice)."""
     nsr = float(np.median([x for r in uni for x in r["nsr_rollout"] if np.isfinite(x)] or [np.nan]))
     probes = [r["probe"] for r in uni if r["probe"]["probe_var"]]
     batch = (
@@ -54,12 +55,19 @@ def _fingerprints(result: dict, cell: str) -> dict[str, float]:
     )
     return {
         "noise_to_signal_rollout": nsr,
-        "noise_to_signal_rollout_over_budget": nsr / info["budget"],
+        "noise_to_signal_rollout_over_budget": nsr / budget,
         "noise_to_signal_batch": batch,
         "zero_variance_fraction": float(np.mean([r["regime"]["regime/zero_variance_fraction_mean"] for r in uni])),
         "p_persistence": _nanmean(r["regime"]["regime/p_persistence"] for r in uni),
-        "transfer": info.get("transfer_measured", float("nan")),
     }
+
+
+def _fingerprints(result: dict, cell: str) -> dict[str, float]:
+    uni = _runs_at(result, cell, "uniform")
+    info = result["cells"][cell]
+    if not uni:
+        return {"transfer": info.get("transfer_measured", float("nan"))}
+    return {**uniform_fingerprints(uni, info["budget"]), "transfer": info.get("transfer_measured", float("nan"))}
 
 
 def summarize_map(result: dict) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["final_level", "rollouts_to_target", "seed_mean_curve", "speedup", "bootstrap_speedup"]
+__all__ = ["final_level", "rollouts_to_target", "rollouts_needed", "seed_mean_curve", "speedup", "bootstrap_speedup"]
 
 
 def rollouts_to_target(
@@ -54,6 +54,20 @@ def seed_mean_curve(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, float
     return r, a, float(np.mean([x["accuracy0"] for x in runs]))
 
 
+def rollouts_needed(uniform: Sequence[dict], method: Sequence[dict], target_at: float) -> tuple[float, float, float]:
+    """(target, rollouts Uniform needs to reach it, rollouts the method needs; inf if never), read off
+    the running max of the seed-mean curves; the target as in `speedup`."""
+    if not 0.0 < target_at <= 1.0:
+        raise ValueError(f"target_at must be in (0, 1], got {target_at}")
+    ru, au, _ = seed_mean_curve(uniform)
+    rm, am, _ = seed_mean_curve(method)
+    pooled = np.maximum.accumulate(
+        (np.mean([x["accuracy"] for x in uniform], axis=0) + np.mean([x["accuracy"] for x in method], axis=0)) / 2
+    )
+    target = float(pooled[max(0, int(round(target_at * pooled.size)) - 1)])
+    return target, rollouts_to_target(ru, au, target), rollouts_to_target(rm, am, target)
+
+
 def speedup(uniform: Sequence[dict], method: Sequence[dict], target_at: float) -> float:
     """Rollouts to a common target: Uniform's / the method's (0 = never reached).
 
@@ -69,24 +83,23 @@ def speedup(uniform: Sequence[dict], method: Sequence[dict], target_at: float) -
     >>> speedup(u, m, 0.5), speedup(m, u, 0.5), speedup(u, u, 0.5)
     (1.6666666666666667, 0.6, 1.0)
     """
-    if not 0.0 < target_at <= 1.0:
-        raise ValueError(f"target_at must be in (0, 1], got {target_at}")
-    ru, au, _ = seed_mean_curve(uniform)
-    rm, am, _ = seed_mean_curve(method)
-    pooled = np.maximum.accumulate(
-        (np.mean([x["accuracy"] for x in uniform], axis=0) + np.mean([x["accuracy"] for x in method], axis=0)) / 2
-    )
-    target = pooled[max(0, int(round(target_at * pooled.size)) - 1)]
-    need_u = rollouts_to_target(ru, au, target)
-    need_m = rollouts_to_target(rm, am, target)
+    _, need_u, need_m = rollouts_needed(uniform, method, target_at)
     return float(need_u / need_m) if np.isfinite(need_m) else 0.0
 
 
 def bootstrap_speedup(
-    uniform: Sequence[dict], method: Sequence[dict], target_at: float, resamples: int = 1000, seed: int = 0
+    uniform: Sequence[dict],
+    method: Sequence[dict],
+    target_at: float,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.9,
 ) -> tuple[float, float]:
-    """5th and 95th percentiles of `speedup` over paired bootstrap resamples of the seeds (the same
-    resampled seeds for Uniform and the method; ``uniform[i]`` pairs with ``method[i]``)."""
+    """The central ``level`` interval (default 90%: 5th and 95th percentiles) of `speedup` over paired
+    bootstrap resamples of the seeds (the same resampled seeds for Uniform and the method;
+    ``uniform[i]`` pairs with ``method[i]``)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
     if len(uniform) != len(method) or not uniform:
         raise ValueError(f"need equally many paired runs, got {len(uniform)} and {len(method)}")
     rng = np.random.default_rng(seed)
@@ -95,5 +108,5 @@ def bootstrap_speedup(
     for _ in range(resamples):
         i = rng.integers(0, n, n)
         draws.append(speedup([uniform[j] for j in i], [method[j] for j in i], target_at))
-    lo, hi = np.percentile(draws, [5, 95])
+    lo, hi = np.percentile(draws, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)

@@ -18,21 +18,13 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.allocators import VIP
-from adaptive_rollouts.fingerprints import RegimeTracker, noise_to_signal
+from adaptive_rollouts.fingerprints import RegimeTracker, batch_variance_stats, noise_to_signal
 from adaptive_rollouts.sim.optim import make_optimizer
 from adaptive_rollouts.sim.oracle import TruePredictor
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 
 __all__ = ["TrainConfig", "Simulator", "train"]
-
-
-def _variance_stats(G: np.ndarray) -> tuple[float, float]:
-    """(trace of the unbiased covariance, squared norm of the mean debiased by tr Cov / M) of
-    gradient samples [M, D], as in `fingerprints.noise_to_signal` (ratio = their quotient)."""
-    mean = G.mean(axis=0)
-    trace = float(((G - mean) ** 2).sum() / max(G.shape[0] - 1, 1))
-    return trace, float(mean @ mean) - trace / G.shape[0]
 
 
 def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
@@ -145,8 +137,8 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             oracle_n = oracle.plan(prompts, cfg.budget).counts
             Gm = sim.rerun_gradients(before, prompts, cfg, cfg.grad_var_resamples, probe_rng)
             Go = sim.resampled_gradients(idx, oracle_n, cfg, cfg.grad_var_resamples, probe_rng)
-            v, s = _variance_stats(Gm)
-            vo, so = _variance_stats(Go)
+            v, s = batch_variance_stats(Gm)
+            vo, so = batch_variance_stats(Go)
             tr["probe_step"].append(step)
             tr["probe_var"].append(v)
             tr["probe_signal"].append(s)
