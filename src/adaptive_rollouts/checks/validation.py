@@ -197,6 +197,18 @@ def _integer(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_integer(value: Any, name: str, least: int | None = None) -> int:
+    """`value` as an int (an integral float is taken; bool, str, 2.5 are not), at least ``least``.
+
+    >>> check_integer(4.0, "pilot", least=2)
+    4
+    """
+    v = _integer(name, value)
+    if least is not None and v < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return v
+
+
 def check_lower_upper(lower: Any, upper: Any, least: int = 1) -> tuple[int, int | None]:
     """An allocator's rollout bounds: integers (an integral float is taken, 2.5 or "9" is not)
     with ``least <= lower <= upper``; ``upper`` may be None (no cap).
