@@ -126,7 +126,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
             row["methods"][method] = entry
         rows.append(row)
     out = {"rows": rows, "targets": _targets(rows), "errors": result["errors"]}
-    if any("oracle-skip" in r["methods"] for r in rows):
+    if any(DEFAULT in r["methods"] for r in rows):
         out["saving_targets"] = saving_targets(rows)
     return out
 
