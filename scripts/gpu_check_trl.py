@@ -124,7 +124,9 @@ def run_method(method: str, args: argparse.Namespace, problems, out: Path) -> di
         (folder / STATE_FILE).exists() and (folder / SUMMARY_FILE).exists(), f"{method}: no allocator state in {folder}"
     )
     state = load_state(folder / STATE_FILE)
-    fresh = build_allocator(None if method == "default" else method, trainer.estimator, trainer.aggregation)
+    fresh = build_allocator(
+        None if method == "default" else method, estimator=trainer.estimator, aggregation=trainer.aggregation
+    )
     check(state["allocator_class"] == type(fresh).__name__, f"{method}: state of {state['allocator_class']}")
     fresh.load_state_dict(state["allocator"])
     check([c.tolist() for c in state["history"]] == counts, f"{method}: checkpoint history differs from the run")

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.allocators import ALLOCATORS, PosteriorProgressive, make_allocator
+from adaptive_rollouts.bridge import build_allocator as bridge_build_allocator
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.predictors import CumulativeMean, DiscountedBeta, GaussianProcess, PaperGP, Ridge, WindowedMean
 from adaptive_rollouts.types import Prediction, allocator_kind
@@ -45,14 +46,14 @@ def build_predictor(name: str, features: Any = None):
 
 
 def build_allocator(name: str, seed: int = 0, features: Any = None):
-    """Registry allocator `name`, through `make_allocator`, with small predictors."""
+    """Registry allocator `name`, as trainers build it (`bridge.build_allocator`), with small predictors."""
     features = feature_table() if features is None else features
     kwargs: dict[str, Any] = {"seed": seed}
     if name in ("vip", "posterior-progressive", "inverse-accuracy", "inverse-variance"):
         kwargs["predictor"] = small_gp(features)
     if name == "vip-paper":
         kwargs["features"] = features
-    return make_allocator(name, **kwargs)
+    return bridge_build_allocator(name, kwargs)
 
 
 # non-default configurations the fuzzing also covers (skipping, caps, fixed group sizes)

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from adaptive_rollouts.embeddings import FeatureTable, SentenceTransformerEncoder, default_encoder
+from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts, SentenceTransformerEncoder, default_encoder
 from adaptive_rollouts.types import Encoder
 
 
@@ -143,3 +143,12 @@ def test_real_minilm_offline(real_encoder, monkeypatch):
     np.testing.assert_array_equal(fresh.encode(texts), v)
     assert fresh._model is None
     assert "torch" in sys.modules  # loaded lazily by the first encoder
+
+
+def test_keyed_texts_pools_by_key_and_names_missing():
+    texts = KeyedTexts(FeatureTable(["t1", "t2"], [[1.0], [2.0]]))
+    texts.register(["k1", "k2", "k3"], ["t1", "t2", "t1"])
+    assert texts.dim == 1
+    assert texts.encode(["k3", "k2"]).ravel().tolist() == [1.0, 2.0]
+    with pytest.raises(KeyError, match="k9"):
+        texts.encode(["k9"])

@@ -612,7 +612,7 @@ def test_duplicate_detection_is_linear():
     """Before: naming the duplicates was quadratic (40,000 prompts with duplicates: 6 s)."""
     import time
 
-    from adaptive_rollouts.validation import check_prompts
+    from adaptive_rollouts.checks.validation import check_prompts
 
     prompts = [f"p{i % 100_000}" for i in range(200_000)]  # 100,000 duplicates
     start = time.process_time()

@@ -19,9 +19,9 @@ import pytest
 from conftest import POOL, BernoulliEnv, states_equal
 
 from adaptive_rollouts.allocators import make_allocator
-from adaptive_rollouts.atomic import _host, atomic_write, remove_stale_temporaries
 from adaptive_rollouts.predictors import DiscountedBeta
 from adaptive_rollouts.state import CorruptStateError, load_state, save_state
+from adaptive_rollouts.state.atomic import _host, atomic_write, remove_stale_temporaries
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -10,9 +10,9 @@ The data path of one step is predict -> allocate -> sample -> observe:
 Framework-free at import: torch, TRL and verl load only in `advantages` and `integrations`.
 """
 
+from adaptive_rollouts.checks.validation import InfeasibleBudgetError
 from adaptive_rollouts.solvers import allocate, solve_kkt, solve_table
 from adaptive_rollouts.types import Allocator, Encoder, PlanningAllocator, Prediction, Predictor
-from adaptive_rollouts.validation import InfeasibleBudgetError
 
 __version__ = "0.1.0"
 

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .validation import ESTIMATORS, check_choice
+from .checks.validation import ESTIMATORS, check_choice
 
 __all__ = ["ESTIMATORS", "group_advantages", "group_ids_from_counts"]
 

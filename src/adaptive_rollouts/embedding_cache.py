@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_write, remove_stale_temporaries
+from .state.atomic import atomic_write, remove_stale_temporaries
 
 __all__ = ["read_cache", "write_chunk"]
 

@@ -23,8 +23,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from .checks.validation import names
 from .embedding_cache import read_cache, write_chunk
-from .validation import names
 
 __all__ = ["FeatureTable", "KeyedTexts", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
 

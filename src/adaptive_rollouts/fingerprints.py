@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from .state_checks import StateReader
+from .checks.validation import check_range, check_rewards
+from .state.checks import StateReader
 from .types import StateDict
-from .validation import check_range, check_rewards
 
 __all__ = ["noise_to_signal", "batch_variance_stats", "zero_variance_fraction", "p_persistence", "RegimeTracker"]
 

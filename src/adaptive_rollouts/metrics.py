@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from .checks.validation import check_rewards_flat
 from .types import Prediction, Prompt
-from .validation import check_rewards_flat
 
 __all__ = ["step_metrics", "group_has_signal"]
 

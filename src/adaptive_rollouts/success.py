@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .state_checks import StateReader
+from .checks.validation import check_real
+from .state.checks import StateReader
 from .types import StateDict
-from .validation import check_real
 
 __all__ = ["SuccessSignal"]
 

@@ -80,7 +80,7 @@ def test_every_verl_loss_agg_mode_has_an_aggregation():
         C.aggregation_for("weird")
     with pytest.raises(ValueError, match="adaptive.aggregation must be one of"):
         C.aggregation_for("token-mean", "per-token")
-    from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS
+    from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS
 
     assert set(C.AGGREGATION_FROM_LOSS_AGG_MODE.values()) <= set(AGGREGATIONS)
     assert set(C.ESTIMATOR_FROM_ADV_ESTIMATOR.values()) <= set(ESTIMATORS)

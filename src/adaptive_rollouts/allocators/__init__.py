@@ -58,6 +58,7 @@ __all__ = [
     "VIP",
     "ALLOCATORS",
     "make_allocator",
+    "registry_key",
     "takes_keyword",
 ]
 
@@ -88,6 +89,16 @@ ALLOCATORS: dict[str, Any] = {
     "ar3po": AR3PO,
     "speedrl": SpeedRL,
 }
+
+
+def registry_key(name: str | None) -> str:
+    """The registry key of an allocator name: lowercase, ``_`` read as ``-``; None is the default.
+    The one name rule of the library (CLI, benchmarks and trainer plug-ins all go through it).
+
+    >>> registry_key("Posterior_Progressive"), registry_key(None) == DEFAULT_ALLOCATOR
+    ('posterior-progressive', True)
+    """
+    return (DEFAULT_ALLOCATOR if name is None else name).lower().replace("_", "-")
 
 
 def takes_keyword(factory: Any, keyword: str) -> bool:
@@ -130,7 +141,7 @@ def make_allocator(name: str | None = None, **kwargs: Any) -> BaseAllocator:
     >>> type(make_allocator(aggregation="seq-mean")).__name__
     'SavingProgressive'
     """
-    key = (DEFAULT_ALLOCATOR if name is None else name).lower().replace("_", "-")
+    key = registry_key(name)
     if key not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r}; known: {', '.join(ALLOCATORS)}")
     return ALLOCATORS[key](**kwargs)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks.validation import ESTIMATORS, InfeasibleBudgetError, check_choice
 from ..solvers import solve_table
 from ..types import Prediction
-from ..validation import ESTIMATORS, InfeasibleBudgetError, check_choice
 
 __all__ = ["cost_table", "solve_increments", "ESTIMATORS", "OBJECTIVES", "VARIANCES"]
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..checks.validation import InfeasibleBudgetError, _integer, check_budget
 from ..types import AllocatorKind, Prompt, SampleFn
-from ..validation import InfeasibleBudgetError, _integer, check_budget
 from .base import BaseAllocator
 from .collector import RolloutCollector
 from .proportional import proportional_counts

@@ -27,11 +27,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..checks.validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards_flat
 from ..metrics import step_metrics
 from ..state import check_savable_keys, describe
-from ..state_checks import restore_on_error
+from ..state.checks import restore_on_error
 from ..types import AllocatorKind, Plan, Prediction, Prompt, Rewards, SampleFn, StateDict
-from ..validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards_flat
 from .collector import RolloutCollector
 
 __all__ = [

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..checks.validation import check_rewards_flat
 from ..types import Draw, Prompt, Rewards, SampleFn
-from ..validation import check_rewards_flat
 
 __all__ = ["RolloutCollector"]
 

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..state_checks import StateReader, real_number
+from ..checks.validation import check_range
+from ..state.checks import StateReader, real_number
 from ..types import AllocatorKind, Prediction, StateDict
-from ..validation import check_range
 from .base import SingleShotAllocator
 
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import check_real
 from ..fingerprints import RegimeTracker
-from ..state_tree import describe
+from ..state.tree import describe
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from .posterior_progressive import PosteriorProgressive, Round
 
@@ -127,7 +128,7 @@ class GuardedProgressive(PosteriorProgressive):
             raise ValueError(
                 f"zero_variance_gate must be (low, high) with 0 <= low < high <= 1, got {zero_variance_gate}"
             )
-        if not (np.isfinite(trust_scale) or trust_scale == np.inf) or trust_scale <= 0:
+        if not check_real(trust_scale, "trust_scale") > 0:  # inf allowed: Uniform's counts
             raise ValueError(f"trust_scale must be > 0, got {trust_scale}")
         for never in ("allow_skip", "skip_cost"):
             if never in options:

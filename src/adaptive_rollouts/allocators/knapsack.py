@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import check_lower_upper
 from ..objectives import mixed_probability
 from ..solvers import solve_table
 from ..types import Prediction
-from ..validation import check_lower_upper
 from .predictive import PredictiveAllocator
 
 __all__ = ["Knapsack", "knapsack_value"]

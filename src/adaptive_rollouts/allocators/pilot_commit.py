@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..state_checks import StateReader
+from ..checks.validation import check_range
+from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
-from ..validation import check_range
 from ._pilot import PilotAllocator, count_parameter
 from .base import random_order
 

@@ -10,10 +10,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper, check_prompts, check_range
 from ..objectives import beta_from_moments
 from ..solvers import reachable_upper
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper, check_prompts, check_range
 from ._objective import OBJECTIVES, cost_table, solve_increments
 from .base import BaseAllocator, RolloutCollector
 from .predictive import PredictorSlot

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import check_choice
 from ..types import Prediction, StateDict
-from ..validation import check_choice
 from .base import SingleShotAllocator
 
 __all__ = ["PredictiveAllocator", "PredictorSlot"]

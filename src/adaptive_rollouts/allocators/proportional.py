@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import check_lower_upper
 from ..types import Prediction
-from ..validation import check_lower_upper
 from .predictive import PredictiveAllocator
 from .vigor import spread
 

@@ -4,19 +4,18 @@ group size per prompt)."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_integer, check_range
 from ..fingerprints import RegimeTracker
 from ..objectives import beta_from_moments
 from ..objectives.signal import expected_group_signal, group_signal
-from ..state_checks import StateReader
+from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
 from .base import BaseAllocator, RolloutCollector
 from .guarded import equal_split, measured_persistence
 from .posterior_progressive import beta_prior
@@ -171,18 +170,12 @@ class SavingProgressive(BaseAllocator):
         check_choice("estimator", estimator, ESTIMATORS)
         if aggregation is not None:
             check_choice("aggregation", aggregation, AGGREGATIONS)
-        if isinstance(pilot, bool) or not isinstance(pilot, (int, np.integer)) or pilot < 2:
-            raise ValueError(f"pilot must be an integer >= 2, got {pilot!r}")
-        if not (isinstance(max_prior_strength, (int, float)) and math.isfinite(max_prior_strength)):
-            raise ValueError(f"max_prior_strength must be a finite number > 0, got {max_prior_strength!r}")
-        if max_prior_strength <= 0:
-            raise ValueError(f"max_prior_strength must be a finite number > 0, got {max_prior_strength!r}")
         self.slot = PredictorSlot(predictor, features)
         self.estimator, self.aggregation = estimator, aggregation
-        self.pilot, self.max_prior_strength = int(pilot), float(max_prior_strength)
-        if not (isinstance(elasticity, (int, float)) and 0.0 < elasticity <= 1.0):
-            raise ValueError(f"elasticity must be in (0, 1], got {elasticity!r}")
-        self.saving, self.elasticity = bool(saving), float(elasticity)
+        self.pilot = check_integer(pilot, "pilot", least=2)
+        self.max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0)
+        self.saving = bool(saving)
+        self.elasticity = check_range(elasticity, "elasticity", 0.0, 1.0, high_closed=True)
         self.tracker = RegimeTracker()
         self.population = (1.0, 1.0)
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps

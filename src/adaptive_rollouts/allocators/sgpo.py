@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..checks.validation import check_range
 from ..types import Prompt, Rewards, SampleFn
-from ..validation import check_range
 from ._pilot import PilotAllocator, count_parameter, cut_to_budget
 
 __all__ = ["SGPO"]

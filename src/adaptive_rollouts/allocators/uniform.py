@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks.validation import check_lower_upper
 from ..types import Prediction
-from ..validation import check_lower_upper
 from .base import SingleShotAllocator
 
 __all__ = ["Uniform"]

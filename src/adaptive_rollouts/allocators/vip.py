@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper
 from ..solvers import allocate, reachable_upper, solve_table
 from ..types import Prediction
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper
 from ._objective import VARIANCES, bernoulli_weights, cost_table
 from .predictive import PredictiveAllocator
 

@@ -7,7 +7,7 @@ import math
 import time
 from pathlib import Path
 
-from adaptive_rollouts.cli import (
+from adaptive_rollouts.checks.arguments import (
     UsageError,
     check_output_folder,
     nonnegative_int,

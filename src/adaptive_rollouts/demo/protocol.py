@@ -77,7 +77,7 @@ class ProtocolConfig:
 
 def check_config(cfg: ProtocolConfig) -> ProtocolConfig:
     """ValueError naming the first setting that cannot run."""
-    from adaptive_rollouts.validation import check_choice
+    from adaptive_rollouts.checks.validation import check_choice
 
     check_choice("regime", cfg.regime, REGIMES)
     if cfg.rates_from is not None and (cfg.rates_from == cfg.regime or cfg.rates_from not in REGIMES):

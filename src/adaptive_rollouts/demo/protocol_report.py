@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.atomic import atomic_write
 from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.state.atomic import atomic_write
 
 from .regime import group_rewards
 

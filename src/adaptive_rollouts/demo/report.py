@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.atomic import atomic_write
+from adaptive_rollouts.state.atomic import atomic_write
 
 from .evaluate import KS
 from .regime import reward_fingerprints

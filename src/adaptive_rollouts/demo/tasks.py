@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from adaptive_rollouts.validation import check_choice
+from adaptive_rollouts.checks.validation import check_choice
 
 TASK = "number_sorting"
 TASK_OPTIONS = dict(min_numbers=3, max_numbers=8, min_decimals=0, max_decimals=0, min_value=0, max_value=9)

@@ -54,7 +54,7 @@ def save_checkpoint(path: Path, step: int, model, opt, gen) -> None:
     replaced atomically (`atomic_write`): a run killed mid-save resumes from the previous one."""
     from safetensors.torch import save
 
-    from adaptive_rollouts.atomic import atomic_write
+    from adaptive_rollouts.state.atomic import atomic_write
 
     path.mkdir(parents=True, exist_ok=True)
     state = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}

@@ -12,17 +12,17 @@ Derivations and their assumptions: docs/objectives.md.
 
 from __future__ import annotations
 
-from ..validation import AGGREGATIONS, ESTIMATORS
+from ..checks.validation import AGGREGATIONS, ESTIMATORS
 from .aggregation import aggregation_weight, batch_gradient_moments
 from .beta import beta_from_moments, beta_moment, power_moments
 from .improvement import group_moments, grpo_moment_table, improvement_table
+from .mixing import mixed_probability
 from .variance import (
     VARIANCE_OBJECTIVES,
     bernoulli_variance,
     drgrpo_variance,
     grpo_variance,
     grpo_variance_graded,
-    mixed_probability,
     rloo_variance,
     unit_variance,
     variance,

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import binom
 
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = ["AGGREGATIONS", "aggregation_weight", "batch_gradient_moments"]
 
@@ -100,8 +101,6 @@ def batch_gradient_moments(
     >>> m.tolist()  # RLOO under prompt-mean: E G = g over the one prompt that got rollouts
     [1.0, 0.0]
     """
-    from scipy.stats import binom
-
     counts = np.asarray(counts, dtype=np.int64)
     p = np.asarray(success_prob, dtype=float)
     if counts.shape != p.shape or counts.ndim != 1:

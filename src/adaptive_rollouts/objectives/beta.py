@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.special import betaln
+
+from .mixing import mixed_probability
 
 __all__ = ["beta_from_moments", "beta_moment", "power_moments"]
 
@@ -47,8 +50,6 @@ def beta_moment(mean: Any, var: Any, a: float, b: float) -> np.ndarray:
     >>> round(float(beta_moment(0.5, 0.05, 1, 1)), 6)  # m (1 - m) - v
     0.2
     """
-    from scipy.special import betaln
-
     mean = np.asarray(mean, dtype=float)
     var = np.asarray(var, dtype=float)
     al, be = beta_from_moments(mean, var)
@@ -75,10 +76,6 @@ def power_moments(mean: np.ndarray, var: np.ndarray, powers: np.ndarray) -> np.n
     >>> power_moments(np.array([0.5]), np.array([0.0]), np.array([1.0, 2.0])).tolist()
     [[1.0, 0.5]]
     """
-    from scipy.special import betaln
-
-    from .variance import mixed_probability
-
     mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
     al, be = beta_from_moments(mean, var)
     point = _is_point(al, var)

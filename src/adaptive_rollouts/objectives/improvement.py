@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from ..types import Prediction
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
 from .aggregation import aggregation_weight
 from .beta import beta_from_moments, beta_moment, power_moments
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import ESTIMATORS, check_choice
-from .variance import mixed_probability
+from ..checks.validation import ESTIMATORS, check_choice
+from .mixing import mixed_probability
 
 __all__ = ["no_signal_cost", "allocation_cost", "unit_cost", "unit_marginal", "singleton_penalty"]
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import betabinom
 
-from ..validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from .aggregation import binary_group_terms
 
 __all__ = ["group_signal", "expected_group_signal"]

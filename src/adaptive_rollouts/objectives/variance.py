@@ -9,14 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import binom
 
-from ..validation import ESTIMATORS, check_choice, check_probabilities
+from ..checks.validation import ESTIMATORS, check_choice, check_probabilities
+from .mixing import mixed_probability
+from .pricing import allocation_cost, no_signal_cost, singleton_penalty
 
 __all__ = [
     "VARIANCE_OBJECTIVES",
     "bernoulli_variance",
     "unit_variance",
-    "mixed_probability",
     "drgrpo_variance",
     "rloo_variance",
     "grpo_variance",
@@ -63,19 +65,6 @@ def unit_variance(estimator: str, n: Any) -> np.ndarray:
     raise ValueError(f"unit_variance is defined for 'rloo' and 'drgrpo', got {estimator!r}")
 
 
-def mixed_probability(p: Any, n: Any) -> np.ndarray:
-    """1 - p^n - (1-p)^n: the chance that n binary rollouts are not all equal (a group with any
-    learning signal). p and n broadcast; n = 0 gives -1, clipped to 0.
-
-    >>> mixed_probability(0.5, [1, 2, 3]).tolist()
-    [0.0, 0.5, 0.75]
-    """
-    p, n = np.broadcast_arrays(_as_float(p), _as_float(n))
-    with np.errstate(divide="ignore", invalid="ignore"):  # p^n as exp(n log p): much faster than pow
-        mixed = 1.0 - np.exp(n * np.log(p)) - np.exp(n * np.log1p(-p))
-    return np.maximum(np.where(n > 0, mixed, 0.0), 0.0)
-
-
 def drgrpo_variance(n: Any, reward_var: Any, score_var: float = 1.0) -> np.ndarray:
     """Dr. GRPO (A_i = r_i - mean r), per-prompt mean: s^2 sigma^2 (n-1)/n^2 (n >= 1; 0 at n = 1).
 
@@ -104,8 +93,6 @@ def _grpo_variance_eps(
     p: np.ndarray, n: np.ndarray, score_var: float, eps: float, low: float, high: float
 ) -> np.ndarray:
     """The exact binomial sum of `grpo_variance` for eps > 0."""
-    from scipy.stats import binom
-
     out = np.zeros(p.shape)
     for n_val in np.unique(n):
         if n_val < 2:
@@ -236,8 +223,6 @@ def variance_table(
     >>> variance_table("rloo", success_prob=[0.5], upper=4).round(4).tolist()
     [[inf, inf, 0.25, 0.125, 0.0833]]
     """
-    from .pricing import allocation_cost, no_signal_cost, singleton_penalty
-
     if lower < 0 or upper < lower:
         raise ValueError(f"need 0 <= lower <= upper, got lower={lower}, upper={upper}")
     check_choice("objective", objective, VARIANCE_OBJECTIVES)

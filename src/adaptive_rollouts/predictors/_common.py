@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, logit
 
+from ..checks.validation import check_prompts, check_range, check_rewards_flat, group_sums, names
 from ..state import check_savable_keys
 from ..types import Encoder, Prediction
-from ..validation import check_prompts, check_range, check_rewards_flat, group_sums, names
 
 # Gauss-Hermite nodes for E[f(g)], g ~ N(m, s): 32 nodes; error < 1e-4 for sd <= 3 (tested)
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(32)

@@ -6,9 +6,9 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from ..state_checks import StateReader, restore_on_error
+from ..checks.validation import check_prompts, check_range
+from ..state.checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
-from ..validation import check_prompts, check_range
 from ._common import RowIndex, check_batch, grow
 
 

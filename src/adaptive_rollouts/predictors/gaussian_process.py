@@ -6,10 +6,10 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from ..checks.validation import check_prompts, check_range
 from ..embeddings import FeatureTable
-from ..state_checks import StateReader, restore_on_error
+from ..state.checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
-from ..validation import check_prompts, check_range
 from ._common import (
     RowIndex,
     check_batch,

@@ -6,9 +6,9 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from ..state_checks import StateReader
+from ..checks.validation import check_choice, check_range
+from ..state.checks import StateReader
 from ..types import StateDict
-from ..validation import check_choice, check_range
 from ._common import RowIndex, grow
 
 __all__ = ["LastVisitBlend", "BLEND_STRENGTHS"]

@@ -8,11 +8,11 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.spatial.distance import pdist
 
+from ..checks.validation import check_prompts, check_range, names
 from ..embeddings import FeatureTable
 from ..state import check_savable_keys
-from ..state_checks import StateReader, real_number, restore_on_error
+from ..state.checks import StateReader, real_number, restore_on_error
 from ..types import Encoder, Prediction, StateDict
-from ..validation import check_prompts, check_range, names
 from ._common import (
     check_batch,
     check_feature_space,

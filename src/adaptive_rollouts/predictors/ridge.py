@@ -7,10 +7,10 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from ..checks.validation import check_prompts, check_range
 from ..embeddings import FeatureTable
-from ..state_checks import StateReader, restore_on_error
+from ..state.checks import StateReader, restore_on_error
 from ..types import Encoder, Prediction, StateDict
-from ..validation import check_prompts, check_range
 from ._common import (
     check_batch,
     check_feature_space,

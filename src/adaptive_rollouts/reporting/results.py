@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptive_rollouts.atomic import atomic_write
+from adaptive_rollouts.state.atomic import atomic_write
 
 __all__ = [
     "HEADER_KEYS",

@@ -28,15 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators import ALLOCATORS, make_allocator, takes_keyword
+from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, registry_key, takes_keyword
+from adaptive_rollouts.bridge import build_allocator as build_allocator_from
+from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.sim.bench_summary import summarize
 from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.progress import progress_bar
+from adaptive_rollouts.sim.realdata import reasoning_gym_features
 from adaptive_rollouts.sim.speedup import rollouts_to_target
 from adaptive_rollouts.sim.train import TrainConfig, train
-from adaptive_rollouts.validation import check_choice
 
 __all__ = [
     "BASE_LR",
@@ -147,6 +149,10 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
     return base, options
 
 
+# allocators whose objective is derived per loss aggregation: they are given the run's
+_AGGREGATION_AWARE = ("posterior-progressive", "guarded-progressive", "saving-progressive", "default")
+
+
 def null_control(seed: int) -> Any:
     """The null control (``uniform-rounds``): the default allocator with saving off, so it gives
     Uniform's counts, drawn in the default's rounds; only the sampling noise differs from Uniform's.
@@ -160,13 +166,11 @@ def build_allocator(
     """(allocator, predictor or None) for a method name (see the module docstring).
 
     ``aggregation`` goes to the allocators whose objective is derived per loss aggregation
-    (PosteriorProgressive, GuardedProgressive); VIP keeps the paper's variance objective (passing it
+    (`_AGGREGATION_AWARE`); VIP keeps the paper's variance objective (passing it
     would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
     estimator) goes to every allocator that takes one."""
     truth = _truth_fn(problem)
     if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
-        from adaptive_rollouts.allocators import VIP
-
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
     if name == "uniform-rounds":
         return null_control(seed), None
@@ -178,7 +182,7 @@ def build_allocator(
         return OracleAllocator(truth, mode="fill"), TruePredictor(truth)
     head, _, variant = name.partition("@")
     base, options = method_options(head)
-    base = base.lower().replace("_", "-")
+    base = registry_key(base)
     if base not in ALLOCATORS:
         raise ValueError(
             f"unknown method {name!r}; known: {', '.join(ALLOCATORS)}, oracle-vip, oracle-fill, oracle-skip, "
@@ -186,27 +190,20 @@ def build_allocator(
         )
     if variant not in ("", "true-p"):
         raise ValueError(f"unknown method variant {variant!r} in {name!r} (only '@true-p')")
-    factory = ALLOCATORS[base]
-    candidates: dict[str, Any] = {
-        "seed": seed,
-        "features": FeatureTable(list(range(problem.n_prompts)), problem.features),
-    }
-    if variant == "true-p":
-        candidates["predictor"] = TruePredictor(truth)
-    if aggregation is not None and base in (
-        "posterior-progressive",
-        "guarded-progressive",
-        "saving-progressive",
-        "default",
-    ):
-        candidates["aggregation"] = aggregation
-    if estimator is not None and base != "vip-paper":
-        candidates["estimator"] = estimator
-    # allocators without a predictor take no features / predictor: pass what the constructor accepts
-    kwargs = {k: v for k, v in candidates.items() if takes_keyword(factory, k)}
-    if variant == "true-p" and "predictor" not in kwargs:
+    if variant == "true-p" and not takes_keyword(ALLOCATORS[base], "predictor"):
         raise ValueError(f"method {base!r} has no predictor to replace with the true p ({name!r})")
-    alloc = make_allocator(base, **kwargs, **options)
+    # the method's options win; the run's values go where the constructor takes them
+    alloc = build_allocator_from(
+        base,
+        options,
+        what="method",
+        options_name="its method options",
+        seed=seed,
+        features=FeatureTable(list(range(problem.n_prompts)), problem.features),
+        predictor=TruePredictor(truth) if variant == "true-p" else None,
+        aggregation=aggregation if base in _AGGREGATION_AWARE else None,
+        estimator=estimator if base != "vip-paper" else None,
+    )
     predictor = getattr(alloc, "predictor", None)
     if predictor is not None and not hasattr(predictor, "predict"):
         predictor = None
@@ -302,8 +299,6 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
 
 def _minilm_factory(cfg: BenchConfig) -> Callable:
     """Problems on real MiniLM embeddings of reasoning-gym questions (computed once per seed)."""
-    from adaptive_rollouts.sim.realdata import reasoning_gym_features
-
     cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def factory(scenario: str, seed: int) -> Problem:

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from adaptive_rollouts.sim.speedup import rollouts_to_target
 
-if TYPE_CHECKING:
-    from adaptive_rollouts.sim.bench import BenchConfig
-
-__all__ = ["summarize"]
+__all__ = ["SummaryConfig", "summarize"]
 
 
-def summarize(runs: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
+class SummaryConfig(Protocol):
+    """What the table needs of a benchmark's configuration (`bench.BenchConfig` has it)."""
+
+    seeds: Sequence[int]
+    lr_select: str
+    target_frac: float
+
+
+def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
     """Best learning rate per (scenario, aggregation, method) and the metrics at that rate."""
     by: dict[tuple, list] = {}
     for r in runs:

@@ -10,16 +10,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adaptive_rollouts.cli import (
+from adaptive_rollouts.checks.arguments import (
     UsageError,
     check_output_folder,
     positive_float_list,
     positive_int,
     reports_usage_errors,
 )
+from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from adaptive_rollouts.reporting.results import MixedResultsError
 from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
+from adaptive_rollouts.sim.bench_checks import check_methods
+from adaptive_rollouts.sim.map_report import write_map_report
 from adaptive_rollouts.sim.problem import SCENARIOS
-from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP, run_map
+from adaptive_rollouts.sim.regimes import select_cells
+from adaptive_rollouts.sim.report import theory_checks, write_report
 
 __all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
 
@@ -146,9 +152,6 @@ def _check_common(args: argparse.Namespace) -> None:
 
 def _map_config(args: argparse.Namespace) -> Any:
     """The regime map's configuration from the arguments; UsageError for what it cannot take."""
-    from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP
-    from adaptive_rollouts.sim.regimes import select_cells
-
     ignored = [f"--{a.replace('_', '-')}" for a in _NOT_FOR_MAP if getattr(args, a, None) is not None]
     if ignored:
         raise UsageError(
@@ -184,8 +187,6 @@ def _map_config(args: argparse.Namespace) -> Any:
 
 
 def _check_methods(methods: Any, steps: set[tuple[int, int]]) -> None:
-    from adaptive_rollouts.sim.bench_checks import check_methods
-
     try:
         for batch_prompts, budget in sorted(steps):
             check_methods(methods, batch_prompts, budget)
@@ -195,10 +196,6 @@ def _check_methods(methods: Any, steps: set[tuple[int, int]]) -> None:
 
 @reports_usage_errors
 def run_map_command(args: argparse.Namespace) -> int:
-    from adaptive_rollouts.reporting.results import MixedResultsError
-    from adaptive_rollouts.sim.map_report import write_map_report
-    from adaptive_rollouts.sim.regime_map import run_map
-
     _check_common(args)
     cfg = _map_config(args)
     try:
@@ -230,8 +227,6 @@ def run_map_command(args: argparse.Namespace) -> int:
 @reports_usage_errors
 def run_bench(args: argparse.Namespace) -> int:
     """`adaptive-rollouts bench`: every setting is checked (`UsageError`) before any set-up."""
-    from adaptive_rollouts.sim.report import theory_checks, write_report
-
     if getattr(args, "map", False):
         return run_map_command(args)
     if getattr(args, "cells", None):

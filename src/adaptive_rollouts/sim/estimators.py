@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from adaptive_rollouts.objectives import aggregation_weight
-from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
 
 __all__ = [
     "AGGREGATIONS",

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.atomic import atomic_write
 from adaptive_rollouts.reporting.results import MixedResultsError, write_result
 from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.sim.markdown import fmt as _fmt
 from adaptive_rollouts.sim.markdown import section, table
 from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
+from adaptive_rollouts.state.atomic import atomic_write
 
 __all__ = ["summarize_map", "write_map_report", "map_markdown", "map_data", "run_commits", "NOISE_DOMINATED"]
 

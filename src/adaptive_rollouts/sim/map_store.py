@@ -15,23 +15,32 @@ naming them, instead of mixing two configurations in one map (file handling: `ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
+from adaptive_rollouts.sim.regimes import Cell
 from adaptive_rollouts.sim.run_store import append_jsonl, check_settings, read_jsonl
 
-if TYPE_CHECKING:
-    from adaptive_rollouts.sim.regime_map import MapConfig
-    from adaptive_rollouts.sim.regimes import Cell
+__all__ = ["MapStore", "StoreConfig", "run_settings", "cell_settings"]
 
-__all__ = ["MapStore", "run_settings", "cell_settings"]
+
+class StoreConfig(Protocol):
+    """What the store reads of a map's configuration (`regime_map.MapConfig` has it)."""
+
+    cells: Sequence[Cell]
+    tune_seeds: Sequence[int]
+    n_test: int
+    fingerprint_every: int
+    extra: Any
+
 
 _RUN_FIELDS = ("steps", "n_test", "estimator", "aggregation", "grad_var_every", "grad_var_resamples")
 _NULL = "uniform-rounds"  # built from the default allocator's rounds
 
 
-def run_settings(cfg: MapConfig, cell: Cell | dict | None, method: str) -> dict[str, Any]:
+def run_settings(cfg: StoreConfig, cell: Cell | dict | None, method: str) -> dict[str, Any]:
     """Every setting a run's numbers depend on besides its cell key, method name, seed and rate:
     the map's training settings, the cell's knobs (``None``: left out, for a cell the map no longer
     has) and, for a method built from the registry's default, which allocator that is."""
@@ -44,7 +53,7 @@ def run_settings(cfg: MapConfig, cell: Cell | dict | None, method: str) -> dict[
     return out
 
 
-def cell_settings(cfg: MapConfig, cell: Cell) -> dict[str, Any]:
+def cell_settings(cfg: StoreConfig, cell: Cell) -> dict[str, Any]:
     """What a cell's measured transfer depends on."""
     return {"cell": cell.as_dict(), "tune_seeds": list(cfg.tune_seeds), "n_test": cfg.n_test}
 
@@ -52,7 +61,7 @@ def cell_settings(cfg: MapConfig, cell: Cell) -> dict[str, Any]:
 class MapStore:
     """runs.jsonl of one map folder (see the module docstring)."""
 
-    def __init__(self, folder: Path, cfg: MapConfig):
+    def __init__(self, folder: Path, cfg: StoreConfig):
         self.path = Path(folder) / "runs.jsonl"
         self.runs: dict[tuple, dict] = {}
         cells = {c.key: c.as_dict() for c in cfg.cells}

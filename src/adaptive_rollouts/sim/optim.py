@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptive_rollouts.validation import check_choice
+from adaptive_rollouts.checks.validation import check_choice
 
 __all__ = ["AdamW", "SGD", "OPTIMIZERS", "make_optimizer", "clip_by_norm"]
 

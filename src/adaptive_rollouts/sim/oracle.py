@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.allocators.base import SingleShotAllocator
+from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.solvers import allocate
 from adaptive_rollouts.types import Prediction, Prompt
-from adaptive_rollouts.validation import check_choice
 
 TruthFn = Callable[[Sequence[Prompt]], tuple[np.ndarray, np.ndarray]]
 

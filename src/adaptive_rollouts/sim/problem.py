@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import softmax
 
-from adaptive_rollouts.validation import check_choice
+from adaptive_rollouts.checks.validation import check_choice
 
 SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded", "cold-start")
 

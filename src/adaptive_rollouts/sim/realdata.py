@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptive_rollouts.embeddings import default_encoder
+
 __all__ = ["TASKS", "reasoning_gym_features"]
 
 TASKS = (
@@ -40,8 +42,6 @@ def reasoning_gym_features(
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError("real features need reasoning-gym: pip install 'adaptive-rollouts[demo]'") from err
     if encoder is None:
-        from adaptive_rollouts.embeddings import default_encoder
-
         encoder = default_encoder()
     total = n_prompts + n_test
     per_task = -(-total // len(tasks))

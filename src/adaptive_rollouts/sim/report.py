@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.atomic import atomic_write
 from adaptive_rollouts.sim.markdown import fmt, section
 from adaptive_rollouts.sim.markdown import table as markdown_table
 from adaptive_rollouts.sim.theory import theory_checks
+from adaptive_rollouts.state.atomic import atomic_write
 
 __all__ = ["theory_checks", "write_report"]
 

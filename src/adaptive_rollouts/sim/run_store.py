@@ -12,7 +12,7 @@ skip what is done. Two things can go wrong, and both are handled here in one pla
   refuses to reuse a line made with other settings, naming the file, the line and every setting
   that differs, instead of mixing numbers of two configurations into one report.
 
-Small files are replaced atomically (`write_json`, through `adaptive_rollouts.atomic.atomic_write`),
+Small files are replaced atomically (`write_json`, through `adaptive_rollouts.state.atomic.atomic_write`),
 so they are never seen half-written; `read_json` returns None, with a warning, for one that cannot
 be read, so that the job recomputes it.
 
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from adaptive_rollouts.atomic import atomic_write
+from adaptive_rollouts.state.atomic import atomic_write
 
 __all__ = ["read_jsonl", "append_jsonl", "check_settings", "setting_differences", "write_json", "read_json"]
 

@@ -3,6 +3,7 @@ and turning them into policy gradients (the update itself is `train`'s)."""
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -167,8 +168,6 @@ class Simulator:
     ) -> np.ndarray:
         """Batch gradients of ``repeats`` fresh runs of a copy of ``allocator`` on ``prompts``
         (its allocation is redrawn too, so progressive allocators are measured as they act)."""
-        import copy
-
         out = []
         for _ in range(repeats):
             probe = Simulator(self.problem, seed=int(rng.integers(2**31)))

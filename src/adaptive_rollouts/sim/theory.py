@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts import objectives as obj
 from adaptive_rollouts.sim.estimators import group_advantages_np
 from adaptive_rollouts.sim.problem import PARETO_TAIL_INDEX, make_problem
 
@@ -28,8 +29,6 @@ def variance_formula(p: float, n: int, estimator: str, s: float = 1.0) -> float:
     >>> round(variance_formula(0.3, 6, "rloo"), 4)
     0.168
     """
-    from adaptive_rollouts import objectives as obj
-
     var_r = obj.bernoulli_variance(p, -1.0, 1.0)
     if estimator == "drgrpo":
         return float(obj.drgrpo_variance(n, var_r, s * s))

@@ -11,13 +11,16 @@ over-sampling pays for what it drops). The update uses the groups the allocator 
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.fingerprints import batch_variance_stats, noise_to_signal
+from adaptive_rollouts.allocators import VIP
+from adaptive_rollouts.fingerprints import RegimeTracker, batch_variance_stats, noise_to_signal
 from adaptive_rollouts.sim.optim import make_optimizer
+from adaptive_rollouts.sim.oracle import TruePredictor
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 
@@ -37,12 +40,6 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
     reward-only fingerprints of `RegimeTracker`; calibration pairs (predicted vs true p) when
     ``predictor`` is given; and (p, n) pairs at ``snapshot_step``.
     """
-    import copy
-
-    from adaptive_rollouts.allocators import VIP
-    from adaptive_rollouts.fingerprints import RegimeTracker
-    from adaptive_rollouts.sim.oracle import TruePredictor
-
     problem.reset_parameters()
     opt = make_optimizer(
         cfg.optimizer,

@@ -16,7 +16,7 @@ and why the variance objectives need an explicit skip cost: docs/objectives.md, 
 
 from __future__ import annotations
 
-from ..validation import InfeasibleBudgetError
+from ..checks.validation import InfeasibleBudgetError
 from .allocate import Objective, allocate, objective_function, reachable_upper
 from .kkt import solve_kkt
 from .table import solve_table, total_cost

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import check_bounds, check_budget, check_choice, check_probabilities, check_weights
 from ..objectives.pricing import allocation_cost
-from ..validation import check_bounds, check_budget, check_choice, check_probabilities, check_weights
 from .builtin import solve_builtin
 from .shared import shared_convex
 from .table import solve_masked

@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..objectives.mixing import mixed_probability
 from ..objectives.pricing import allocation_cost, no_signal_cost, singleton_penalty, unit_cost, unit_marginal
-from ..objectives.variance import mixed_probability
 from .lagrangian import solve_general_table
 from .shared import shared_convex
 from .table import solve_masked

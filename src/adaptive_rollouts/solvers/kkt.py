@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import check_bounds, check_choice, check_weights
+from ..checks.validation import check_bounds, check_choice, check_weights
 from .allocate import objective_function
 
 __all__ = ["solve_kkt"]

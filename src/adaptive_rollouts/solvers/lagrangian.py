@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import InfeasibleBudgetError
+from ..checks.validation import InfeasibleBudgetError
 
 __all__ = ["lagrangian", "solve_general_table"]
 

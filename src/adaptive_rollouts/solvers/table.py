@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import InfeasibleBudgetError, check_bounds
+from ..checks.validation import InfeasibleBudgetError, check_bounds
 from .lagrangian import lagrangian, solve_general_table
 
 __all__ = ["solve_table", "solve_masked", "take_smallest", "total_cost"]

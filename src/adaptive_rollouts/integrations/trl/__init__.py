@@ -5,8 +5,10 @@ Supported TRL range: ``>=1.0,<1.17`` (tested with 1.16); the trainer overrides
 ``_calculate_rewards`` per generation call of a round (see docs/trl.md).
 """
 
+from adaptive_rollouts.bridge import build_allocator, configure_allocator
+
 from .layout import KeyedRow, assign_groups_to_ranks, key_of_row, plan_calls
-from .settings import aggregation_for_loss_type, build_allocator, configure_allocator, estimator_for
+from .settings import aggregation_for_loss_type, estimator_for
 
 SUPPORTED_TRL = (">=1.0", "<1.17")
 

@@ -92,23 +92,6 @@ def group_batch(keys: Sequence[str], num_generations: int) -> tuple[list[str], l
     return list(seen), list(seen.values())
 
 
-def check_spent(counts: Sequence[int] | np.ndarray, budget: int, kind: str, who: str = "allocator") -> int:
-    """The rollouts a step spent, checked against the allocator's kind: a ``"fill"`` allocator spends
-    exactly ``budget``, a ``"save"`` one between 0 and ``budget``. Returns the total.
-
-    >>> check_spent([3, 0, 2], 8, "save")
-    5
-    """
-    spent = int(np.asarray(counts, dtype=np.int64).sum())
-    if kind == "fill" and spent != budget:
-        raise ValueError(f"{who} (kind 'fill') spent {spent} rollouts, budget was {budget}")
-    if kind == "save" and not 0 <= spent <= budget:
-        raise ValueError(f"{who} (kind 'save') spent {spent} rollouts, more than the budget {budget}")
-    if kind not in ("fill", "save"):
-        raise ValueError(f"{who}: kind must be 'fill' or 'save', got {kind!r}")
-    return spent
-
-
 class Call(NamedTuple):
     """One generation call of a round: ``n`` completions for each prompt in ``prompts`` (rows laid out
     prompt after prompt, ``n`` rows each), then ``pad`` extra single rows (prompt indices) that make the

@@ -4,9 +4,9 @@
   the rollouts trained on, computed as TRL's ``_generate`` computes them for a stock batch;
 - `LogsMixin._fix_logs`: the replay ran with groups of one; the logged advantages and
   ``frac_reward_zero_std`` are put back for the true groups;
-- `LogsMixin._log_allocation`: one name per quantity under ``adaptive/`` (the allocator's
-  ``last_metrics``, or `metrics.step_metrics` for an allocator without them, plus what only the
-  trainer knows: ``rounds``, ``padding_unused``, ``padding_rows``, ``completion_tokens``,
+- `LogsMixin._log_allocation`: one name per quantity under ``adaptive/`` (`bridge.step_values`:
+  the standard step metrics and the allocator's own ``last_metrics``, plus what only the trainer
+  knows: ``rounds``, ``unscored``, ``padding_unused``, ``padding_rows``, ``completion_tokens``,
   ``empty_step``, ``allocator_seconds``) and the regime
   fingerprints under ``regime/`` (`fingerprints.RegimeTracker`).
 """
@@ -20,17 +20,13 @@ import numpy as np
 import torch
 from accelerate.utils import broadcast_object_list
 
-from adaptive_rollouts.metrics import step_metrics
+from adaptive_rollouts.bridge import step_log, step_values
+from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.types import Allocator
 
 from .rounds import Rollout
 
 _DROPPED = ("allocator_wall_time_s",)  # the trainer's allocator_seconds measures the same for every allocator
-
-
-def _scalar(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return None
-    return float(value)
 
 
 class LogsMixin:
@@ -44,8 +40,8 @@ class LogsMixin:
     eos_token_ids: list[int]
     scale_rewards: str
     multi_objective_aggregation: str
-    allocator: Any
-    regime: Any
+    allocator: Allocator
+    regime: RegimeTracker
     _tokenizer: Any
     _metrics: Any
     _logs: Any
@@ -129,31 +125,10 @@ class LogsMixin:
     ) -> dict[str, float]:
         """Main process: ``adaptive/<name>`` once per quantity and ``regime/<name>``.
 
-        The standard set is `metrics.step_metrics` of what the step spent and observed (the same
-        function allocators fill ``last_metrics`` with, so every allocator gets it); the allocator's own
-        scalars add what only it knows (predicted success, Brier score); the trainer's counts win. The
-        counts are the rollouts spent (``unscored`` of them have no reward); the reward statistics are
-        over the scored ones."""
-        scored = np.array([s.size for s in success], dtype=np.int64)
-        values = dict(step_metrics(keys, scored, success, budget=budget, spent=int(counts.sum())))
-        used = counts[counts > 0]
-        values.update(
-            skipped=int((counts == 0).sum()),
-            singletons=int((counts == 1).sum()),
-            count_min=int(used.min()) if used.size else 0,
-            count_max=int(used.max()) if used.size else 0,
-            count_mean=float(used.mean()) if used.size else 0.0,
-        )
+        `bridge.step_values` of what the step spent and observed (the standard set every allocator
+        gets, then the allocator's own scalars where the trainer has none: predicted success, Brier
+        score); the trainer's values win. The counts are the rollouts spent (``unscored`` of them have
+        no reward); the reward statistics are over the scored ones."""
+        values = step_values(keys, counts, success, getattr(self.allocator, "last_metrics", None), budget)
         values.update(trainer_values)
-        last = getattr(self.allocator, "last_metrics", None)
-        for name, value in (last if isinstance(last, dict) else {}).items():
-            if values.get(name) is None:
-                values[name] = value
-        out: dict[str, float] = {}
-        for name, value in values.items():
-            number = _scalar(value)
-            if number is not None and name not in _DROPPED:
-                out[f"adaptive/{name}"] = number
-        self.regime.update(keys, raw)
-        out.update({name: float(value) for name, value in self.regime.metrics().items()})
-        return out
+        return step_log(values, self.regime, keys, raw, drop=_DROPPED)

@@ -33,16 +33,24 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from adaptive_rollouts.advantages import equal_prompt_weights
+from adaptive_rollouts.bridge import (
+    allocator_kind,
+    build_allocator,
+    check_request,
+    check_spent,
+    prompt_text,
+    scored_draw,
+    text_features,
+)
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import Draw
+from adaptive_rollouts.types import Allocator
 
 from .checkpoint import ResumableRepeatSampler, load_trainer_state, save_trainer_state
 from .layout import (
     KeyedRow,
     KeyedRows,
     assign_groups_to_ranks,
-    check_spent,
     group_batch,
     key_of_row,
     padded_rows,
@@ -52,15 +60,7 @@ from .logs import LogsMixin
 from .replay import ReplayMixin, model_tokens
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
-from .settings import (
-    IMAGE_COLUMNS,
-    aggregation_for_loss_type,
-    build_allocator,
-    estimator_for,
-    prompt_text,
-    refuse_images,
-    text_features,
-)
+from .settings import IMAGE_COLUMNS, aggregation_for_loss_type, estimator_for, refuse_images
 
 _DONE = "done"
 
@@ -97,7 +97,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        allocator: Any = None,
+        allocator: Allocator | str | None = None,
         advantage_estimator: str | None = None,
         reward_range: tuple[float, float] | None = None,
         reward_threshold: float | None = None,
@@ -119,8 +119,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                 )
             self.aggregation = "prompt-mean"
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
-        self.allocator = build_allocator(allocator, self.estimator, self.aggregation)
-        self.kind = getattr(self.allocator, "kind", "fill")  # "save": a step may spend less than its budget
+        self.allocator: Allocator = build_allocator(allocator, estimator=self.estimator, aggregation=self.aggregation)
+        self.kind = allocator_kind(self.allocator)  # "save": a step may spend less than its budget
         self._texts = text_features(self.allocator, self._prompt_pool() if self._map_style() else None)
         self.regime = RegimeTracker()
         self.allocation_history: list[np.ndarray] = []
@@ -184,12 +184,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                 # allocator time is what run() spends outside these calls: take the round back out
                 self.allocator_seconds += time.perf_counter()
                 try:
-                    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-                    counts = np.asarray(counts, dtype=np.int64).reshape(-1)
-                    if indices.shape != counts.shape or (counts < 0).any():
-                        raise ValueError(f"sample(indices, counts): bad counts {counts.tolist()}")
-                    if ((indices < 0) | (indices >= len(rows))).any() or len(set(indices.tolist())) < indices.size:
-                        raise ValueError(f"sample(indices, counts): bad or repeated index in {indices.tolist()}")
+                    indices, counts = check_request(indices, counts, len(rows))
                     spent = sum(len(made) for made in per_prompt)
                     if spent + int(counts.sum()) > budget:  # refused before anything is generated
                         raise ValueError(
@@ -199,15 +194,14 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                     if world > 1:
                         broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                     got = play(indices.tolist(), counts.tolist())
-                    answer, unscored = [], []
-                    for i in indices.tolist():
-                        values = self.success.to_success([r.reward for r in got[i]], prompt=keys[i])
-                        kept = values[~np.isnan(values)]  # unscored rollouts are not observations
-                        step["unscored"] += int(values.size - kept.size)
+                    asked = indices.tolist()
+                    draw = scored_draw(
+                        self.success, [[r.reward for r in got[i]] for i in asked], [keys[i] for i in asked]
+                    )
+                    step["unscored"] += int(draw.unscored.sum())
+                    for i, kept in zip(asked, draw):
                         success[i].append(kept)
-                        answer.append(kept)
-                        unscored.append(values.size - kept.size)
-                    return Draw(answer, np.asarray(unscored, dtype=np.int64))
+                    return draw
                 finally:
                     self.allocator_seconds -= time.perf_counter()
 

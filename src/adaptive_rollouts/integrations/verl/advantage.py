@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from adaptive_rollouts.advantages import group_advantages
-from adaptive_rollouts.validation import ESTIMATORS
+from adaptive_rollouts.checks.validation import ESTIMATORS
 
 __all__ = ["group_ids_from_index", "outcome_advantage", "register", "session_keys"]
 
@@ -162,7 +162,7 @@ def _make(estimator: str):
     return compute
 
 
-# One verl estimator "adaptive_<name>" per estimator of adaptive_rollouts.validation.ESTIMATORS.
+# One verl estimator "adaptive_<name>" per estimator of adaptive_rollouts.checks.validation.ESTIMATORS.
 _FUNCTIONS = {f"adaptive_{name}": _make(name) for name in ESTIMATORS}
 compute_adaptive_grpo_outcome_advantage = _FUNCTIONS["adaptive_grpo"]
 compute_adaptive_drgrpo_outcome_advantage = _FUNCTIONS["adaptive_drgrpo"]

@@ -2,29 +2,37 @@
 
 Pure functions (no verl import): `settings_from_config` reads the section into `AdaptiveSettings`,
 `check_verl_config` rejects verl features the trainer cannot serve (before any GPU work),
-`aggregation_for` / `estimator_for` map verl's loss and advantage settings to the allocator's
-``aggregation`` / ``estimator``, and `build_allocator` instantiates the allocator, passing each of
-``aggregation=``, ``estimator=`` and ``features=`` only where its constructor accepts it.
+`check_text_encoder` checks that an allocator predicting from text has an encoder. The rest is the
+trainer bridge under the names of the ``adaptive.`` options: `aggregation_for` / `estimator_for`
+(`bridge.settings`), `allocator_factory`, `check_allocator_kwargs` and `build_allocator`
+(`bridge.build`), `needs_pool` / `needs_text` (`bridge.prompts`).
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptive_rollouts.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from adaptive_rollouts.bridge import DEFAULT_NAMES, TEXT_PREDICTORS, check_options, load_object, needs_pool, needs_text
+from adaptive_rollouts.bridge import allocator_factory as _allocator_factory
+from adaptive_rollouts.bridge import build_allocator as _build_allocator
+from adaptive_rollouts.bridge.settings import AGGREGATION_FROM_LOSS_AGG_MODE, ESTIMATOR_FROM_ADV_ESTIMATOR
+from adaptive_rollouts.bridge.settings import verl_aggregation as aggregation_for
+from adaptive_rollouts.bridge.settings import verl_estimator as estimator_for
+from adaptive_rollouts.types import Allocator
 
 __all__ = [
     "AGGREGATION_FROM_LOSS_AGG_MODE",
+    "DEFAULT_NAMES",
     "ESTIMATOR_FROM_ADV_ESTIMATOR",
+    "TEXT_PREDICTORS",
     "AdaptiveSettings",
     "aggregation_for",
     "allocator_factory",
     "build_allocator",
+    "check_allocator_kwargs",
     "check_text_encoder",
     "check_verl_config",
     "estimator_for",
@@ -34,28 +42,8 @@ __all__ = [
     "settings_from_config",
 ]
 
-# verl actor.loss_agg_mode -> aggregation of adaptive_rollouts.objectives: how a sequence's score
-# is weighted in the batch gradient (verl.trainer.ppo.core_algos.agg_loss). seq-mean-token-sum and
-# token-sum divide a token sum by a number fixed before the step (the mini-batch's sequence count,
-# or nothing), so every token weighs the same constant: "constant".
-AGGREGATION_FROM_LOSS_AGG_MODE = {
-    "token-mean": "token-mean",
-    "seq-mean-token-mean": "seq-mean",
-    "seq-mean-token-sum": "constant",
-    "seq-mean-token-sum-norm": "constant",
-    "token-sum": "constant",
-}
-
-# verl algorithm.adv_estimator -> estimator of adaptive_rollouts.advantages.group_advantages.
-# adaptive_<name> are this plug-in's estimators (integrations.verl.advantage), one per ESTIMATORS.
-ESTIMATOR_FROM_ADV_ESTIMATOR = {
-    **{f"adaptive_{name}": name for name in ESTIMATORS},
-    "grpo": "grpo",
-    "rloo": "rloo",
-    "rloo_vectorized": "rloo",
-}
-
-DEFAULT_NAMES = (None, "", "default")
+ALLOCATOR = "adaptive.allocator"
+KWARGS = "adaptive.allocator_kwargs"
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,12 @@ def _plain(value: Any) -> Any:
 
 
 def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
-    """Parse and check the ``adaptive:`` section; each bad value raises naming its key."""
+    """Parse and check the ``adaptive:`` section; each bad value raises naming its key.
+
+    >>> s = settings_from_config({"allocator": "default", "reward_range": [-1, 1]})
+    >>> s.allocator, s.reward_range, s.session_retries
+    (None, (-1.0, 1.0), 2)
+    """
     raw = dict(_plain(section) or {})
     known = set(AdaptiveSettings.__dataclass_fields__)
     unknown = sorted(set(raw) - known)
@@ -162,98 +155,22 @@ def check_verl_config(config: Any) -> None:
         )
 
 
-def aggregation_for(loss_agg_mode: str | None, override: str | None = "auto") -> str | None:
-    """The allocator's ``aggregation`` for verl's ``loss_agg_mode`` (``override`` wins unless 'auto').
-
-    >>> aggregation_for("token-sum"), aggregation_for("seq-mean-token-mean"), aggregation_for("x", "seq-mean")
-    ('constant', 'seq-mean', 'seq-mean')
-    """
-    if override not in (None, "auto"):
-        return check_choice("adaptive.aggregation", override, AGGREGATIONS)
-    if override is None or loss_agg_mode is None:
-        return None
-    if loss_agg_mode not in AGGREGATION_FROM_LOSS_AGG_MODE:
-        raise ValueError(
-            f"actor.loss_agg_mode {loss_agg_mode!r} has no known aggregation; set adaptive.aggregation "
-            f"explicitly (known modes: {sorted(AGGREGATION_FROM_LOSS_AGG_MODE)})"
-        )
-    return AGGREGATION_FROM_LOSS_AGG_MODE[loss_agg_mode]
-
-
-def estimator_for(adv_estimator: str | None, norm_by_std: bool = True, override: str | None = "auto") -> str | None:
-    """The allocator's ``estimator`` for verl's ``algorithm.adv_estimator`` (None: not a group estimator).
-
-    >>> estimator_for("adaptive_grpo"), estimator_for("adaptive_grpo", norm_by_std=False), estimator_for("gae")
-    ('grpo', 'drgrpo', None)
-    """
-    if override not in (None, "auto"):
-        return check_choice("adaptive.estimator", override, ESTIMATORS)
-    if override is None or adv_estimator is None:
-        return None
-    est = ESTIMATOR_FROM_ADV_ESTIMATOR.get(str(adv_estimator))
-    if est == "grpo" and not norm_by_std:
-        return "drgrpo"
-    return est
-
-
-def load_object(spec: str, what: str) -> Any:
-    """``"package.module:attr"`` -> the attribute (a class or a factory)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"{what} must look like 'package.module:name', got {spec!r}")
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"{what}: {attr!r} not found in {module_name}") from None
-
-
 def allocator_factory(spec: str | None) -> Callable[..., Any]:
-    """A registry name (``"vigor"``, ``"vip-paper"``), a class name of ``adaptive_rollouts.allocators``
-    (``"VIGOR"``), ``"package.module:Class"``, or None / "default" for the recommended default."""
-    from adaptive_rollouts import allocators
-
-    if spec in DEFAULT_NAMES:
-        if "default" not in allocators.ALLOCATORS:
-            raise ValueError("this adaptive_rollouts has no default allocator; name one in adaptive.allocator")
-        return allocators.ALLOCATORS["default"]
-    assert spec is not None
-    if ":" in spec:
-        return load_object(spec, "adaptive.allocator")
-    key = spec.lower().replace("_", "-")
-    if key in allocators.ALLOCATORS:
-        return allocators.ALLOCATORS[key]
-    if spec in allocators.__all__ and isinstance(getattr(allocators, spec), type):
-        return getattr(allocators, spec)
-    raise ValueError(f"adaptive.allocator: unknown allocator {spec!r}; known: {', '.join(allocators.ALLOCATORS)}")
+    """`bridge.allocator_factory` for ``adaptive.allocator``: a registry name (``"vigor"``, ``"vip-paper"``),
+    a class name of ``adaptive_rollouts.allocators`` (``"VIGOR"``), ``"package.module:Class"``, or None /
+    "default" for the recommended default."""
+    return _allocator_factory(spec, ALLOCATOR)
 
 
-def needs_pool(spec: str | None, kwargs: Mapping) -> bool:
-    """Whether the allocator's predictor is VIP's published GP, which lives on a known prompt pool."""
-    predictor = kwargs.get("predictor")
-    if predictor is not None:
-        return predictor == "paper-gp"
-    return spec is not None and spec.lower().replace("_", "-") == "vip-paper"
+def check_allocator_kwargs(spec: str | None, kwargs: Mapping[str, Any]) -> None:
+    """``adaptive.allocator_kwargs`` are keywords the allocator takes (`bridge.check_options`).
 
-
-TEXT_PREDICTORS = ("gp", "paper-gp", "ridge")  # predictors that embed prompt text (PredictorSlot)
-
-
-def needs_text(spec: str | None, kwargs: Mapping) -> bool:
-    """Whether the allocator's predictor embeds prompt text: its ``predictor`` argument (given, or
-    the constructor's default) is one of `TEXT_PREDICTORS`."""
-    if "features" in kwargs:
-        return False  # the user brought features
-    predictor = kwargs.get("predictor")
-    if predictor is None:
-        if needs_pool(spec, kwargs):
-            return True
-        try:
-            param = inspect.signature(allocator_factory(spec)).parameters.get("predictor")
-        except (TypeError, ValueError):
-            return False
-        predictor = None if param is None else param.default
-    return isinstance(predictor, str) and predictor in TEXT_PREDICTORS
+    >>> check_allocator_kwargs("vigor", {"lower": 2})
+    Traceback (most recent call last):
+    ...
+    adaptive_rollouts.bridge.build.OptionsError: adaptive.allocator 'vigor' rejects adaptive.allocator_kwargs: ...
+    """
+    check_options(spec, kwargs, ALLOCATOR, KWARGS)
 
 
 def check_text_encoder(spec: str | None, kwargs: Mapping, encoder: str | None) -> None:
@@ -273,33 +190,9 @@ def check_text_encoder(spec: str | None, kwargs: Mapping, encoder: str | None) -
         )
 
 
-def build_allocator(
-    spec: str | None,
-    kwargs: Mapping | None = None,
-    *,
-    aggregation: str | None = None,
-    estimator: str | None = None,
-    features: Any = None,
-    predictor: Any = None,
-) -> Any:
-    """Instantiate the allocator. ``aggregation``, ``estimator``, ``features`` and ``predictor`` are
-    passed only where the constructor accepts them and ``kwargs`` does not set them already."""
-    from adaptive_rollouts.allocators import takes_keyword
-
-    factory = allocator_factory(spec)
-    out = dict(kwargs or {})
-    for name, value in (
-        ("aggregation", aggregation),
-        ("estimator", estimator),
-        ("features", features),
-        ("predictor", predictor),
-    ):
-        if value is not None and (name not in out or name == "predictor") and takes_keyword(factory, name):
-            out[name] = value
-    try:
-        inspect.signature(factory).bind(**out)
-    except TypeError as err:
-        raise ValueError(f"adaptive.allocator {spec or 'default'!r} rejects adaptive.allocator_kwargs: {err}") from None
-    except ValueError:  # no signature (a builtin): let the call itself check
-        pass
-    return factory(**out)
+def build_allocator(spec: str | None, kwargs: Mapping[str, Any] | None = None, **provided: Any) -> Allocator:
+    """`bridge.build_allocator` for ``adaptive.allocator`` and ``adaptive.allocator_kwargs``: the trainer's
+    ``aggregation=``, ``estimator=``, ... go only where the constructor takes them and the kwargs do
+    not set them. A single-shot allocator with only ``plan`` and ``observe`` is taken (verl generates
+    each step itself)."""
+    return _build_allocator(spec, kwargs, what=ALLOCATOR, options_name=KWARGS, plan_only=True, **provided)

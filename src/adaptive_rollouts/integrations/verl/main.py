@@ -13,6 +13,15 @@ import os
 import hydra
 import ray
 
+from adaptive_rollouts.integrations.verl import register
+from adaptive_rollouts.integrations.verl.config import (
+    aggregation_for,
+    check_allocator_kwargs,
+    check_text_encoder,
+    check_verl_config,
+    settings_from_config,
+)
+
 CONFIG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -22,8 +31,6 @@ class AdaptiveTaskRunner:
 
     def run(self, config):
         from verl.trainer.main_ppo import TaskRunnerV1
-
-        from adaptive_rollouts.integrations.verl import register
 
         register()
         return TaskRunnerV1.__ray_actor_class__().run(config)
@@ -37,26 +44,13 @@ def check(config) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from adaptive_rollouts.allocators import takes_keyword
-    from adaptive_rollouts.integrations.verl import register
-    from adaptive_rollouts.integrations.verl.config import (
-        aggregation_for,
-        allocator_factory,
-        check_text_encoder,
-        check_verl_config,
-        settings_from_config,
-    )
-
     register()
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     check_verl_config(config)
     settings = settings_from_config(config.get("adaptive"))
     aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"), settings.aggregation)
-    factory = allocator_factory(settings.allocator)
-    bad = [k for k in settings.allocator_kwargs if not takes_keyword(factory, k)]
-    if bad:
-        raise ValueError(f"adaptive.allocator {settings.allocator or 'default'!r} does not accept {bad}")
+    check_allocator_kwargs(settings.allocator, settings.allocator_kwargs)
     check_text_encoder(settings.allocator, settings.allocator_kwargs, settings.encoder)
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
 from typing import Any
 
+from adaptive_rollouts.bridge import prompt_text
 from adaptive_rollouts.keys import row_key
 
 __all__ = [
@@ -113,20 +113,6 @@ def batch_keys(batch: Any, field: str | None) -> list:
     return keys
 
 
-def prompt_text(messages: Any) -> str:
-    """The text of a chat prompt (``raw_prompt``): its messages' string contents, one per line."""
-    if isinstance(messages, str):
-        return messages
-    parts = []
-    for m in list(messages):
-        content = m.get("content") if isinstance(m, dict) else m
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, Sequence):  # multimodal: keep the text pieces
-            parts.extend(c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text")
-    return "\n".join(parts)
-
-
 def batch_texts(batch: Any) -> list[str]:
-    """``prompt_text`` of every row's ``raw_prompt``."""
+    """`bridge.prompt_text` of every row's ``raw_prompt``."""
     return [prompt_text(m) for m in _values(batch, "raw_prompt")]

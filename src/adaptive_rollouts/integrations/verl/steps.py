@@ -1,9 +1,10 @@
-"""Per-step helpers of the trainer: counts in and out of verl batches, rewards to success signals,
-and the metrics logged to verl's tracker. Pure except `assign_rollout_counts` (writes the batch).
+"""Per-step helpers of the trainer: counts into verl batches, and the step's rewards as the allocator
+sees them (`bridge.scored_successes`) with what is missing. Pure except `assign_rollout_counts`
+(writes the batch); the count rule is `bridge.check_counts`.
 
-Every step logs what it spent against the budget C (``adaptive/rollouts_spent``, ``rollouts_saved``
-= C - spent, ``skipped`` prompts, ``generated_rollouts`` including re-dispatches) from what the
-trainer dispatched, and what verl trained on (`batch_metrics`: ``adaptive/trained_rows``,
+What the step spent against the budget (``adaptive/rollouts_spent``, ``rollouts_saved``,
+``skipped``) is logged by `bridge.step_values`; this module adds what verl generated and trained on:
+``generated_rollouts`` (spent + re-dispatched) and `batch_metrics` (``adaptive/trained_rows``,
 ``response_tokens``, ``padding_rows``): padding rows are never counted as generated."""
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.bridge import check_counts, is_single_shot, scored_successes
 from adaptive_rollouts.success import SuccessSignal
 
 __all__ = [
     "ROLLOUT_N_FIELD",
     "StepFeedback",
-    "allocator_metrics",
     "assign_rollout_counts",
     "batch_metrics",
     "check_counts",
@@ -27,32 +28,6 @@ __all__ = [
 
 # The per-prompt rollout count verl's agent loop pops (AgentLoopWorkerTQ._run_prompt).
 ROLLOUT_N_FIELD = "__rollout_n__"
-
-
-def is_single_shot(allocator: Any) -> bool:
-    return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
-
-
-def check_counts(counts: Any, n_prompts: int, budget: int, kind: str = "fill") -> np.ndarray:
-    """Integer counts >= 0, one per prompt, summing exactly to ``budget`` (``kind="fill"``) or to at
-    most ``budget`` (``kind="save"``).
-
-    >>> check_counts([0, 5], 2, 8, "save").tolist()
-    [0, 5]
-    """
-    arr = np.asarray(counts)
-    if arr.shape != (n_prompts,):
-        raise ValueError(f"allocator returned counts of shape {arr.shape}, expected ({n_prompts},)")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError(f"allocator returned non-integer counts {arr[:10].tolist()}")
-    arr = arr.astype(np.int64)
-    if np.any(arr < 0):
-        raise ValueError(f"allocator returned negative counts {arr[arr < 0][:10].tolist()}")
-    total = int(arr.sum())
-    if (kind == "fill" and total != budget) or total > budget:
-        raise ValueError(f"allocator counts sum to {total}, budget is {budget} (a {kind!r} allocator)")
-    return arr
 
 
 def assign_rollout_counts(batch: Any, counts: Sequence[int] | np.ndarray) -> Any:
@@ -64,17 +39,6 @@ def assign_rollout_counts(batch: Any, counts: Sequence[int] | np.ndarray) -> Any
         raise ValueError(f"counts has shape {arr.shape} for a batch of {len(batch)} prompts")
     batch[ROLLOUT_N_FIELD] = torch.as_tensor(arr)
     return batch
-
-
-def allocator_metrics(allocator: Any, prefix: str = "adaptive/") -> dict[str, float]:
-    """Scalar entries of ``allocator.last_metrics`` for verl's tracker (lists are left out)."""
-    out = {}
-    for k, v in (getattr(allocator, "last_metrics", None) or {}).items():
-        if isinstance(v, (bool, np.bool_)):
-            v = int(v)
-        if isinstance(v, (int, float, np.integer, np.floating)):
-            out[prefix + str(k)] = float(v)
-    return out
 
 
 def batch_metrics(tags: Sequence[dict], prefix: str = "adaptive/") -> dict[str, float]:
@@ -102,11 +66,7 @@ class StepFeedback:
     """
 
     def __init__(
-        self,
-        prompts: Sequence[Any],
-        requested: Sequence[int] | np.ndarray,
-        signal: SuccessSignal,
-        budget: int,
+        self, prompts: Sequence[Any], requested: Sequence[int] | np.ndarray, signal: SuccessSignal, budget: int
     ):
         self.prompts = list(prompts)
         self.requested = np.asarray(requested, dtype=np.int64)
@@ -120,10 +80,9 @@ class StepFeedback:
 
     def add(self, i: int, raw: np.ndarray, asked: int) -> np.ndarray:
         """Record prompt i's sessions for ``asked`` requested ones; returns their scored successes."""
-        values = self.signal.to_success(np.asarray(raw, dtype=float), prompt=self.prompts[i])
-        self.failed_sessions += max(0, asked - values.size)
-        self.unscored += SuccessSignal.unscored(values)
-        scored = values[~np.isnan(values)]
+        scored, unscored = scored_successes(self.signal, raw, self.prompts[i])
+        self.failed_sessions += max(0, asked - scored.size - unscored)
+        self.unscored += unscored
         self._success[i].extend(scored.tolist())
         return scored
 
@@ -135,6 +94,7 @@ class StepFeedback:
         return np.array([len(s) for s in self._success], dtype=np.int64)
 
     def metrics(self, prefix: str = "adaptive/") -> dict[str, float]:
+        """What the step requested, what is missing and why, as ``prefix + name``."""
         missing = np.maximum(self.requested - self.delivered, 0)
         spent = int(self.requested.sum())
         return {

@@ -35,37 +35,41 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.bridge import (
+    allocator_kind,
+    check_counts,
+    is_single_shot,
+    needs_pool,
+    plan_or_prompts,
+    prompt_text,
+    step_log,
+    step_values,
+    text_features,
+)
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.state import load_state, save_state
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import Plan, allocator_kind
+from adaptive_rollouts.types import Allocator, Plan, PlanningAllocator
 
 from . import rollouts as R
+from .advantage import session_keys
 from .config import (
     aggregation_for,
-    allocator_factory,
     build_allocator,
     check_text_encoder,
     check_verl_config,
     estimator_for,
     load_object,
-    needs_pool,
     settings_from_config,
 )
 from .rounds import keep_if_trained, run_rounds, select_rows
-from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, prompt_text, rekey_dataloader
-from .steps import (
-    StepFeedback,
-    allocator_metrics,
-    assign_rollout_counts,
-    batch_metrics,
-    check_counts,
-    is_single_shot,
-)
+from .rows import KEY_FIELD, batch_keys, batch_texts, dataset_source, rekey_dataloader
+from .steps import StepFeedback, assign_rollout_counts, batch_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +84,6 @@ def _no_update(batch: Any) -> bool:
 def _make_trainer_class():
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
-
-    from adaptive_rollouts.allocators import takes_keyword
-    from adaptive_rollouts.state import load_state, save_state
-
-    from .advantage import session_keys
 
     class _RoundsReplayBuffer:
         """verl's ReplayBuffer; samples exactly the prompt groups this step dispatched (the prompts
@@ -109,7 +108,9 @@ def _make_trainer_class():
         Config: the ``adaptive:`` section of ``adaptive_ppo.yaml``.
         """
 
-        allocator: Any  # built in __init__, or in _init_dataloader when it needs the training set
+        allocator: Allocator
+        planner: PlanningAllocator | None  # the allocator, when it plans each step in one go
+        texts: KeyedTexts | None  # the prompt texts a text-based predictor reads, registered per batch
         train_dataset: Any  # set by verl's _init_dataloader
         train_dataloader: Any
 
@@ -131,30 +132,20 @@ def _make_trainer_class():
             )
             self.signal = SuccessSignal(reward_range=s.reward_range, threshold=s.threshold)
             self.regime = RegimeTracker()
-            factory = allocator_factory(s.allocator)
             check_text_encoder(s.allocator, s.allocator_kwargs, s.encoder)
-            self.texts = None
-            if takes_keyword(factory, "features") and "features" not in s.allocator_kwargs:
-                encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
-                self.texts = KeyedTexts(encoder)
-            self.allocator = None if needs_pool(s.allocator, s.allocator_kwargs) else self._build_allocator()
-            self._pending: tuple[Any, list, list[str], np.ndarray] | None = (
-                None  # single-shot: plan, keys, uids, counts
+            self.encoder = load_object(s.encoder, "adaptive.encoder")() if s.encoder else None
+            self.allocator = build_allocator(
+                s.allocator, s.allocator_kwargs, aggregation=self.aggregation, estimator=self.estimator
             )
-
-        def _build_allocator(self, predictor: Any = None) -> Any:
-            s = self.settings
-            alloc = build_allocator(
-                s.allocator,
-                s.allocator_kwargs,
-                aggregation=self.aggregation,
-                estimator=self.estimator,
-                features=self.texts,
-                predictor=predictor,
-            )
-            self.single_shot = is_single_shot(alloc) and not s.force_progressive
-            self.kind = allocator_kind(alloc)
-            return alloc
+            # single-shot allocators plan the whole step at once (one dispatch), unless told otherwise
+            self.planner = self.allocator if is_single_shot(self.allocator) and not s.force_progressive else None
+            self.single_shot = self.planner is not None
+            # a predictor on the training set's pool gets its texts once the dataloader exists
+            pool = needs_pool(s.allocator, s.allocator_kwargs)
+            self.texts = None if pool else text_features(self.allocator, encoder=self.encoder)
+            self.kind = allocator_kind(self.allocator)
+            # single-shot, planned and awaiting rewards: what observe takes back, the keys, uids and counts
+            self._pending: tuple[Plan | list, list, list[str], np.ndarray] | None = None
 
         def _build_replay_buffer(self):
             self.trainer_mode = "sync"
@@ -165,22 +156,15 @@ def _make_trainer_class():
             if self.settings.prompt_key is None:
                 source = dataset_source(self.config.data.train_files)
                 self.train_dataset, self.train_dataloader = rekey_dataloader(self.train_dataloader, source)
-            if self.allocator is None:
-                self.allocator = self._build_allocator(self._pool_predictor())
+            if needs_pool(self.settings.allocator, self.settings.allocator_kwargs):
+                if self.settings.prompt_key is not None:
+                    raise ValueError("adaptive: VIP's paper GP lives on the training set's rows: leave prompt_key null")
+                self.texts = text_features(self.allocator, pool=self._pool, encoder=self.encoder)
 
-        def _pool_predictor(self) -> Any:
-            """VIP's published GP on the whole training set (its prompt pool), text features."""
-            from adaptive_rollouts.predictors import PaperGP
-
-            if self.texts is None or self.settings.prompt_key is not None:
-                raise ValueError("adaptive: VIP's paper GP needs the default prompt keys and text features")
-            keys, texts = [], []
-            for i in range(len(self.train_dataset)):
-                row = self.train_dataset[i]
-                keys.append(row[KEY_FIELD])
-                texts.append(prompt_text(row["raw_prompt"]))
-            self.texts.register(keys, texts)
-            return PaperGP(cast(Any, self.texts), pool=keys)  # KeyedTexts is an Encoder (dim read-only)
+        def _pool(self) -> tuple[list, list[str]]:
+            """The training set's row keys and prompt texts: the pool of VIP's published GP."""
+            rows = [self.train_dataset[i] for i in range(len(self.train_dataset))]
+            return [row[KEY_FIELD] for row in rows], [prompt_text(row["raw_prompt"]) for row in rows]
 
         # -- dispatch ------------------------------------------------------------------
 
@@ -190,14 +174,14 @@ def _make_trainer_class():
             if self.texts is not None:
                 self.texts.register(keys, batch_texts(batch))
             uids = [str(u) for u in batch_keys(batch, "uid")]
-            if self.single_shot:
-                plan = self.allocator.plan(keys, self.budget)
-                counts = check_counts(np.asarray(plan), len(keys), self.budget, self.kind)
+            if self.planner is not None:
+                plan = self.planner.plan(keys, self.budget)
+                counts = check_counts(plan, len(keys), self.budget, self.kind)
                 live = np.flatnonzero(counts > 0)
                 if live.size:  # skipped prompts are not dispatched
                     sub = batch if live.size == len(keys) else select_rows(batch, live, self.global_steps)
                     self._submit_batch_to_rollout(assign_rollout_counts(sub, counts[live]))
-                self._pending = (plan if isinstance(plan, Plan) else keys, keys, uids, counts)
+                self._pending = (plan_or_prompts(plan, keys), keys, uids, counts)
                 self._step_groups, self._step_spent = int(live.size), int(counts.sum())
                 self._dispatched = [uids[i] for i in live]
                 return {}  # this step's metrics come with its rewards, in _observe_pending
@@ -237,25 +221,27 @@ def _make_trainer_class():
             return KVBatchMeta(partition_id="train", keys=[key], tags=[tag])
 
         def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
-            self.regime.update(keys, feedback.successes())
-            # an incomplete step's allocator did not finish: its last_metrics are the previous step's
-            metrics = {} if feedback.incomplete else allocator_metrics(self.allocator)
-            metrics.update(feedback.metrics())
-            metrics.update(self.regime.metrics())
-            return metrics
+            # an incomplete step's allocator did not finish: no allocation metrics (its last_metrics
+            # are the previous step's), only what is missing
+            values: dict[str, Any] = {}
+            if not feedback.incomplete:
+                last = getattr(self.allocator, "last_metrics", None)
+                values = step_values(keys, feedback.requested, feedback.successes(), last, self.budget)
+            values.update(feedback.metrics(prefix=""))
+            return step_log(values, self.regime, keys, feedback.successes())
 
         # -- feedback ------------------------------------------------------------------
 
         def _observe_pending(self, trajectory_keys: list, metrics: dict) -> None:
             """A single-shot step's rewards (read from ``trajectory_keys``) to ``observe``, and its metrics."""
-            assert self._pending is not None
+            assert self._pending is not None and self.planner is not None
             plan, keys, uids, counts = self._pending
             self._pending = None
             sessions = R.read_session_scores(trajectory_keys, "train")
             feedback = StepFeedback(keys, counts, self.signal, self.budget)
             for i, uid in enumerate(uids):
                 feedback.add(i, sessions.of(uid), int(counts[i]))
-            self.allocator.observe(plan, feedback.successes())
+            self.planner.observe(plan, feedback.successes())
             metrics.update(self._step_metrics(keys, feedback))
 
         def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):

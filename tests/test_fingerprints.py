@@ -1,13 +1,11 @@
-"""Regime fingerprints and prompt keys, against hand computations and Monte Carlo."""
+"""Regime fingerprints, against hand computations and Monte Carlo."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker, noise_to_signal, p_persistence, zero_variance_fraction
-from adaptive_rollouts.keys import row_key
 
 
 def test_noise_to_signal_matches_population_ratio_by_monte_carlo():
@@ -78,48 +76,3 @@ def test_tracker_rejects_bad_rewards():
         RegimeTracker().update(["a"], [np.array([np.nan, 1.0])])
     with pytest.raises(ValueError, match="keys has 2"):
         RegimeTracker().update(["a", "b"], [np.array([1.0])])
-
-
-def test_row_key_rule():
-    assert row_key({"prompt": "x"}, source="a.parquet", index=3) != row_key(
-        {"prompt": "x"}, source="b.parquet", index=3
-    )
-    same_text = row_key({"prompt": "x", "answer": 1}) != row_key({"prompt": "x", "answer": 2})
-    assert same_text
-    assert row_key({"prompt": "x", "v": np.arange(3)}) == row_key({"v": [0, 1, 2], "prompt": "x"})
-    with pytest.raises(ValueError, match="source"):
-        row_key(index=1)
-    with pytest.raises(ValueError, match="index"):
-        row_key(source="a", index=-1)
-
-
-def test_keyed_texts_pools_by_key_and_names_missing():
-    texts = KeyedTexts(FeatureTable(["t1", "t2"], [[1.0], [2.0]]))
-    texts.register(["k1", "k2", "k3"], ["t1", "t2", "t1"])
-    assert texts.dim == 1
-    assert texts.encode(["k3", "k2"]).ravel().tolist() == [1.0, 2.0]
-    with pytest.raises(KeyError, match="k9"):
-        texts.encode(["k9"])
-
-
-def test_success_signal_modes():
-    from adaptive_rollouts.success import SuccessSignal
-
-    auto = SuccessSignal()
-    assert auto.to_success([0.0, 0.5, 1.0]).tolist() == [0.0, 0.5, 1.0]  # [0, 1] rewards unchanged
-    assert auto.to_success([-1.0, 1.0]).tolist() == [0.0, 1.0]
-    assert auto.to_success([3.0, -1.0]).tolist() == [1.0, 0.0]  # range only widens: now [-1, 3]
-    twin = SuccessSignal()
-    twin.load_state_dict(auto.state_dict())
-    assert twin.to_success([1.0]).tolist() == auto.to_success([1.0]).tolist() == [0.5]
-    ten = np.float32(0.1) * np.ones(10, dtype=np.float32)
-    summed = float(ten.sum(dtype=np.float32))  # 1.0000001 in float32
-    assert SuccessSignal(reward_range=(0, 1)).to_success([summed]).tolist() == [1.0]
-    with pytest.raises(ValueError, match="prompt 'q'.*reward_range"):
-        SuccessSignal(reward_range=(0, 1)).to_success([1.67], prompt="q")
-    got = SuccessSignal(success_fn=lambda r: r > 0).to_success([None, -2.0, 5.0])
-    assert np.isnan(got[0]) and got[1:].tolist() == [0.0, 1.0] and SuccessSignal.unscored(got) == 1
-    with pytest.raises(ValueError, match="at most one"):
-        SuccessSignal(reward_range=(0, 1), threshold=0.5)
-    with pytest.raises(ValueError, match="outside"):
-        SuccessSignal(success_fn=lambda r: 2.0).to_success([1.0])

@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from .state import check_savable_keys, describe
-from .validation import check_range, check_real
+from ..checks.validation import check_range, check_real
+from .tree import check_savable_keys, describe
 
 __all__ = ["StateReader", "restore_on_error", "real_number"]
 
 
 def real_number(name: str, value: Any) -> float:
-    """`validation.check_real` with the name first (the constructors' argument order)."""
+    """`checks.validation.check_real` with the name first (the constructors' argument order)."""
     return check_real(value, name)
 
 
@@ -68,7 +68,7 @@ class StateReader:
 
     # -- scalars -------------------------------------------------------------------------------
     def real(self, key: str, low: float | None = None, high: float | None = None, low_open: bool = False) -> float:
-        """A finite real number within [low, high] (`validation.check_range`; ``low_open``: > low)."""
+        """A finite real number within [low, high] (`checks.validation.check_range`; ``low_open``: > low)."""
         try:
             return check_range(self.state[key], key, low, high, low_closed=not low_open, high_closed=True)
         except ValueError as err:

@@ -1,5 +1,9 @@
 """Save and load state dicts: arrays in safetensors (or npz), everything else as JSON. No pickle.
 
+The package holds all state I/O: this module (`save_state`, `load_state`), `tree` (the JSON side
+of a state), `checks` (`StateReader`: every value a `load_state_dict` reads, checked before
+anything changes) and `atomic` (atomic, durable file writes).
+
 A state is a nested structure of dicts (string keys), lists, tuples, numpy arrays, numpy scalars,
 ints, floats, strings, bools and None - what every `state_dict()` in the package returns, including
 `numpy.random.Generator.bit_generator.state`.
@@ -20,7 +24,7 @@ Integrity: every file carries the SHA-256 of its contents (the JSON text and eve
 dtype, shape and bytes) - under ``adaptive_rollouts_sha256`` in the safetensors metadata, or an
 entry ``__sha256__`` of the npz. `load_state` recomputes it, so a flipped byte anywhere in the data
 raises `CorruptStateError` naming the file instead of silently changing a resumed run. Writes go
-through `adaptive_rollouts.atomic.atomic_write`: atomic, fsynced, honouring the umask, and
+through `adaptive_rollouts.state.atomic.atomic_write`: atomic, fsynced, honouring the umask, and
 removing temporaries left by killed writers.
 
 >>> import numpy as np, tempfile, os
@@ -45,9 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.validation import check_choice
 from .atomic import atomic_write
-from .state_tree import CorruptStateError, LoadedDict, check_savable_keys, decode, describe, encode, savable_key
-from .validation import check_choice
+from .tree import CorruptStateError, LoadedDict, check_savable_keys, decode, describe, encode, savable_key
 
 __all__ = [
     "save_state",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .reward_checks import check_rewards, check_rewards_flat, group_sums
+from .rewards import check_rewards, check_rewards_flat, group_sums
 
 __all__ = [
     "AGGREGATIONS",
@@ -37,7 +37,7 @@ ESTIMATORS: tuple[str, ...] = ("grpo", "drgrpo", "rloo")
 """Group advantage estimators: GRPO (std-normalised), Dr. GRPO (mean-centred), RLOO (leave-one-out)."""
 
 AGGREGATIONS: tuple[str, ...] = ("prompt-mean", "seq-mean", "token-mean", "constant")
-"""How a trainer's loss averages the rollouts of a batch (see docs/theory.md, "Loss aggregation")."""
+"""How a trainer's loss averages the rollouts of a batch (see docs/objectives.md, section 3, "Loss aggregation")."""
 
 
 class InfeasibleBudgetError(ValueError):
@@ -195,6 +195,18 @@ def _integer(name: str, value: Any) -> int:
     if not integral:
         raise ValueError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
+
+
+def check_integer(value: Any, name: str, least: int | None = None) -> int:
+    """`value` as an int (an integral float is taken; bool, str, 2.5 are not), at least ``least``.
+
+    >>> check_integer(4.0, "pilot", least=2)
+    4
+    """
+    v = _integer(name, value)
+    if least is not None and v < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return v
 
 
 def check_lower_upper(lower: Any, upper: Any, least: int = 1) -> tuple[int, int | None]:

@@ -1,0 +1,69 @@
+"""The bridge between any trainer and any allocator (no torch, TRL or verl here).
+
+A trainer plug-in adapts its framework's hooks and calls, for everything else, these functions:
+
+1. settings -> ``estimator`` / ``aggregation`` (`settings`), then `build_allocator` from a name, a
+   ``"package.module:Class"`` or an object, with the user's options (`build`);
+2. prompts are dataset rows (`keys.row_key`); their texts reach predictors that embed text through
+   `text_features` (`prompts`), and `prompt_text` reads a prompt's text;
+3. per step: ``allocator.run(keys, budget, sample)`` (or ``plan`` / ``observe`` where
+   `is_single_shot`); inside ``sample``, each prompt's raw rewards become the allocator's success
+   signal through `scored_successes`; after it, `check_counts` / `check_spent` hold the counts to
+   the allocator's kind (`steps`);
+4. the step's metrics and regime fingerprints: `step_values`, `step_log` (`logs`).
+"""
+
+from __future__ import annotations
+
+from .build import (
+    DEFAULT_NAMES,
+    OptionsError,
+    allocator_factory,
+    build_allocator,
+    check_options,
+    configure_allocator,
+    load_object,
+)
+from .logs import scalar, step_log, step_values
+from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
+from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
+from .steps import (
+    allocator_kind,
+    check_counts,
+    check_request,
+    check_spent,
+    is_single_shot,
+    plan_or_prompts,
+    scored_draw,
+    scored_successes,
+)
+
+__all__ = [
+    "DEFAULT_NAMES",
+    "OptionsError",
+    "TEXT_PREDICTORS",
+    "allocator_factory",
+    "allocator_kind",
+    "build_allocator",
+    "check_counts",
+    "check_options",
+    "check_request",
+    "check_spent",
+    "configure_allocator",
+    "is_single_shot",
+    "load_object",
+    "needs_pool",
+    "needs_text",
+    "plan_or_prompts",
+    "prompt_text",
+    "scalar",
+    "scored_draw",
+    "scored_successes",
+    "step_log",
+    "step_values",
+    "text_features",
+    "trl_aggregation",
+    "trl_estimator",
+    "verl_aggregation",
+    "verl_estimator",
+]

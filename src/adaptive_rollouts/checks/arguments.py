@@ -1,0 +1,129 @@
+"""Command-line input checks: argparse types that check and convert one argument once, at the edge
+(the error names the value typed; argparse prints it with the option's name), and `UsageError` for
+a bad value found after parsing, reported as argparse reports one (exit status 2, the usage line and
+one ``error:`` line, no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = [
+    "UsageError",
+    "check_output_folder",
+    "nonnegative_int",
+    "positive_float",
+    "positive_float_list",
+    "positive_int",
+    "probability_list",
+    "reports_usage_errors",
+]
+
+_INT64_MAX = 2**63 - 1  # counts and budgets are int64 arrays downstream
+
+
+class UsageError(ValueError):
+    """A bad command-line value found after parsing (`reports_usage_errors` reports it as argparse would)."""
+
+
+def reports_usage_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Wrap a subcommand so that a `UsageError` prints the usage line and one ``error:`` line, as
+    argparse's ``parser.error`` does, and returns exit status 2 (no traceback)."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except UsageError as err:
+            parser = getattr(args, "parser", None)
+            if parser is not None:
+                parser.print_usage(sys.stderr)
+            prog = parser.prog if parser is not None else f"adaptive-rollouts {getattr(args, 'command', '')}".strip()
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _integer(text: str, least: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+    if value > _INT64_MAX:
+        raise argparse.ArgumentTypeError(f"must be <= {_INT64_MAX}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (the error names the value typed)."""
+    return _integer(text, 1, ">= 1")
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (the error names the value typed)."""
+    return _integer(text, 0, ">= 0")
+
+
+def probability_list(text: str) -> list[float]:
+    """argparse type: comma-separated probabilities in [0, 1], e.g. ``0.1,0.5``."""
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"expected comma-separated probabilities such as 0.1,0.5, got {text!r}")
+    values = []
+    for t in items:
+        try:
+            v = float(t)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{t!r} is not a number (in {text!r})") from None
+        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+            raise argparse.ArgumentTypeError(f"success probabilities must lie in [0, 1], got {t} (in {text!r})")
+        values.append(v)
+    return values
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (the error names the value typed)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def positive_float_list(text: str) -> list[float]:
+    """argparse type: comma-separated finite numbers > 0, e.g. ``0.333,1,3``."""
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0.5,1,2, got {text!r}")
+    values = []
+    for t in items:
+        try:
+            values.append(positive_float(t))
+        except argparse.ArgumentTypeError as err:
+            raise argparse.ArgumentTypeError(f"{err} (in {text!r})") from None
+    return values
+
+
+def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
+    """``path`` as a folder the run can write into (created if missing), else `UsageError` naming
+    ``option`` and the path: an existing file, a folder that cannot be created or written."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option}: {str(folder)!r} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{option}: cannot create {str(folder)!r} ({err.strerror or err})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option}: cannot write into {str(folder)!r} (permission denied)")
+    return folder
