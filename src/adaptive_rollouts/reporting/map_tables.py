@@ -11,7 +11,7 @@ from pathlib import Path
 
 from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_result, provenance
 
-__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "map_files"]
+__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "map_files"]
 
 MAP_DIR = "results/map"
 MAP_COMMAND = "adaptive-rollouts bench --map --out runs/<name>"
@@ -41,4 +41,28 @@ def render_map(root: Path) -> str:
         lines += [f"### Map `{path.stem}`", "", f"`{r.command}`", ""]
         lines += map_markdown(r.data, level=4)
         lines += ["", provenance([r]), ""]
+    return "\n".join(lines)
+
+
+def render_saving_summary(root: Path) -> str:
+    """One line per map result file that ran the default: how many of its cells met the saving
+    target, the range of the default's speedups and of its rollouts (share of Uniform's), the runs'
+    commits, and the cells below 0.97x."""
+    lines = []
+    for path in map_files(root):
+        loaded = load_result(path)
+        targets = loaded.data.get("saving_targets") or []
+        if not targets:
+            continue
+        speed = [t["speedup"] for t in targets]
+        spend = [t["spend"] for t in targets]
+        below = [t["cell"] for t in targets if t["speedup"] < 0.97]
+        commits = ", ".join(c[:10] for c in loaded.data.get("run_commits", {}))
+        lines.append(
+            f"  - `{path.stem}` (runs at {commits}): target met in {sum(t['met'] for t in targets)} of {len(targets)} "
+            f"cells; speedup {min(speed):.2f}-{max(speed):.2f}x at {min(spend):.2f}-{max(spend):.2f} of Uniform's "
+            f"rollouts; below 0.97x: {', '.join(below) if below else 'none'}."
+        )
+    if not lines:
+        return "  No map result with the default is committed yet."
     return "\n".join(lines)
