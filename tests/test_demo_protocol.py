@@ -231,7 +231,8 @@ def test_protocol_runs_resumes_and_reports(tmp_path, monkeypatch):
     saved = sorted(p.relative_to(tmp_path) for p in Path(tmp_path).rglob("*.json"))
     assert Path("multi-epoch/protocol.json") in saved and len(saved) >= 13
     one = json.loads((tmp_path / "multi-epoch/runs/oracle/lr0.0001-seed100.json").read_text())
-    assert one["result"]["rollouts"] == [0, 4, 8] and one["result"]["extra_rollouts"] == 2 * 2 * 2
+    run = one["data"]["result"]  # a result file: header (command, commit, settings), then the data
+    assert one["header"]["command"] and run["rollouts"] == [0, 4, 8] and run["extra_rollouts"] == 2 * 2 * 2
     monkeypatch.setattr(run_module, "run_one", lambda *a, **k: pytest.fail("a finished run was run again"))
     again = run_protocol(cfg, tmp_path, progress=False)
     assert again.best_lr == state.best_lr
