@@ -1,4 +1,4 @@
-"""``adaptive-rollouts demo``: arguments and entry point (wired into cli.py by the lead)."""
+"""``adaptive-rollouts demo``: arguments and entry point (`cli.py` dispatches to it)."""
 
 from __future__ import annotations
 
