@@ -138,13 +138,16 @@ def test_completes_varied_groups_and_saves_on_flat_ones():
         assert counts[8:].max() <= 4  # a flat prompt costs at most its pilot, half of Uniform's group
 
 
-def test_rare_successes_are_not_starved_at_a_cold_start():
-    """Every prompt at p = 0.1: most pilots are flat, so the step's own signal per rollout is near 0
-    and flat prompts keep being explored beyond the pilot (the fill default's regret case)."""
-    p = np.full(16, 0.1)
+def test_a_step_where_nothing_varied_explores_every_flat_prompt():
+    """A cold start where every pilot is flat: the step's own signal per rollout is 0 and the run has
+    no history, so no flat prompt is cut for being below average (the fill default's regret case was
+    starving such prompts); once a group varies, flat ones are weighed against it."""
     alloc = SavingProgressive(seed=0)
-    counts = np.array([r.size for r in alloc.run(list(range(16)), 128, _sampler(p, 0))])
-    assert counts.sum() > 2 * 16 + 16  # well beyond the pilot
+    rewards = alloc.run(list(range(16)), 128, _sampler(np.zeros(16), 0))
+    assert [r.size for r in rewards] == [8] * 16 and alloc.last_metrics["cut"] == 0
+    mixed = SavingProgressive(seed=0)
+    rewards = mixed.run(list(range(16)), 128, _sampler(np.r_[np.full(8, 0.5), np.zeros(8)], 0))
+    assert mixed.last_metrics["cut"] > 0  # with signal in the step, hopeless-looking groups are cut
 
 
 def test_history_skips_a_persistently_flat_prompt_but_keeps_exploring_it():

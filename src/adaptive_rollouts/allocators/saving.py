@@ -204,7 +204,7 @@ class SavingProgressive(BaseAllocator):
         keep = self._explore(target, a0, b0) if self.saving else np.ones(q, dtype=bool)
         keep &= target >= 2
         collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
-        pilot_s = self._successes(collector)
+        pilot_s = self._successes(collector.rewards())
         self.population = population_prior(pilot_s, collector.scored, self.max_prior_strength)
         a0, b0 = self._prior(rho, a_h, b_h)
         rounds = 1
@@ -243,8 +243,9 @@ class SavingProgressive(BaseAllocator):
             target[chosen] = equal_split(budget, chosen.size)
         return target
 
-    def _successes(self, collector: RolloutCollector) -> np.ndarray:
-        return np.array([float(r.sum()) for r in collector.rewards()])
+    @staticmethod
+    def _successes(rewards: Rewards) -> np.ndarray:
+        return np.array([float(r.sum()) for r in rewards])
 
     def _prior(self, rho: float, a_h: np.ndarray, b_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Step 1: the prompt's history where it has predicted the next visit, the population prior
@@ -270,7 +271,7 @@ class SavingProgressive(BaseAllocator):
         """Step 4: the next round's increments (all zero when nothing is worth another rollout)."""
         k = collector.scored
         rewards = collector.rewards()
-        s = np.array([float(r.sum()) for r in rewards])
+        s = self._successes(rewards)
         varied = np.array([r.size >= 2 and float(np.ptp(r)) > _TIE for r in rewards])
         open_ = keep & (collector.counts > 0) & (collector.counts < target)
         if not self.saving:
