@@ -176,19 +176,22 @@ SAVING_METHODS = (
     "vigor",
 )
 _RECURRING_NOISY = {**_MID, "n_prompts": 200, "reasoning_tokens": 16}  # prompts recur every ~12 steps
+_SAVING_ROWS = [
+    *_grid_cells(("hard-heavy", "pareto", "cold-start", "bimodal", "easy-heavy"), (_LOW, _NOISY)),
+    *_grid_cells(("hard-heavy", "cold-start"), (_RECURRING_NOISY,)),
+]
 SAVING_MAP = MapConfig(
-    cells=[
-        *_grid_cells(("hard-heavy", "pareto", "cold-start", "bimodal", "easy-heavy"), (_LOW, _NOISY)),
-        *_grid_cells(("hard-heavy", "cold-start"), (_RECURRING_NOISY,)),
-    ],
+    # its own rows first (five difficulty scenarios, a cold start among them), then every other cell
+    # of the full map, so that the saving evidence can cover the whole map
+    cells=[*_SAVING_ROWS, *(c for c in FULL_MAP.cells if c not in _SAVING_ROWS)],
     methods=SAVING_METHODS,
     report_seeds=tuple(range(6)),
     paired_seeds=tuple(range(12)),
 )
 """The saving evidence: every saving method, the known-p bound of saving (``oracle-skip``), the
 budget-filling default (``guarded-progressive``) and VIGOR against Uniform and the null control, on
-the quick map's rows for five difficulty scenarios (a cold start among them) and a noisy row whose
-prompts recur. Cost is every generated rollout."""
+the quick map's rows for five difficulty scenarios (a cold start among them), a noisy row whose
+prompts recur, and every other cell of `FULL_MAP` (30 cells). Cost is every generated rollout."""
 
 
 def _seeds_for(cfg: MapConfig, method: str) -> list[int]:
