@@ -6,7 +6,7 @@ import pytest
 
 from adaptive_rollouts.allocators import SavingProgressive, Uniform, make_allocator
 from adaptive_rollouts.allocators.saving import population_prior, worth_continuing
-from adaptive_rollouts.objectives.signal import expected_group_signal, group_signal
+from adaptive_rollouts.objectives.signal import expected_group_signal, group_signal, known_p_group_signal
 from adaptive_rollouts.sim.estimators import group_advantages_np
 
 
@@ -49,6 +49,19 @@ def test_expected_group_signal_matches_monte_carlo(estimator):
         t = rng.binomial(total[i] - drawn[i], p)
         mc = group_signal(estimator, int(total[i]))[succ[i] + t].mean()
         assert exact[i] == pytest.approx(mc, rel=0.02, abs=1e-3)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "drgrpo", "rloo"])
+def test_known_p_group_signal_matches_monte_carlo(estimator):
+    rng = np.random.default_rng(3)
+    p = np.array([0.0, 0.03, 0.3, 0.5, 0.9, 1.0])
+    exact = known_p_group_signal(8, p, estimator=estimator)
+    row = group_signal(estimator, 8)
+    mc = np.array([row[rng.binomial(8, x, size=200_000)].mean() for x in p])
+    assert exact[0] == exact[-1] == 0.0
+    assert np.allclose(exact, mc, atol=0.01)
+    with pytest.raises(ValueError, match="p must lie in"):
+        known_p_group_signal(8, [1.2], estimator=estimator)
 
 
 def test_expected_group_signal_rejects_bad_input():

@@ -21,12 +21,12 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.stats import betabinom
+from scipy.stats import betabinom, binom
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from .aggregation import binary_group_terms
 
-__all__ = ["group_signal", "expected_group_signal"]
+__all__ = ["group_signal", "expected_group_signal", "known_p_group_signal"]
 
 
 @lru_cache(maxsize=256)
@@ -93,3 +93,18 @@ def expected_group_signal(
         totals = np.minimum(s[rows, None] + t, size)
         out[rows] = (pmf * row[totals]).sum(axis=1)
     return out
+
+
+def known_p_group_signal(n: int, p: Any, *, estimator: str, aggregation: str = "seq-mean") -> np.ndarray:
+    """Per prompt: E[a(K; n)], K ~ Binomial(n, p): the signal a group of n is expected to carry when
+    p is known (what Uniform's group would have found; the benchmarks' yardstick for what a saving
+    allocator keeps).
+
+    >>> known_p_group_signal(2, [0.5, 0.0], estimator="drgrpo").round(6).tolist()  # a(1; 2) = 1/2 w.p. 1/2
+    [0.25, 0.0]
+    """
+    prob = np.asarray(p, dtype=float).reshape(-1)
+    if np.any(~np.isfinite(prob)) or np.any((prob < 0) | (prob > 1)):
+        raise ValueError(f"p must lie in [0, 1], got {prob[~((prob >= 0) & (prob <= 1))][:5].tolist()}")
+    row = group_signal(estimator, int(n), aggregation)
+    return binom.pmf(np.arange(int(n) + 1)[None, :], int(n), prob[:, None]) @ row

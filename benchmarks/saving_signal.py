@@ -1,0 +1,144 @@
+"""Where a saving allocator's rollouts go: the share of Uniform's gradient signal each method keeps,
+against the share of Uniform's rollouts it generates, on the cells of the saving map.
+
+The simulator knows every prompt's success probability p, so at each step Uniform's expected signal
+on the step's prompts is sum_q E[a(K; n_q)], K ~ Binomial(n_q, p_q), with a(k; n) the group's update
+along the prompt's expected direction (`objectives.signal.known_p_group_signal`; 0 for an
+all-equal group). Per run of 60 steps:
+
+- spent: rollouts generated / the budget (every rollout counts, also those of a cut group);
+- kept: the signal of the groups the method returned, sum a(k; n), / Uniform's expected signal on
+  the same prompts and policy (1 for Uniform up to sampling noise);
+- lost: Uniform's expected signal of the prompts the method gave fewer than n_q rollouts (skipped
+  or cut), / the same total: what its stop decisions gave up.
+
+The known-p bound (``oracle-skip``) keeps nearly everything at its spend; the distance of a learned
+method from that point is what its predictions cost. Every method runs at one learning rate (``--lr``):
+this measures allocation decisions along a run, not learning speed (the regime map does that).
+
+Run: .venv/bin/python benchmarks/saving_signal.py [--seeds 4] [--lr 0.4] [--cells a,b] [--methods a,b]
+(writes results/saving_signal/saving_signal.json, rendered into docs/saving.md by ``make docs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
+from adaptive_rollouts.reporting.results import write_result
+from adaptive_rollouts.sim.bench import build_allocator
+from adaptive_rollouts.sim.progress import progress_bar
+from adaptive_rollouts.sim.regime_map import SAVING_MAP
+from adaptive_rollouts.sim.regimes import Cell, select_cells
+from adaptive_rollouts.sim.train import TrainConfig, train
+
+OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
+METHODS = ("uniform", "oracle-skip", "default", "uniform-rounds", "pilot", "pilot-commit", "sgpo", "greso")
+ESTIMATOR, AGGREGATION = "grpo", "seq-mean"
+
+
+class SignalLedger:
+    """Wraps an allocator: per step, Uniform's expected signal on the step's prompts, the signal of
+    the groups the allocator returned, what its short groups gave up, and the rollouts it drew."""
+
+    def __init__(self, allocator: Any, problem: Any):
+        self.allocator, self.problem = allocator, problem
+        self.expected = self.kept = self.lost = 0.0
+        self.spent = self.budget = 0
+
+    def __getattr__(self, name: str) -> Any:  # the training loop may read the allocator's attributes
+        return getattr(self.allocator, name)
+
+    def run(self, prompts: list, budget: int, sample: Any) -> list:
+        drawn = [0]
+
+        def counted(indices: Any, counts: Any) -> Any:
+            drawn[0] += int(np.sum(counts))
+            return sample(indices, counts)
+
+        groups = self.allocator.run(prompts, budget, counted)
+        n = budget // len(prompts)  # Uniform's group size (the map's budgets divide evenly)
+        p = self.problem.success(np.asarray([int(q) for q in prompts]))
+        uniform = known_p_group_signal(n, p, estimator=ESTIMATOR, aggregation=AGGREGATION)
+        for j, g in enumerate(groups):
+            r = np.asarray(g, dtype=float)
+            if r.size >= 2 and float(np.ptp(r)) > 1e-8:
+                self.kept += float(group_signal(ESTIMATOR, r.size, AGGREGATION)[int(round(float(r.sum())))])
+            if r.size < n:
+                self.lost += float(uniform[j])
+        self.expected += float(uniform.sum())
+        self.spent += drawn[0]
+        self.budget += budget
+        return groups
+
+
+def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int) -> dict[str, float]:
+    problem = cell.problem(seed)
+    allocator, _ = build_allocator(method, problem, seed, aggregation=AGGREGATION, estimator=ESTIMATOR)
+    ledger = SignalLedger(allocator, problem)
+    cfg = TrainConfig(
+        steps=steps,
+        batch_prompts=cell.batch_prompts,
+        budget=cell.budget,
+        lr=lr,
+        seed=seed,
+        estimator=ESTIMATOR,
+        aggregation=AGGREGATION,
+        grad_var_every=0,
+    )
+    acc = np.asarray(train(problem, ledger, cfg)["accuracy"])
+    return {
+        "spent": ledger.spent / ledger.budget,
+        "kept": ledger.kept / ledger.expected,
+        "lost": ledger.lost / ledger.expected,
+        "final": float(acc[-max(1, acc.size // 3) :].mean()),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--lr", type=float, default=0.4)
+    ap.add_argument("--cells", default="", help="comma list of saving-map cells or regimes (default: its own rows)")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args()
+    cells = select_cells(SAVING_MAP.cells, args.cells.split(",")) if args.cells else SAVING_MAP.cells[:12]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bar = progress_bar(len(cells) * len(methods) * args.seeds, not args.no_progress)
+    rows = []
+    for cell in cells:
+        for method in methods:
+            runs = []
+            for seed in range(args.seeds):
+                runs.append(one_run(cell, method, seed, args.lr, args.steps))
+                bar.update(1)
+            row: dict[str, Any] = {"cell": cell.key, "method": method}
+            for key in ("spent", "kept", "lost", "final"):
+                values = np.array([r[key] for r in runs])
+                row[key], row[f"{key}_sd"] = float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0
+            rows.append(row)
+            print(f"{cell.key:34s} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f} lost {row['lost']:.2f}")
+    bar.close()
+    settings = {
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "lr": args.lr,
+        "estimator": ESTIMATOR,
+        "aggregation": AGGREGATION,
+        "cells": [c.key for c in cells],
+        "methods": methods,
+    }
+    path = write_result(args.out, {"rows": rows, **settings, "load_average": os.getloadavg()[0]}, settings=settings)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
