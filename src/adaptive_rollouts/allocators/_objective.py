@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks.validation import ESTIMATORS, InfeasibleBudgetError, check_choice
-from ..solvers import solve_table
+from ..solvers.table import solve_masked
 from ..types import Prediction
 
 __all__ = ["cost_table", "solve_increments", "ESTIMATORS", "OBJECTIVES", "VARIANCES"]
@@ -120,13 +120,11 @@ def solve_increments(
         below |= target == 0
     inc[below] = np.inf
     reachable = np.isfinite(inc)
-    least = int(np.argmax(reachable, axis=1).sum())
-    most = int((span - np.argmax(reachable[:, ::-1], axis=1)).sum())
-    if not reachable.any(axis=1).all() or not least <= budget <= most:
+    if not reachable.any(axis=1).all():
         return None
-    try:
-        increments = np.asarray(solve_table(inc, budget, 0, span), dtype=np.int64)
-    except InfeasibleBudgetError:  # the solver proves no allocation sums to `budget` exactly
+    try:  # inc is masked (+inf = not allowed): the table kernel's own range check decides
+        increments = solve_masked(inc, budget)[0].astype(np.int64)
+    except InfeasibleBudgetError:  # no allocation of the allowed increments sums to `budget` exactly
         return None
     if increments.sum() != budget or not reachable[np.arange(q), increments].all():
         raise RuntimeError(f"internal error: increments {increments.tolist()} break the bounds")
