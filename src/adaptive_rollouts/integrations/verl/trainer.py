@@ -225,6 +225,8 @@ def _make_trainer_class():
             # finish: none of its own metrics (its last_metrics are the previous step's)
             last = None if feedback.incomplete else getattr(self.allocator, "last_metrics", None)
             values = step_values(keys, feedback.requested, feedback.successes(), last, self.budget)
+            if feedback.incomplete:  # what it spent, saved and skipped; no allocation metrics
+                values = {k: values[k] for k in ("rollouts_spent", "rollouts_saved", "skipped")}
             values.update(feedback.metrics(prefix=""))
             return step_log(values, self.regime, keys, feedback.successes())
 
