@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from adaptive_rollouts.allocators import ALLOCATORS, VIP, PosteriorProgressive, Uniform, make_allocator
+from adaptive_rollouts.allocators.predictive import PREDICTORS, TEXT_PREDICTORS, PredictorSlot
 from adaptive_rollouts.bridge import (
     OptionsError,
     allocator_factory,
@@ -21,6 +22,7 @@ from adaptive_rollouts.bridge import (
     needs_text,
     plan_or_prompts,
     prompt_text,
+    prompts,
     scored_draw,
     scored_successes,
     step_log,
@@ -29,7 +31,9 @@ from adaptive_rollouts.bridge import (
 )
 from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.predictors import CumulativeMean
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Prediction
 
 
 def test_one_name_rule_for_registry_names_class_names_and_paths():
@@ -224,3 +228,35 @@ def test_a_round_is_mapped_at_once_so_equal_rewards_give_equal_successes():
     assert [s.tolist() for s in draw] == [[0.75], [0.0, 1.0]]  # the round's range [-1, 1] maps both groups
     with pytest.raises(ValueError, match="2 reward groups for 1 prompts"):
         scored_draw(SuccessSignal(), [[0.5], [1.0]], ["a"])
+
+
+def test_one_list_of_text_predictors_for_the_bridge_and_the_predictor_slot():
+    """`bridge.prompts.TEXT_PREDICTORS` is the allocators' own list, and `PredictorSlot` builds exactly
+    those names with features (every other name without)."""
+    assert prompts.TEXT_PREDICTORS is TEXT_PREDICTORS and set(TEXT_PREDICTORS) <= set(PREDICTORS)
+    table = FeatureTable(["a", "b"], np.eye(2))
+    for name in PREDICTORS:
+        built = PredictorSlot(name, features=table).predictor
+        assert type(built).__name__ == PREDICTORS[name]
+        assert (getattr(built, "features", None) is table) == (name in TEXT_PREDICTORS), name
+        assert needs_text("vip", {"predictor": name}) == (name in TEXT_PREDICTORS)
+
+
+def test_the_demo_builds_every_arm_through_the_bridge(monkeypatch):
+    allocation = pytest.importorskip("adaptive_rollouts.demo.allocation")
+
+    class Sampled(CumulativeMean):  # stands in for the demo's SampledSuccess
+        def predict(self, prompts):
+            return Prediction(np.full(len(prompts), 0.5), np.zeros(len(prompts)))
+
+    built = []
+
+    def spy(spec=None, options=None, **provided):
+        out = build_allocator(spec, options, **provided)
+        built.append(type(out).__name__)
+        return out
+
+    monkeypatch.setattr(allocation, "build_allocator", spy)
+    arms = ["uniform", "uniform-drgrpo", "null", "oracle", "oracle-skip", "vip-paper", "vigor"]
+    made = [type(allocation.make_arm_allocator(a, 0, 8, oracle=Sampled())).__name__ for a in arms]
+    assert built == made == ["Uniform", "Uniform", "SavingProgressive", "VIP", "SkipOracle", "VIP", "VIGOR"]

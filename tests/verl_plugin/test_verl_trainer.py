@@ -13,6 +13,8 @@ pytest.importorskip("verl")
 torch = pytest.importorskip("torch")
 tu = pytest.importorskip("verl.utils.tensordict_utils")
 
+from adaptive_rollouts.bridge import scored_draw, step_log, step_values  # noqa: E402
+from adaptive_rollouts.fingerprints import RegimeTracker  # noqa: E402
 from adaptive_rollouts.integrations.verl import config as C  # noqa: E402
 from adaptive_rollouts.integrations.verl import rollouts as R  # noqa: E402
 from adaptive_rollouts.integrations.verl import rows as W  # noqa: E402
@@ -166,19 +168,34 @@ def test_sessions_take_the_final_output_of_multi_output_agent_loops():
 
 def test_feedback_passes_scored_rewards_and_counts_what_is_missing():
     fb = S.StepFeedback(["a", "b"], [4, 2], SuccessSignal(), budget=8)
-    fb.add(0, np.array([-1.0, 1.0, np.nan]), 4)  # one failed session, one unscored
-    fb.add(1, np.array([0.0, 1.0]), 2)
+    fb.add([0], [np.array([-1.0, 1.0, np.nan])], [4])  # one failed session, one unscored
+    fb.add([1], [np.array([0.0, 1.0])], [2])
     # auto mapping: the range seen so far, [-1, 1] after prompt a, so b's 0 is a half success
     assert [s.tolist() for s in fb.successes()] == [[0.0, 1.0], [0.5, 1.0]]
     m = fb.metrics()
     assert m["adaptive/missing_rollouts"] == 2 and m["adaptive/failed_sessions"] == 1
     assert m["adaptive/unscored_rollouts"] == 1 and m["adaptive/prompts_with_missing_rollouts"] == 1
-    # spent = what was asked (failed and unscored rollouts included), saved = budget - spent
+    # spent = what was asked (failed and unscored rollouts included), saved = budget - spent: logged
+    # once, by the bridge's step_values (as the trainer's _step_metrics does)
+    m = step_log(step_values(fb.prompts, fb.requested, fb.successes(), None, fb.budget), RegimeTracker(), [], [])
     assert (m["adaptive/rollouts_spent"], m["adaptive/rollouts_saved"], m["adaptive/skipped"]) == (6, 2, 0)
     fb.redispatched = 1
     assert fb.metrics()["adaptive/generated_rollouts"] == 7
-    skip = S.StepFeedback(["a", "b", "c"], [0, 5, 0], SuccessSignal(), budget=8).metrics()
+    skip = S.StepFeedback(["a", "b", "c"], [0, 5, 0], SuccessSignal(), budget=8)
+    skip = step_log(step_values(skip.prompts, skip.requested, skip.successes(), None, 8), RegimeTracker(), [], [])
     assert (skip["adaptive/skipped"], skip["adaptive/rollouts_saved"]) == (2, 3)
+
+
+def test_feedback_maps_a_round_at_once_as_every_trainer_does():
+    """One round's rewards share one auto range (`bridge.scored_draw`), whatever the prompts' order;
+    spent / saved / skipped are not logged by the feedback (step_values logs them once)."""
+    raws = [np.array([0.0, 1.0]), np.array([2.0, np.nan])]
+    fb = S.StepFeedback(["a", "b"], [2, 2], SuccessSignal(), budget=4)
+    got = fb.add([0, 1], raws, [2, 2])
+    want = scored_draw(SuccessSignal(), raws, ["a", "b"])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] == [[0.0, 0.5], [1.0]]
+    assert [s.tolist() for s in fb.successes()] == [[0.0, 0.5], [1.0]] and fb.unscored == 1
+    assert not {"adaptive/rollouts_spent", "adaptive/rollouts_saved", "adaptive/skipped"} & set(fb.metrics())
 
 
 def test_waiting_backs_off_and_returns_promptly():

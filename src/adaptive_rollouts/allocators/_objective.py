@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import objectives
 from ..checks.validation import ESTIMATORS, InfeasibleBudgetError, check_choice
-from ..solvers import solve_table
+from ..objectives import power_moments, variance_table
+from ..solvers.table import solve_masked
 from ..types import Prediction
 
 __all__ = ["cost_table", "solve_increments", "ESTIMATORS", "OBJECTIVES", "VARIANCES"]
@@ -45,8 +47,6 @@ def cost_table(
     `budget` is its total_budget (n_bar of the prompt-mean weight), `options` its other keywords
     (lr_noise, noise_ratio, eps, constant).
     """
-    from .. import objectives
-
     check_choice("objective", objective, OBJECTIVES)
     if objective == "variance":
         mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
@@ -86,8 +86,6 @@ def _grpo_expected_table(
     """GRPO allocation cost (eps = 0) averaged over the posterior p ~ Beta(mean, var):
     (n-1)/n^2 P(mixed) + c0 (1 - P(mixed)) with P(mixed) = 1 - E[p^n] - E[q^n] (groups that carry no
     gradient priced as skipped prompts, `objectives.pricing`); the plug-in table when var = 0."""
-    from ..objectives import power_moments, variance_table
-
     n = np.arange(upper + 1, dtype=float)
     mixed = np.where(n[None, :] >= 1, 1.0 - power_moments(mean, np.clip(var, 0.0, None), np.maximum(n, 1.0)), 0.0)
     return variance_table(
@@ -120,13 +118,11 @@ def solve_increments(
         below |= target == 0
     inc[below] = np.inf
     reachable = np.isfinite(inc)
-    least = int(np.argmax(reachable, axis=1).sum())
-    most = int((span - np.argmax(reachable[:, ::-1], axis=1)).sum())
-    if not reachable.any(axis=1).all() or not least <= budget <= most:
+    if not reachable.any(axis=1).all():
         return None
-    try:
-        increments = np.asarray(solve_table(inc, budget, 0, span), dtype=np.int64)
-    except InfeasibleBudgetError:  # the solver proves no allocation sums to `budget` exactly
+    try:  # inc is masked (+inf = not allowed): the table kernel's own range check decides
+        increments = solve_masked(inc, budget)[0].astype(np.int64)
+    except InfeasibleBudgetError:  # no allocation of the allowed increments sums to `budget` exactly
         return None
     if increments.sum() != budget or not reachable[np.arange(q), increments].all():
         raise RuntimeError(f"internal error: increments {increments.tolist()} break the bounds")

@@ -9,26 +9,23 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..checks.validation import InfeasibleBudgetError, _integer, check_budget
+from ..checks.validation import check_budget, check_feasible, check_integer
 from ..types import AllocatorKind, Prompt, SampleFn
 from .base import BaseAllocator
 from .collector import RolloutCollector
-from .proportional import proportional_counts
+from .proportional import water_fill
 
 __all__ = ["PilotAllocator", "count_parameter", "cut_to_budget"]
 
 
 def count_parameter(name: str, value: Any, low: int) -> int:
     """A constructor's rollout count: an integer >= ``low`` (else ValueError naming it)."""
-    value = _integer(name, value)
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return value
+    return check_integer(value, name, least=low)
 
 
 def cut_to_budget(wanted: np.ndarray, amount: int) -> np.ndarray:
     """``wanted`` extra rollouts per prompt, or, when their sum exceeds ``amount``, the same shape
-    shrunk to sum exactly ``amount`` (n_q ~ c wanted_q, `proportional_counts`); never above wanted_q.
+    shrunk to sum exactly ``amount`` (n_q ~ c wanted_q, `water_fill`); never above wanted_q.
 
     >>> cut_to_budget(np.array([6, 0, 2]), 4).tolist()
     [3, 0, 1]
@@ -38,7 +35,7 @@ def cut_to_budget(wanted: np.ndarray, amount: int) -> np.ndarray:
         return wanted
     out = np.zeros_like(wanted)
     asked = np.flatnonzero(wanted > 0)
-    out[asked] = proportional_counts(wanted[asked].astype(float), int(amount), 0, None)
+    out[asked] = water_fill(wanted[asked].astype(float), int(amount), 0, None)
     if np.any(out > wanted):  # c < 1, so rounding up cannot pass an integer wanted_q
         raise RuntimeError(f"internal error: cut {out.tolist()} exceeds {wanted.tolist()}")
     return out
@@ -67,12 +64,8 @@ class PilotAllocator(BaseAllocator):
         budget = check_budget(budget)
         q = len(prompts)
         m = self.pilot_size(q, budget) if budget >= self.least_pilot() * q else self.least_pilot()
-        if m * q > budget:
-            raise InfeasibleBudgetError(
-                f"budget {budget} is infeasible for {type(self).__name__} on {q} prompts: its pilot of "
-                f"{m} rollouts per prompt needs budget >= {m * q}"
-            )
-        return budget
+        detail = f": its pilot of {m} rollouts per prompt"
+        return check_feasible(budget, q, m, None, span=(m * q, None), owner=type(self).__name__, detail=detail)
 
     def _pilot(
         self, prompts: Sequence[Prompt], budget: Any, sample: SampleFn

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..checks.validation import InfeasibleBudgetError, check_budget, check_prompts, check_rewards_flat
+from ..checks.validation import budget_span, check_budget, check_feasible, check_prompts, check_rewards_flat
 from ..metrics import step_metrics
 from ..state import check_savable_keys, describe
 from ..state.checks import restore_on_error
@@ -83,29 +83,16 @@ class BaseAllocator:
     def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
         """Smallest and largest budget this allocator can spend exactly on `num_prompts` prompts
         (a "save" allocator spends at most the budget, but only a budget it could fill is accepted)."""
-        low = 0 if self.allow_skip else self.lower * num_prompts
-        high = None if self.upper is None else self.upper * num_prompts
-        return low, high
+        return budget_span(num_prompts, self.lower, self.upper, self.allow_skip)
 
     def _check_budget(self, prompts: Sequence[Prompt], budget: Any) -> int:
+        """The budget as an int (`check_budget`), feasible for this allocator on these prompts
+        (`check_feasible` over `budget_range`): the entry check of `run` and `plan`."""
         budget = check_budget(budget)
-        low, high = self.budget_range(len(prompts))
-        if budget < low or (high is not None and budget > high):
-            span = f"[{low}, {high}]" if high is not None else f">= {low}"
-            raise InfeasibleBudgetError(
-                f"budget {budget} is infeasible for {type(self).__name__} on {len(prompts)} prompts "
-                f"(lower={self.lower}, upper={self.upper}, allow_skip={self.allow_skip}): needs {span}"
-            )
-        if self.allow_skip and budget > 0:
-            # k prompts with lower <= n <= upper can hold exactly [k lower, k upper]
-            ks = np.arange(1, len(prompts) + 1)
-            fits = (ks * self.lower <= budget) & (True if self.upper is None else budget <= ks * self.upper)
-            if not np.any(fits):
-                raise InfeasibleBudgetError(
-                    f"budget {budget} is infeasible for {type(self).__name__}: no number of prompts "
-                    f"with {self.lower} <= n <= {self.upper} rollouts each sums to it"
-                )
-        return budget
+        span = self.budget_range(len(prompts))
+        return check_feasible(
+            budget, len(prompts), self.lower, self.upper, self.allow_skip, span=span, owner=type(self).__name__
+        )
 
     def _begin_rounds(
         self, prompts: Sequence[Prompt], budget: Any, sample: SampleFn, first_round: int = 0

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..checks.validation import check_lower_upper
 from ..objectives import mixed_probability
-from ..solvers import solve_table
+from ..solvers import solve_bounded
 from ..types import Prediction
 from .predictive import PredictiveAllocator
 
@@ -62,5 +62,6 @@ class Knapsack(PredictiveAllocator):
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         assert prediction is not None
         value = self.values(prediction)
-        counts = solve_table(-value, budget, self.lower, self.upper, allow_skip=True)
-        return np.asarray(counts, dtype=np.int64)
+        if not np.isfinite(value).all():  # the predictor's output, checked where it enters
+            raise ValueError(f"Knapsack: the prediction's means must be finite, got {prediction.mean!r:.80}")
+        return solve_bounded(-value, budget, self.lower, self.upper, allow_skip=True)

@@ -188,9 +188,7 @@ class PosteriorProgressive(BaseAllocator):
         budget = self._check_budget(prompts, budget)
         self._check_storable(prompts)  # before any rollout is drawn
         q = len(prompts)
-        upper = self.effective_upper(q, budget)
-        if budget > upper * q:
-            raise ValueError(f"budget {budget} exceeds upper={upper} x {q} prompts")
+        upper = self.effective_upper(q, budget)  # holds the budget: Q upper >= C once _check_budget passed
         prediction = self.predictor.predict(prompts)
         a, b = beta_prior(prediction, self.max_prior_strength)
         collector = RolloutCollector(prompts, sample)

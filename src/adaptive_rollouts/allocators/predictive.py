@@ -7,14 +7,27 @@ from typing import Any
 
 import numpy as np
 
+from .. import predictors
 from ..checks.validation import check_choice
+from ..embeddings import default_encoder
 from ..types import Prediction, StateDict
 from .base import SingleShotAllocator
 
-__all__ = ["PredictiveAllocator", "PredictorSlot"]
+__all__ = ["PREDICTORS", "TEXT_PREDICTORS", "PredictiveAllocator", "PredictorSlot"]
 
+PREDICTORS: dict[str, str] = {
+    "gp": "GaussianProcess",
+    "paper-gp": "PaperGP",
+    "ridge": "Ridge",
+    "beta": "DiscountedBeta",
+    "windowed": "WindowedMean",
+    "cumulative": "CumulativeMean",
+}
+"""Predictor names an allocator takes -> the class of `adaptive_rollouts.predictors` they build."""
 
-_PREDICTOR_NAMES = ("gp", "paper-gp", "beta", "windowed", "ridge", "cumulative")
+TEXT_PREDICTORS: tuple[str, ...] = ("gp", "paper-gp", "ridge")
+"""The names in `PREDICTORS` whose predictor embeds prompt text (built with features; the one list,
+re-exported by `bridge.prompts`)."""
 
 
 class PredictorSlot:
@@ -28,7 +41,7 @@ class PredictorSlot:
 
     def __init__(self, predictor: Any = "gp", features: Any = None):
         if isinstance(predictor, str):
-            check_choice("predictor", predictor, _PREDICTOR_NAMES)
+            check_choice("predictor", predictor, tuple(PREDICTORS))
         elif not all(hasattr(predictor, m) for m in ("predict", "update", "state_dict", "load_state_dict")):
             raise ValueError(
                 f"predictor must be a name or have predict/update/state_dict/load_state_dict, "
@@ -45,18 +58,10 @@ class PredictorSlot:
         return self._predictor
 
     def _build(self, name: str) -> Any:
-        from .. import predictors
-
-        if name in ("beta", "windowed", "cumulative"):
-            cls = {"beta": "DiscountedBeta", "windowed": "WindowedMean", "cumulative": "CumulativeMean"}[name]
-            return getattr(predictors, cls)()
-        features = self.features
-        if features is None:
-            from ..embeddings import default_encoder
-
-            features = default_encoder()
-        cls = {"gp": "GaussianProcess", "paper-gp": "PaperGP", "ridge": "Ridge"}[name]
-        return getattr(predictors, cls)(features)
+        cls = getattr(predictors, PREDICTORS[name])
+        if name not in TEXT_PREDICTORS:
+            return cls()
+        return cls(default_encoder() if self.features is None else self.features)
 
     def state_dict(self) -> StateDict:
         return self.predictor.state_dict()

@@ -6,12 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import check_lower_upper
+from ..checks.validation import check_budget, check_feasible, check_lower_upper
 from ..types import Prediction
 from .predictive import PredictiveAllocator
 from .vigor import spread
 
-__all__ = ["proportional_counts", "DynaMO", "InverseAccuracy", "InverseVariance"]
+__all__ = ["proportional_counts", "water_fill", "DynaMO", "InverseAccuracy", "InverseVariance"]
 
 
 def proportional_counts(weights: np.ndarray, budget: int, lower: int, upper: int | None) -> np.ndarray:
@@ -27,10 +27,15 @@ def proportional_counts(weights: np.ndarray, budget: int, lower: int, upper: int
     w = np.asarray(weights, dtype=float)
     if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError(f"weights must be finite and >= 0, got {w.tolist()}")
+    check_feasible(check_budget(budget), w.size, lower, upper, owner="proportional_counts")
+    return water_fill(w, budget, lower, upper)
+
+
+def water_fill(w: np.ndarray, budget: int, lower: int, upper: int | None) -> np.ndarray:
+    """`proportional_counts` on checked input (finite weights >= 0, a feasible budget): the kernel
+    the allocators call after their own entry check."""
     q = w.size
     hi_cap = np.inf if upper is None else float(upper)
-    if budget < lower * q or budget > hi_cap * q:
-        raise ValueError(f"budget {budget} infeasible for {q} prompts in [{lower}, {upper}]")
     if w.max(initial=0.0) <= 0:
         w = np.ones(q)
     w = np.maximum(w, 1e-12 * w.max())  # zero weights may still rise above `lower` if the budget needs it
@@ -79,7 +84,7 @@ class _Proportional(PredictiveAllocator):
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         assert prediction is not None
-        return proportional_counts(self.weights(prediction), budget, self.lower, self.upper)
+        return water_fill(self.weights(prediction), budget, self.lower, self.upper)
 
 
 def _p(prediction: Prediction) -> np.ndarray:

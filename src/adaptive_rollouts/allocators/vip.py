@@ -6,8 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper
-from ..solvers import allocate, reachable_upper, solve_table
+from ..checks.validation import (
+    AGGREGATIONS,
+    ESTIMATORS,
+    check_choice,
+    check_lower_upper,
+    check_probabilities,
+    check_weights,
+)
+from ..solvers import reachable_upper, solve_allocation, solve_bounded
 from ..types import Prediction
 from ._objective import VARIANCES, bernoulli_weights, cost_table
 from .predictive import PredictiveAllocator
@@ -23,7 +30,7 @@ class VIP(PredictiveAllocator):
         minimise  sum_q a_q f(n_q)   s.t.  sum_q n_q = C,  L <= n_q <= U,
 
     with f(n) = 1/(n-1) (RLOO), (n-1)/n^2 (Dr. GRPO) or the GRPO variance of `objectives`, solved
-    exactly by `solvers.allocate`; after the step the predictor is updated with the rewards.
+    exactly by `solvers.allocate` (its kernel `solve_allocation`); after the step the predictor is updated with the rewards.
 
     Options: `estimator` ("rloo" as in the paper's runs, "drgrpo", "grpo"); `lower` / `upper`;
     `predictor` ("paper-gp" = `PaperGP`, the paper's GP; "gp" = our `GaussianProcess`, the default;
@@ -106,18 +113,11 @@ class VIP(PredictiveAllocator):
             return self._solve_table(prediction, budget, "improvement")
         if self.estimator == "grpo" and self.variance == "expected":
             return self._solve_table(prediction, budget, "variance")  # posterior-averaged GRPO variance
-        return np.asarray(
-            allocate(
-                self.weights(prediction),
-                budget,
-                lower=self.lower,
-                upper=self.upper,
-                objective=self.estimator,
-                success_prob=np.clip(np.asarray(prediction.mean, dtype=float), 0, 1),
-                allow_skip=self.allow_skip,
-                skip_cost=self.skip_cost,
-            ),
-            dtype=np.int64,
+        # the budget was checked by `plan`; the predictor's output is checked here, where it enters
+        weights = check_weights(self.weights(prediction), "weights from the prediction")
+        p = check_probabilities(np.clip(np.asarray(prediction.mean, dtype=float), 0, 1), "prediction.mean")
+        return solve_allocation(
+            weights, budget, self.lower, self.upper, self.estimator, p, self.allow_skip, self.skip_cost
         )
 
     def _solve_table(self, prediction: Prediction, budget: int, objective: str) -> np.ndarray:
@@ -135,4 +135,4 @@ class VIP(PredictiveAllocator):
             options=self.improvement_options,
             skip_cost=self.skip_cost if self.allow_skip and objective == "variance" else None,
         )
-        return np.asarray(solve_table(table, budget, self.lower, upper, allow_skip=self.allow_skip), dtype=np.int64)
+        return solve_bounded(table, budget, self.lower, upper, allow_skip=self.allow_skip)

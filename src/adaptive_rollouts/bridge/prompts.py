@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.allocators import registry_key
+from adaptive_rollouts.allocators.predictive import TEXT_PREDICTORS
 from adaptive_rollouts.embeddings import FeatureTable, KeyedTexts, default_encoder
 from adaptive_rollouts.predictors import PaperGP
 from adaptive_rollouts.types import Allocator, Encoder
@@ -28,9 +29,6 @@ from adaptive_rollouts.types import Allocator, Encoder
 from .build import allocator_factory
 
 __all__ = ["TEXT_PREDICTORS", "needs_pool", "needs_text", "prompt_text", "text_features"]
-
-TEXT_PREDICTORS = ("gp", "paper-gp", "ridge")
-"""Predictor names (`allocators.predictive.PredictorSlot`) that embed prompt text."""
 
 PoolFn = Callable[[], tuple[list, list[str]]]
 """Returns the training set's row keys and prompt texts (asked only by a pool-based predictor)."""

@@ -13,9 +13,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from .validation import check_integer
+
 __all__ = [
     "UsageError",
     "check_output_folder",
+    "integer_at_least",
     "nonnegative_int",
     "positive_float",
     "positive_float_list",
@@ -50,26 +53,27 @@ def reports_usage_errors(command: Callable[[argparse.Namespace], int]) -> Callab
     return run
 
 
-def _integer(text: str, least: int, what: str) -> int:
+def integer_at_least(text: str, least: int) -> int:
+    """The integer typed (decimal text: "8.5" is refused), at least ``least`` and at most the int64
+    maximum, by the one integer rule (`validation.check_integer`); argparse names the option."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
-    if value > _INT64_MAX:
-        raise argparse.ArgumentTypeError(f"must be <= {_INT64_MAX}, got {value}")
-    return value
+    try:
+        return check_integer(value, "", least=least, most=_INT64_MAX)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (the error names the value typed)."""
-    return _integer(text, 1, ">= 1")
+    return integer_at_least(text, 1)
 
 
 def nonnegative_int(text: str) -> int:
     """argparse type: an integer >= 0 (the error names the value typed)."""
-    return _integer(text, 0, ">= 0")
+    return integer_at_least(text, 0)
 
 
 def probability_list(text: str) -> list[float]:

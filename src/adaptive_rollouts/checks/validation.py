@@ -19,8 +19,13 @@ __all__ = [
     "ESTIMATORS",
     "InfeasibleBudgetError",
     "check_bounds",
+    "budget_span",
     "check_budget",
     "check_choice",
+    "check_feasible",
+    "check_integer",
+    "check_limits",
+    "check_lower_upper",
     "check_probabilities",
     "check_prompts",
     "check_range",
@@ -175,43 +180,44 @@ def check_real_array(values: Any, name: str) -> np.ndarray:
     return arr.astype(np.float64, copy=False)
 
 
-def check_budget(budget: Any, name: str = "budget") -> int:
-    """A non-negative integer (an integral float is accepted)."""
-    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, (int, np.integer)):
-        if isinstance(budget, (float, np.floating)) and float(budget).is_integer():
-            budget = int(budget)
-        else:
-            raise ValueError(f"{name} must be an integer, got {type(budget).__name__} {budget!r}")
-    if budget < 0:
-        raise ValueError(f"{name} must be >= 0, got {budget}")
-    return int(budget)
+def check_integer(value: Any, name: str, least: int | None = None, most: int | None = None) -> int:
+    """`value` as an int if it is an integer (an int, a numpy integer or an integral float; not a bool,
+    str or 2.5) with ``least <= value <= most`` (None: unbounded), else a ValueError naming `name`
+    (empty when the caller names the value itself, as argparse does with the option). The one integer
+    rule: budgets, bounds, counts of constructors and command-line integers all go through it.
 
-
-def _integer(name: str, value: Any) -> int:
-    """An int, or an integral float; not bool, str or anything else."""
+    >>> check_integer(4.0, "pilot", least=2)
+    4
+    >>> check_integer(1, "pilot", least=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: pilot must be >= 2, got 1
+    """
     integral = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
     if not integral and isinstance(value, (float, np.floating)):
         integral = float(value).is_integer()
     if not integral:
-        raise ValueError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
-def check_integer(value: Any, name: str, least: int | None = None) -> int:
-    """`value` as an int (an integral float is taken; bool, str, 2.5 are not), at least ``least``.
-
-    >>> check_integer(4.0, "pilot", least=2)
-    4
-    """
-    v = _integer(name, value)
+        raise ValueError(f"{name} must be an integer, got {type(value).__name__} {value!r}".lstrip())
+    v = int(value)
     if least is not None and v < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        raise ValueError(f"{name} must be >= {least}, got {v}".lstrip())
+    if most is not None and v > most:
+        raise ValueError(f"{name} must be <= {most}, got {v}".lstrip())
     return v
 
 
+def check_budget(budget: Any, name: str = "budget") -> int:
+    """A non-negative integer (`check_integer`; an integral float is accepted).
+
+    >>> check_budget(8.0)
+    8
+    """
+    return check_integer(budget, name, least=0)
+
+
 def check_lower_upper(lower: Any, upper: Any, least: int = 1) -> tuple[int, int | None]:
-    """An allocator's rollout bounds: integers (an integral float is taken, 2.5 or "9" is not)
-    with ``least <= lower <= upper``; ``upper`` may be None (no cap).
+    """An allocator's rollout bounds: integers (`check_integer`: an integral float is taken, 2.5 or
+    "9" is not) with ``least <= lower <= upper``; ``upper`` may be None (no cap).
 
     >>> check_lower_upper(2, None), check_lower_upper(2.0, 8)
     ((2, None), (2, 8))
@@ -220,29 +226,88 @@ def check_lower_upper(lower: Any, upper: Any, least: int = 1) -> tuple[int, int 
     ...
     ValueError: lower must be an integer, got float 2.5
     """
-    low = _integer("lower", lower)
-    high = None if upper is None else _integer("upper", upper)
+    low = check_integer(lower, "lower")
+    high = None if upper is None else check_integer(upper, "upper")
     if low < least or (high is not None and high < low):
         raise ValueError(f"need {least} <= lower <= upper, got lower={lower}, upper={upper}")
     return low, high
 
 
-def check_bounds(q: int, budget: Any, lower: Any, upper: Any, allow_skip: bool) -> tuple[int, int, int]:
-    """(budget, lower, upper) as ints for Q prompts; raises `InfeasibleBudgetError` unless
-    ``Q lower <= budget <= Q upper`` (``0 <= budget`` with ``allow_skip``)."""
+def budget_span(q: int, lower: int, upper: int | None, allow_skip: bool) -> tuple[int, int | None]:
+    """Smallest and largest budget Q prompts can spend with ``lower <= n_q <= upper`` (or n_q = 0
+    with ``allow_skip``); None: no largest.
+
+    >>> budget_span(4, 2, 8, False), budget_span(4, 2, None, True)
+    ((8, 32), (0, None))
+    """
+    return (0 if allow_skip else q * lower), (None if upper is None else q * upper)
+
+
+def check_feasible(
+    budget: int,
+    q: int,
+    lower: int,
+    upper: int | None,
+    allow_skip: bool = False,
+    *,
+    span: tuple[int, int | None] | None = None,
+    owner: str | None = None,
+    detail: str | None = None,
+) -> int:
+    """``budget`` (an int already checked by `check_budget`) if Q prompts can spend it exactly with
+    ``lower <= n_q <= upper`` (or n_q = 0 with ``allow_skip``), else `InfeasibleBudgetError`. The one
+    feasibility rule, called where a budget enters (`solvers.allocate`, `solve_table`, `solve_kkt`,
+    `BaseAllocator.run` / `plan`).
+
+    The budget must lie in ``span`` (default `budget_span`; an allocator may narrow it, e.g. to pay
+    for a pilot); with skipping, some number k of non-skipped prompts must hold it
+    (``k lower <= budget <= k upper``). The message names the solver's arguments, or ``owner`` (the
+    allocator) and ``detail`` (what sets the range, default the bounds).
+
+    >>> check_feasible(9, 2, 2, 4)
+    Traceback (most recent call last):
+    ...
+    adaptive_rollouts.checks.validation.InfeasibleBudgetError: budget=9 is infeasible for Q=2 prompts with lower=2, upper=4: need 4 <= budget <= 8
+    """
+    low, high = budget_span(q, lower, upper, allow_skip) if span is None else span
+    if budget < low or (high is not None and budget > high):
+        if owner is None:
+            raise InfeasibleBudgetError(
+                f"budget={budget} is infeasible for Q={q} prompts with lower={lower}, upper={upper}"
+                f"{', allow_skip=True' if allow_skip else ''}: need {low} <= budget <= {high}"
+            )
+        needs = f"budget in [{low}, {high}]" if high is not None else f"budget >= {low}"
+        detail = f" (lower={lower}, upper={upper}, allow_skip={allow_skip}):" if detail is None else detail
+        raise InfeasibleBudgetError(f"budget {budget} is infeasible for {owner} on {q} prompts{detail} needs {needs}")
+    if allow_skip and budget > 0:
+        ks = np.arange(1, q + 1)  # k prompts with lower <= n <= upper hold exactly [k lower, k upper]
+        fits = (ks * lower <= budget) & (True if upper is None else budget <= ks * upper)
+        if not np.any(fits):
+            subject = f"budget={budget}" if owner is None else f"budget {budget}"
+            raise InfeasibleBudgetError(
+                f"{subject} cannot be met exactly{'' if owner is None else f' by {owner}'}: no number of "
+                f"prompts with {lower} <= n <= {upper} rollouts each sums to it"
+            )
+    return budget
+
+
+def check_limits(q: int, budget: int, lower: int, upper: int, allow_skip: bool) -> None:
+    """Bounds already converted to ints: a non-empty batch, ``0 <= lower <= upper``, and the budget
+    feasible (`check_feasible`, else `InfeasibleBudgetError`)."""
     if q == 0:
         raise ValueError("empty batch: need at least one prompt (got 0 weights / table rows)")
-    budget, lower, upper = _integer("budget", budget), _integer("lower", lower), _integer("upper", upper)
     if lower < 0:
         raise ValueError(f"lower must be >= 0, got lower={lower}")
     if lower > upper:
         raise ValueError(f"lower must be <= upper, got lower={lower} > upper={upper}")
-    least = 0 if allow_skip else q * lower
-    if not least <= budget <= q * upper:
-        raise InfeasibleBudgetError(
-            f"budget={budget} is infeasible for Q={q} prompts with lower={lower}, upper={upper}"
-            f"{', allow_skip=True' if allow_skip else ''}: need {least} <= budget <= {q * upper}"
-        )
+    check_feasible(budget, q, lower, upper, allow_skip)
+
+
+def check_bounds(q: int, budget: Any, lower: Any, upper: Any, allow_skip: bool) -> tuple[int, int, int]:
+    """(budget, lower, upper) as ints for Q prompts (`check_budget`, `check_integer`), checked by
+    `check_limits`: the entry check of `solve_table` and `solve_kkt`."""
+    budget, lower, upper = check_budget(budget), check_integer(lower, "lower"), check_integer(upper, "upper")
+    check_limits(q, budget, lower, upper, allow_skip)
     return budget, lower, upper
 
 

@@ -31,6 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adaptive_rollouts.allocators import ALLOCATORS
+from adaptive_rollouts.bridge import build_allocator
+from adaptive_rollouts.sim.bench import null_control
+from adaptive_rollouts.sim.oracle import SkipOracle
+
+from .oracle import truth_of
+
 ARMS = ("uniform", "default", "null", "oracle", "oracle-skip", "vip-paper", "uniform-drgrpo", "vigor")
 LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 TUNE_SEEDS = (100,)
@@ -50,8 +57,6 @@ class Arm:
 
 def known_arms() -> tuple[str, ...]:
     """The arm names: `ARMS` plus every registry name of `make_allocator`."""
-    from adaptive_rollouts.allocators import ALLOCATORS
-
     return tuple(dict.fromkeys([*ARMS, *ALLOCATORS]))
 
 
@@ -98,29 +103,25 @@ def objective_of(allocator: Any) -> str:
 def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, oracle=None) -> Any:
     """The allocator (object, registry name, or None for the default) of arm ``name``. ``features``:
     a `FeatureTable` of the RL pool keyed by prompt text (``vip-paper``'s GP lives on a known pool); ``oracle``:
-    a `SampledSuccess` predictor (``oracle`` and ``oracle-skip``)."""
-    from adaptive_rollouts.allocators import VIGOR, VIP, Uniform
-    from adaptive_rollouts.sim.bench import null_control
-    from adaptive_rollouts.sim.oracle import SkipOracle
-
-    from .oracle import truth_of
-
+    a `SampledSuccess` predictor (``oracle`` and ``oracle-skip``). Built through `bridge.build_allocator`
+    (the one way any trainer builds an allocator); the objects (``null``, ``oracle-skip``) pass through
+    it as they are."""
     arm_of(name)
     if name in ("uniform", "uniform-drgrpo"):
-        return Uniform(seed=seed)
+        return build_allocator("uniform", seed=seed)
     if name == "null":
-        return null_control(seed)
+        return build_allocator(null_control(seed))
     if name in ("oracle", "oracle-skip"):
         if oracle is None:
             raise ValueError(f"arm {name!r} needs the sampled-p predictor (oracle=)")
         if name == "oracle-skip":
-            return SkipOracle(truth_of(oracle))
-        return VIP(oracle, estimator="grpo", aggregation="seq-mean", seed=seed)  # the trainer sets its own
+            return build_allocator(SkipOracle(truth_of(oracle)))
+        options = {"predictor": oracle, "estimator": "grpo", "aggregation": "seq-mean"}  # the trainer sets its own
+        return build_allocator("vip", options, seed=seed)
     if name == "vip-paper":
         lower, upper = vip_bounds(mean_rollouts)
-        return VIP(
-            "paper-gp", features=features, estimator="drgrpo", variance="plugin", lower=lower, upper=upper, seed=seed
-        )
+        options = {"estimator": "drgrpo", "variance": "plugin", "lower": lower, "upper": upper}
+        return build_allocator("vip-paper", options, features=features, seed=seed)
     if name == "vigor":
-        return VIGOR(seed=seed)
+        return build_allocator("vigor", seed=seed)
     return None if name == "default" else name  # the trainer builds it (with its estimator / aggregation)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
+import warnings
 from pathlib import Path
 
 from adaptive_rollouts.checks.arguments import (
@@ -16,7 +18,10 @@ from adaptive_rollouts.checks.arguments import (
 )
 from adaptive_rollouts.integrations.trl.settings import LOSS_TYPE_AGGREGATION
 
-from .run import DemoConfig
+from .allocation import known_arms
+from .jobs import run_all
+from .report import write_report
+from .run import DemoConfig, config_dict
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -62,7 +67,6 @@ def _group_size(text: str) -> int:
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
     """The DemoConfig of parsed ``add_demo_arguments`` arguments; `UsageError` (a ValueError) names a bad one."""
-    from .allocation import known_arms
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in known_arms()]
@@ -93,17 +97,12 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; a bad value raises `UsageError` before any set-up (the command line reports
     it through `reports_usage_errors`)."""
-    import os
-    import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notes, once per run
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     cfg = config_from_args(args)  # every value checked before any set-up
     check_output_folder(args.out)
-    from .jobs import run_all
-    from .report import write_report
-    from .run import config_dict
 
     out = Path(args.out)
     start = time.time()

@@ -14,6 +14,8 @@ from math import comb
 
 import numpy as np
 
+from .tasks import Verifier
+
 MAX_NEW_TOKENS = 9  # the longest answer (8 digits) + <eos>
 KS = (1, 2, 4, 8)
 
@@ -72,7 +74,6 @@ def complete(model, tokenizer, prompts: list[str], do_sample: bool, batch_size: 
 
 def greedy_scores(model, tokenizer, problems) -> np.ndarray:
     """0/1 score of the greedy answer to each problem."""
-    from .tasks import Verifier
 
     prompts = [p.prompt for p in problems]
     return np.asarray(Verifier()(prompts, complete(model, tokenizer, prompts, do_sample=False)))
@@ -81,8 +82,6 @@ def greedy_scores(model, tokenizer, problems) -> np.ndarray:
 def sampled_scores(model, tokenizer, problems, samples: int, seed: int = 0) -> np.ndarray:
     """(problems, samples) 0/1 scores of completions at temperature 1, under torch seed ``seed``."""
     import torch
-
-    from .tasks import Verifier
 
     prompts = [p.prompt for p in problems for _ in range(samples)]
     with torch.random.fork_rng(devices=[]):
@@ -93,7 +92,6 @@ def sampled_scores(model, tokenizer, problems, samples: int, seed: int = 0) -> n
 
 def success_rates(model, tokenizer, problems, samples: int = 16) -> np.ndarray:
     """Per-problem success rate of ``samples`` completions at temperature 1 (uses the global torch RNG)."""
-    from .tasks import Verifier
 
     prompts = [p.prompt for p in problems for _ in range(samples)]
     scores = np.asarray(Verifier()(prompts, complete(model, tokenizer, prompts, do_sample=True)))

@@ -8,20 +8,25 @@ interrupted demo or benchmark resumes where it stopped (runs are deterministic o
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import scipy.linalg  # noqa: F401  scipy ships its own OpenBLAS: load it so the limit below covers it
+
+from adaptive_rollouts.embeddings import FeatureTable, default_encoder
 from adaptive_rollouts.sim.run_store import read_json, write_json
 
 from .allocation import arm_of
 from .run import DemoConfig, RunResult, config_dict, run_one
+from .tasks import make_problems
 
 
 def problem_sets(cfg: DemoConfig):
     """The RL pool and the held-out problems; ValueError if they share a prompt (they cannot: the
     splits are fixed by a hash of the prompt, `tasks.split_of`)."""
-    from .tasks import make_problems
 
     pool, held_out = make_problems(cfg.pool_size, "pool"), make_problems(cfg.held_out, "held_out")
     shared = {p.prompt for p in pool} & {p.prompt for p in held_out}
@@ -38,7 +43,6 @@ def one_thread():
 
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
-    import scipy.linalg  # noqa: F401  scipy ships its own OpenBLAS: load it so the limit below covers it
 
     try:
         from threadpoolctl import threadpool_limits
@@ -80,7 +84,6 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int
     from tqdm.auto import tqdm
 
     log = tqdm.write if log is None else log
-    from adaptive_rollouts.embeddings import FeatureTable, default_encoder
 
     pool, held_out = problem_sets(cfg)
     runs_dir = out_dir / "runs"
@@ -118,8 +121,6 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int
             finish(_job(a, on_step=bar.update))
     else:  # one bar over runs
         bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="demo runs", unit="run")
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
             for fut in as_completed([ex.submit(_job, a) for a in args]):

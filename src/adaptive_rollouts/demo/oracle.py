@@ -16,6 +16,9 @@ import numpy as np
 
 from adaptive_rollouts.types import Prediction
 
+from .evaluate import sampled_scores
+from .tasks import Problem, answer_of
+
 
 def row_index(key: str) -> int:
     """The pool position of a trainer row key ``"train#17"`` (ValueError naming a malformed key).
@@ -46,8 +49,6 @@ class SampledSuccess:
         self.extra_rollouts = 0
 
     def predict(self, prompts: Sequence[Any]) -> Prediction:
-        from .evaluate import sampled_scores
-        from .tasks import Problem, answer_of
 
         rows = [row_index(k) for k in prompts]
         bad = [r for r in rows if r >= len(self.texts)]

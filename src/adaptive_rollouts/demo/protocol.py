@@ -18,7 +18,9 @@ same settings reuses it; a folder made with other settings is refused, naming th
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+import tempfile
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,10 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.checks.validation import check_choice
+from adaptive_rollouts.embeddings import FeatureTable, default_encoder
 from adaptive_rollouts.reporting.results import write_result
 from adaptive_rollouts.sim.run_store import check_settings, read_json
+from adaptive_rollouts.sim.speedup import final_level
+from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
 from .allocation import arm_of
+from .jobs import one_thread, problem_sets
+from .model import WEIGHTS
+from .run import DemoConfig, run_one
 
 REGIMES = ("single-pass", "multi-epoch")
 ARMS = ("uniform", "null", "oracle", "default", "uniform-drgrpo", "vip-paper", "oracle-skip")
@@ -77,7 +86,6 @@ class ProtocolConfig:
 
 def check_config(cfg: ProtocolConfig) -> ProtocolConfig:
     """ValueError naming the first setting that cannot run."""
-    from adaptive_rollouts.checks.validation import check_choice
 
     check_choice("regime", cfg.regime, REGIMES)
     if cfg.rates_from is not None and (cfg.rates_from == cfg.regime or cfg.rates_from not in REGIMES):
@@ -103,7 +111,6 @@ def check_config(cfg: ProtocolConfig) -> ProtocolConfig:
 
 def demo_config(cfg: ProtocolConfig):
     """The `DemoConfig` every run of the protocol shares (no pass@k: held-out greedy accuracy only)."""
-    from .run import DemoConfig
 
     return DemoConfig(
         methods=tuple(cfg.arms),
@@ -122,9 +129,6 @@ def demo_config(cfg: ProtocolConfig):
 
 def weights_digest(model_dir: Path | None = None) -> str:
     """SHA-256 (first 16 hex digits) of the warm-start weights the runs start from."""
-    import hashlib
-
-    from .model import WEIGHTS
 
     path = WEIGHTS if model_dir is None else Path(model_dir) / WEIGHTS.name
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -252,8 +256,6 @@ def run_protocol(
     """Run (or resume, or with ``run_missing=False`` only read) one regime of the protocol into
     ``out/<regime>``; returns the tuned rates, failures, the runs still missing, and every run. An
     arm whose run raises is recorded in ``errors`` (with no number) and the next arm runs."""
-    from adaptive_rollouts.sim.speedup import final_level
-    from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
     check_config(cfg)
     store = RunStore(Path(out) / cfg.regime, cfg, command)
@@ -333,10 +335,6 @@ def _progress(cfg: ProtocolConfig, show: bool):
 def _train(arm: str, seed: int, lr: float, dcfg, context: dict, bar):
     """One run (problem sets and the pool's features made once per process, in ``context``); the
     trainer's own output folder is a temporary one (nothing of it is kept)."""
-    import tempfile
-
-    from .jobs import one_thread, problem_sets
-    from .run import run_one
 
     if "sets" not in context:
         context["sets"] = problem_sets(dcfg)
@@ -344,8 +342,6 @@ def _train(arm: str, seed: int, lr: float, dcfg, context: dict, bar):
     features = None
     if arm == "vip-paper":
         if "features" not in context:
-            from adaptive_rollouts.embeddings import FeatureTable, default_encoder
-
             texts = [p.prompt for p in pool]
             context["features"] = FeatureTable(texts, default_encoder().encode(texts))
         features = context["features"]

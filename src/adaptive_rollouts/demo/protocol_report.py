@@ -10,15 +10,23 @@ fingerprints of Uniform's runs (`sim.map_summary.uniform_fingerprints`) and the 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.reporting.results import write_result
+from adaptive_rollouts.sim.map_summary import summarize_map, uniform_fingerprints
+from adaptive_rollouts.sim.regime_map import FULL_MAP, run_map
+from adaptive_rollouts.sim.speedup import bootstrap_speedup, rollouts_needed, speedup
 from adaptive_rollouts.state.atomic import atomic_write
 
+from .allocation import arm_of
+from .protocol import code_version
 from .regime import group_rewards
+from .report import persistence_cell
 
 MAP_ARMS = {"null": "uniform-rounds", "oracle": "optimum@true-p"}  # the map's name of a demo arm (else its own)
 FINGERPRINT_AXES = ("noise_to_signal_batch", "zero_variance_fraction", "p_persistence")
@@ -61,7 +69,6 @@ def reference_arm(arm: str, arms) -> str:
     >>> reference_arm("vip-paper", ["uniform", "uniform-drgrpo", "vip-paper"]), reference_arm("vip-paper", ["uniform"])
     ('uniform-drgrpo', 'uniform')
     """
-    from .allocation import arm_of
 
     loss = arm_of(arm).loss_type
     same = [a for a in ("uniform", "uniform-drgrpo") if a in arms and arm_of(a).loss_type == loss]
@@ -70,7 +77,6 @@ def reference_arm(arm: str, arms) -> str:
 
 def arm_rows(cfg, state) -> list[dict[str, Any]]:
     """One row per arm with report runs: speedups in rollouts and tokens with paired intervals."""
-    from adaptive_rollouts.sim.speedup import bootstrap_speedup, rollouts_needed, speedup
 
     rows = []
     for arm in cfg.arms:
@@ -121,7 +127,6 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
 
 def regime_fingerprints(cfg, state) -> dict[str, float]:
     """The map's fingerprints of the regime, from Uniform's report runs."""
-    from adaptive_rollouts.sim.map_summary import uniform_fingerprints
 
     uniform = list(_report_runs(cfg, state, "uniform").values())
     if not uniform:
@@ -171,11 +176,6 @@ def load_map_summary(path: Path) -> list[dict] | None:
     if rows:
         return rows
     if path.is_dir() and (path / "runs.jsonl").exists():
-        from dataclasses import replace
-
-        from adaptive_rollouts.sim.map_summary import summarize_map
-        from adaptive_rollouts.sim.regime_map import FULL_MAP, run_map
-
         found = {p.stem.removeprefix("cell_") for p in path.glob("cell_*.json")}
         cells = [c for c in FULL_MAP.cells if c.key.replace("/", "_") in found]
         if cells:
@@ -291,7 +291,6 @@ def side_by_side(rows: list[dict], methods: dict[str, dict]) -> list[str]:
 
 
 def _placement(prints: dict, placed: dict | None, map_note: str, rows: list[dict] | None = None) -> list[str]:
-    from .report import persistence_cell
 
     def persistence(f: dict) -> str:
         p = f.get("p_persistence")
@@ -328,7 +327,6 @@ def _placement(prints: dict, placed: dict | None, map_note: str, rows: list[dict
 def write_regime_report(cfg, state, out: Path, command: str, maps: Path | list[Path] | None) -> str:
     """``summary.json`` and ``summary.md`` of one regime under ``out/<regime>``, placed on the map by
     the cells of the map results ``maps`` (files or folders); returns the Markdown."""
-    from dataclasses import asdict
 
     rows = arm_rows(cfg, state)
     prints = regime_fingerprints(cfg, state)
@@ -348,9 +346,6 @@ def write_regime_report(cfg, state, out: Path, command: str, maps: Path | list[P
         "errors": state.errors,
         "missing": state.missing,
     }
-    from adaptive_rollouts.reporting.results import write_result
-
-    from .protocol import code_version
 
     write_result(folder / "summary.json", data, command=command, settings=asdict(cfg), commit=code_version()["commit"])
     atomic_write(folder / "summary.md", f"Made by `{command}`.\n\n{text}\n".encode())

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptive_rollouts.fingerprints import RegimeTracker, noise_to_signal
+from adaptive_rollouts.fingerprints import RegimeTracker, batch_variance_stats, noise_to_signal
+
+from .evaluate import MAX_NEW_TOKENS
+from .tasks import Verifier
 
 
 def group_rewards(step: list[list[int]]) -> tuple[list[int], list[np.ndarray]]:
@@ -78,9 +81,6 @@ def _sample_group(model, tokenizer, prompts: list[str], rollouts: int, seed: int
     """``rollouts`` completions per prompt at temperature 1 under torch seed ``seed``: the token ids,
     the prompt width, the 0/1 rewards [Q, rollouts] and the GRPO advantages ``(r - mean) / (std + 1e-4)``."""
     import torch
-
-    from .evaluate import MAX_NEW_TOKENS
-    from .tasks import Verifier
 
     model.eval()
     with torch.random.fork_rng(devices=[]):
@@ -162,7 +162,6 @@ def step_probe(model, tokenizer, prompts: list[str], rollouts: int, resamples: i
     samples of the Uniform step on ``prompts`` (`batch_gradient`) as (trace of the covariance,
     debiased squared mean) (`fingerprints.batch_variance_stats`), and the noise/signal of the
     per-rollout gradients of one sample (`per_rollout_gradients`, `fingerprints.noise_to_signal`)."""
-    from adaptive_rollouts.fingerprints import batch_variance_stats
 
     grads = np.array([batch_gradient(model, tokenizer, prompts, rollouts, seed + k) for k in range(resamples)])
     trace, signal = batch_variance_stats(grads)

@@ -18,6 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of
+from .evaluate import greedy_scores, sampled_metrics, sampled_scores
+from .model import load_warm_start
+from .oracle import SampledSuccess
+from .regime import step_probe
+from .tasks import Verifier
+from .tokenizer import build_tokenizer
 
 
 @dataclass
@@ -77,7 +83,6 @@ class RecordingVerifier:
     __name__ = "verifier"
 
     def __init__(self, index: dict[str, int]):
-        from .tasks import Verifier
 
         self.verifier, self.index = Verifier(), index
         self.tally: dict[str, tuple[int, int]] = {}
@@ -119,12 +124,6 @@ def run_one(
     from trl import GRPOConfig
 
     from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
-
-    from .evaluate import greedy_scores, sampled_metrics, sampled_scores
-    from .model import load_warm_start
-    from .oracle import SampledSuccess
-    from .regime import step_probe
-    from .tokenizer import build_tokenizer
 
     arm = arm_of(method)
     if cfg.loss_type is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import t
 
 
 def t_interval(values, level: float = 0.95) -> tuple[float, float]:
@@ -16,7 +17,6 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float]:
         raise ValueError(f"values must be a non-empty 1-d sequence, got shape {x.shape}")
     if len(x) == 1:
         return float(x[0]), float("nan")
-    from scipy.stats import t
 
     half = t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
     return float(x.mean()), float(half)

@@ -21,6 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.state.atomic import atomic_write
+
+from .evaluate import greedy_scores, success_rates
+from .model import ASSETS, build_model, save_warm_start
+from .tasks import length_of, make_problems
+from .tokenizer import build_tokenizer
+
 SFT_PROBLEMS = 200_000
 EVAL_PROBLEMS = 512
 
@@ -54,8 +61,6 @@ def save_checkpoint(path: Path, step: int, model, opt, gen) -> None:
     replaced atomically (`atomic_write`): a run killed mid-save resumes from the previous one."""
     from safetensors.torch import save
 
-    from adaptive_rollouts.state.atomic import atomic_write
-
     path.mkdir(parents=True, exist_ok=True)
     state = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     for i, p in enumerate(model.parameters()):
@@ -88,8 +93,6 @@ def load_checkpoint(path: Path, model, opt, gen) -> int:
 
 
 def accuracy_by_length(model, tokenizer, problems) -> dict[str, float]:
-    from .evaluate import greedy_scores
-    from .tasks import length_of
 
     scores = greedy_scores(model, tokenizer, problems)
     lengths = np.array([length_of(p.prompt) for p in problems])
@@ -111,11 +114,6 @@ def train(
     **model_overrides,
 ):
     import torch
-
-    from .evaluate import success_rates
-    from .model import build_model
-    from .tasks import make_problems
-    from .tokenizer import build_tokenizer
 
     torch.set_num_threads(1)  # reproducible bit for bit, and a tiny model gains nothing from more
     tokenizer = build_tokenizer()
@@ -174,7 +172,6 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None, help="asset folder (default: the package's demo/assets)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
-    from .model import ASSETS, save_warm_start
 
     model, meta = train(
         args.steps,

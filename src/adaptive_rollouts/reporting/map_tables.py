@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_result, provenance
+from adaptive_rollouts.sim.map_report import map_markdown
 
 __all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "map_files"]
 
@@ -22,7 +23,6 @@ def map_files(root: Path) -> list[Path]:
 
 
 def render_map(root: Path) -> str:
-    from adaptive_rollouts.sim.map_report import map_markdown
 
     files = map_files(root)
     if not files:

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from adaptive_rollouts.reporting.tables import RENDERERS
+
 __all__ = ["Renderer", "MarkerError", "render_text", "doc_files", "render_docs", "main"]
 
 Renderer = Callable[[Path], str]  # repository root -> the block's Markdown
@@ -75,8 +77,6 @@ def render_docs(root: Path, renderers: Mapping[str, Renderer] | None = None, che
     """Render every doc file; returns those whose text changed (with ``check``: would change,
     and nothing is written)."""
     if renderers is None:
-        from adaptive_rollouts.reporting.tables import RENDERERS
-
         renderers = RENDERERS
     changed = []
     for path in doc_files(root):

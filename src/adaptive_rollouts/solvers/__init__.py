@@ -10,16 +10,18 @@ Problem (separable resource allocation)::
   Dr. GRPO, GRPO) or a callable; exact.
 * `solve_kkt` (`kkt`): the VIP paper's continuous-KKT-plus-greedy-rounding method, for comparison.
 
-A budget that cannot be met raises `InfeasibleBudgetError` (a ValueError). Methods, ties, numerics
+Each public solver checks its input once (`checks.validation.check_bounds` / `check_limits`); the
+allocators, which check the budget at their own entry, call the kernels `solve_allocation` and
+`solve_bounded` on checked values. A budget that cannot be met raises `InfeasibleBudgetError` (a ValueError). Methods, ties, numerics
 and why the variance objectives need an explicit skip cost: docs/objectives.md, section 5.
 """
 
 from __future__ import annotations
 
 from ..checks.validation import InfeasibleBudgetError
-from .allocate import Objective, allocate, objective_function, reachable_upper
+from .allocate import Objective, allocate, objective_function, reachable_upper, solve_allocation
 from .kkt import solve_kkt
-from .table import solve_table, total_cost
+from .table import solve_bounded, solve_table, total_cost
 
 __all__ = [
     "InfeasibleBudgetError",
@@ -27,6 +29,8 @@ __all__ = [
     "allocate",
     "objective_function",
     "reachable_upper",
+    "solve_allocation",
+    "solve_bounded",
     "solve_kkt",
     "solve_table",
     "total_cost",

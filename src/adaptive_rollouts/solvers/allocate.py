@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import check_bounds, check_budget, check_choice, check_probabilities, check_weights
+from ..checks.validation import check_budget, check_choice, check_limits, check_probabilities, check_weights
 from ..objectives.pricing import allocation_cost
 from .builtin import solve_builtin
 from .shared import shared_convex
 from .table import solve_masked
 
-__all__ = ["Objective", "allocate", "objective_function", "reachable_upper"]
+__all__ = ["Objective", "allocate", "objective_function", "reachable_upper", "solve_allocation"]
 
 Objective = str | Callable[[np.ndarray], np.ndarray]
 Rows = Callable[[np.ndarray], np.ndarray]  # counts [K] -> costs [Q, K]
@@ -147,7 +147,7 @@ def reachable_upper(q: int, budget: int, lower: int, upper: int | None, skipping
     most = max(budget if skipping else budget - (q - 1) * lower, lower)
     if upper is None:
         return most
-    return upper if upper < lower else min(upper, most)  # upper < lower: check_bounds names it
+    return upper if upper < lower else min(upper, most)  # upper < lower: check_limits names it
 
 
 def allocate(
@@ -193,29 +193,42 @@ def allocate(
     """
     w = check_weights(weights)
     q = w.size
-    budget = check_budget(budget)
-    lower_int = int(check_budget(lower, "lower"))
-    if upper is not None:
-        upper = check_budget(upper, "upper")
-    skipping = allow_skip or lower_int == 0
-    upper = reachable_upper(q, budget, lower_int, upper, allow_skip)
-    budget, lower, upper = check_bounds(q, budget, lower_int, upper, allow_skip)
+    budget, lower = check_budget(budget), check_budget(lower, "lower")
+    upper = reachable_upper(q, budget, lower, None if upper is None else check_budget(upper, "upper"), allow_skip)
+    check_limits(q, budget, lower, upper, allow_skip)
+    p = None
+    if not callable(objective):
+        check_choice("objective", objective, _OBJECTIVES)
+        if (allow_skip or lower == 0) and skip_cost is None:
+            raise ValueError(
+                f"skipping with objective={objective!r} needs skip_cost: the variance objectives cannot "
+                "price a skipped prompt (use a callable with f(0), or objectives.improvement_table with solve_table)"
+            )
+        if objective == "grpo":
+            if success_prob is None:
+                raise ValueError("objective='grpo' needs success_prob (its variance depends on p)")
+            p = check_probabilities(success_prob)
+            if p.shape != w.shape:
+                raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], got shape {p.shape}")
+    return solve_allocation(w, budget, lower, upper, objective, p, allow_skip, skip_cost)
+
+
+def solve_allocation(
+    w: np.ndarray,
+    budget: int,
+    lower: int,
+    upper: int | None,
+    objective: Objective,
+    success_prob: np.ndarray | None = None,
+    allow_skip: bool = False,
+    skip_cost: float | None = None,
+) -> np.ndarray:
+    """`allocate` on checked values (weights, a feasible budget, a known objective with what it needs):
+    the kernel allocators call after their own entry check. ``upper`` None: `reachable_upper`."""
+    upper = reachable_upper(w.size, budget, lower, upper, allow_skip)
     if callable(objective):
         return _allocate_callable(objective, w, budget, lower, upper, allow_skip)
-    check_choice("objective", objective, _OBJECTIVES)
-    if skipping and skip_cost is None:
-        raise ValueError(
-            f"skipping with objective={objective!r} needs skip_cost: the variance objectives cannot "
-            "price a skipped prompt (use a callable with f(0), or objectives.improvement_table with solve_table)"
-        )
-    p = None
-    if objective == "grpo":
-        if success_prob is None:
-            raise ValueError("objective='grpo' needs success_prob (its variance depends on p)")
-        p = check_probabilities(success_prob)
-        if p.shape != w.shape:
-            raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], got shape {p.shape}")
-    return solve_builtin(objective, w, p, budget, lower, upper, skipping, skip_cost)
+    return solve_builtin(objective, w, success_prob, budget, lower, upper, allow_skip or lower == 0, skip_cost)
 
 
 def _allocate_callable(

@@ -245,6 +245,8 @@ def solve_general_table(
                 return base + out, t, phi, total
             gap = total
             continue
+        # a kernel-level feasibility check: +inf entries inside a row can leave no way to the
+        # budget although the bounds allow it (the entry checks cannot see the table's entries)
         if gap + tol >= top:  # every finite count is already a candidate (also ends the loop when all
             # slacks are <= tol, e.g. subnormal costs, where gap would otherwise stay 0 forever)
             raise InfeasibleBudgetError(

@@ -14,7 +14,7 @@ import numpy as np
 from ..checks.validation import InfeasibleBudgetError, check_bounds
 from .lagrangian import lagrangian, solve_general_table
 
-__all__ = ["solve_table", "solve_masked", "take_smallest", "total_cost"]
+__all__ = ["solve_bounded", "solve_table", "solve_masked", "take_smallest", "total_cost"]
 
 
 def total_cost(costs: Any, counts: Any) -> float:
@@ -99,7 +99,7 @@ def solve_masked(c: np.ndarray, budget: int, try_convex: bool = True) -> tuple[n
         raise ValueError(f"costs rows {bad.tolist()} have no finite entry in the allowed range")
     start = np.argmax(finite, axis=1).astype(np.int64)
     stop = (c.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)).astype(np.int64)
-    if not start.sum() <= budget <= stop.sum():
+    if not start.sum() <= budget <= stop.sum():  # +inf entries narrow the range the bounds allow (edge cannot know)
         raise InfeasibleBudgetError(
             f"budget={budget} is infeasible for the finite entries of costs: the "
             f"counts can only sum to between {int(start.sum())} and {int(stop.sum())}"
@@ -142,5 +142,11 @@ def solve_table(costs: np.ndarray, budget: int, lower: int, upper: int, allow_sk
     if np.isneginf(c).any():
         bad = np.argwhere(np.isneginf(c))[:5]
         raise ValueError(f"costs contain -inf at (q, n) {bad.tolist()}: the minimum is unbounded")
+    return solve_bounded(c, budget, lower, upper, allow_skip)
+
+
+def solve_bounded(c: np.ndarray, budget: int, lower: int, upper: int, allow_skip: bool = False) -> np.ndarray:
+    """`solve_table` on checked values (a float table of upper + 1 columns without NaN or -inf, a
+    budget feasible for the bounds): the kernel allocators call after their own entry check."""
     counts, *_ = solve_masked(_mask_table(c, lower, upper, allow_skip), budget)
     return counts.astype(np.int64)

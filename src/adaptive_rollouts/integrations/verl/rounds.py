@@ -99,9 +99,8 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
             stored = R.trajectory_keys(new, "train")
             sessions = R.read_session_scores(stored, "train")
             unscored = set()
-            for u, j in zip(new, live):
-                raw = sessions.of(u)
-                scored = feedback.add(int(indices[j]), raw, int(need[j]))
+            raws = [sessions.of(u) for u in new]
+            for u, j, raw, scored in zip(new, live, raws, feedback.add(indices[live], raws, need[live])):
                 got[j].extend(scored.tolist())
                 need[j] -= scored.size
                 if scored.size < raw.size:

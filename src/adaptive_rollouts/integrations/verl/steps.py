@@ -1,9 +1,9 @@
 """Per-step helpers of the trainer: counts into verl batches, and the step's rewards as the allocator
-sees them (`bridge.scored_successes`) with what is missing. Pure except `assign_rollout_counts`
-(writes the batch); the count rule is `bridge.check_counts`.
+sees them (`bridge.scored_draw`, a round at a time, as every trainer maps them) with what is missing.
+Pure except `assign_rollout_counts` (writes the batch); the count rule is `bridge.check_counts`.
 
 What the step spent against the budget (``adaptive/rollouts_spent``, ``rollouts_saved``,
-``skipped``) is logged by `bridge.step_values`; this module adds what verl generated and trained on:
+``skipped``) is logged once, by `bridge.step_values`; this module adds what verl generated and trained on:
 ``generated_rollouts`` (spent + re-dispatched) and `batch_metrics` (``adaptive/trained_rows``,
 ``response_tokens``, ``padding_rows``): padding rows are never counted as generated."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.bridge import check_counts, is_single_shot, scored_successes
+from adaptive_rollouts.bridge import check_counts, is_single_shot, scored_draw
 from adaptive_rollouts.success import SuccessSignal
 
 __all__ = [
@@ -59,10 +59,11 @@ def batch_metrics(tags: Sequence[dict], prefix: str = "adaptive/") -> dict[str, 
 class StepFeedback:
     """Rewards of one step, per prompt, as the allocator must see them.
 
-    ``add(i, raw)`` records prompt i's session scores (NaN = unscored); `successes` gives the scored
-    ones mapped to [0, 1] by ``signal``; ``requested[i] - delivered[i]`` rollouts are missing (a
-    failed session left no trajectory, or its reward is NaN), reported by `metrics` with what the
-    step spent of ``budget`` (``requested``; re-dispatches of failed sessions are generated on top).
+    ``add(indices, raws, asked)`` records one round's session scores (NaN = unscored), mapped to
+    [0, 1] by ``signal`` at once (`bridge.scored_draw`); `successes` gives the scored ones;
+    ``requested[i] - delivered[i]`` rollouts are missing (a failed session left no trajectory, or its
+    reward is NaN), reported by `metrics` (re-dispatches of failed sessions are generated on top of
+    ``requested``; what the step spent of ``budget`` is `bridge.step_values`'s to log).
     """
 
     def __init__(
@@ -78,13 +79,15 @@ class StepFeedback:
         self.redispatched = 0
         self.incomplete = False
 
-    def add(self, i: int, raw: np.ndarray, asked: int) -> np.ndarray:
-        """Record prompt i's sessions for ``asked`` requested ones; returns their scored successes."""
-        scored, unscored = scored_successes(self.signal, raw, self.prompts[i])
-        self.failed_sessions += max(0, asked - scored.size - unscored)
-        self.unscored += unscored
-        self._success[i].extend(scored.tolist())
-        return scored
+    def add(self, indices: Sequence[int] | np.ndarray, raws: Sequence[Any], asked: Sequence[int] | np.ndarray) -> list:
+        """Record one round: prompt ``indices[j]``'s sessions ``raws[j]`` for ``asked[j]`` requested
+        ones, the round's rewards mapped together; returns each one's scored successes."""
+        draw = scored_draw(self.signal, raws, [self.prompts[int(i)] for i in indices])
+        for i, scored, unscored, n in zip(indices, draw, draw.unscored, asked):
+            self.failed_sessions += max(0, int(n) - scored.size - int(unscored))
+            self.unscored += int(unscored)
+            self._success[int(i)].extend(scored.tolist())
+        return list(draw)
 
     def successes(self) -> list[np.ndarray]:
         return [np.asarray(s, dtype=float) for s in self._success]
@@ -94,14 +97,11 @@ class StepFeedback:
         return np.array([len(s) for s in self._success], dtype=np.int64)
 
     def metrics(self, prefix: str = "adaptive/") -> dict[str, float]:
-        """What the step requested, what is missing and why, as ``prefix + name``."""
+        """What verl generated, what is missing and why, as ``prefix + name`` (what the step spent,
+        saved and skipped: `bridge.step_values`)."""
         missing = np.maximum(self.requested - self.delivered, 0)
-        spent = int(self.requested.sum())
         return {
-            prefix + "rollouts_spent": float(spent),
-            prefix + "rollouts_saved": float(self.budget - spent),
-            prefix + "skipped": float(np.count_nonzero(self.requested == 0)),
-            prefix + "generated_rollouts": float(spent + self.redispatched),
+            prefix + "generated_rollouts": float(self.requested.sum() + self.redispatched),
             prefix + "missing_rollouts": float(missing.sum()),
             prefix + "prompts_with_missing_rollouts": float(np.count_nonzero(missing)),
             prefix + "failed_sessions": float(self.failed_sessions),

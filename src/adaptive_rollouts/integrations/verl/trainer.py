@@ -221,12 +221,12 @@ def _make_trainer_class():
             return KVBatchMeta(partition_id="train", keys=[key], tags=[tag])
 
         def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
-            # an incomplete step's allocator did not finish: no allocation metrics (its last_metrics
-            # are the previous step's), only what is missing
-            values: dict[str, Any] = {}
-            if not feedback.incomplete:
-                last = getattr(self.allocator, "last_metrics", None)
-                values = step_values(keys, feedback.requested, feedback.successes(), last, self.budget)
+            # spent / saved / skipped once, from step_values; an incomplete step's allocator did not
+            # finish: none of its own metrics (its last_metrics are the previous step's)
+            last = None if feedback.incomplete else getattr(self.allocator, "last_metrics", None)
+            values = step_values(keys, feedback.requested, feedback.successes(), last, self.budget)
+            if feedback.incomplete:  # what it spent, saved and skipped; no allocation metrics
+                values = {k: values[k] for k in ("rollouts_spent", "rollouts_saved", "skipped")}
             values.update(feedback.metrics(prefix=""))
             return step_log(values, self.regime, keys, feedback.successes())
 
@@ -239,8 +239,7 @@ def _make_trainer_class():
             self._pending = None
             sessions = R.read_session_scores(trajectory_keys, "train")
             feedback = StepFeedback(keys, counts, self.signal, self.budget)
-            for i, uid in enumerate(uids):
-                feedback.add(i, sessions.of(uid), int(counts[i]))
+            feedback.add(np.arange(len(uids)), [sessions.of(uid) for uid in uids], counts)
             self.planner.observe(plan, feedback.successes())
             metrics.update(self._step_metrics(keys, feedback))
 
