@@ -12,6 +12,7 @@ import numpy as np
 
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
 from adaptive_rollouts.sim.problem import Problem
+from adaptive_rollouts.types import Allocator
 
 __all__ = ["TrainConfig", "Simulator"]
 
@@ -164,7 +165,7 @@ class Simulator:
         return np.array(out)
 
     def rerun_gradients(
-        self, allocator: Any, prompts: list, cfg: TrainConfig, repeats: int, rng: np.random.Generator
+        self, allocator: Allocator, prompts: list, cfg: TrainConfig, repeats: int, rng: np.random.Generator
     ) -> np.ndarray:
         """Batch gradients of ``repeats`` fresh runs of a copy of ``allocator`` on ``prompts``
         (its allocation is redrawn too, so progressive allocators are measured as they act)."""

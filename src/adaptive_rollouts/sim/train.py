@@ -23,11 +23,12 @@ from adaptive_rollouts.sim.optim import make_optimizer
 from adaptive_rollouts.sim.oracle import TruePredictor
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
+from adaptive_rollouts.types import Allocator
 
 __all__ = ["TrainConfig", "Simulator", "train"]
 
 
-def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
+def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
     """Train ``problem.W`` (and ``problem.E``; both reset to zero) with ``allocator``; return the trace.
 
     The trace holds per-step lists: cumulative rollouts, held-out accuracy, zero-variance group
@@ -132,7 +133,7 @@ def train(problem: Problem, allocator: Any, cfg: TrainConfig, predictor: Any = N
             tr["alloc_n"] = counts.tolist()
         if cfg.fingerprint_every and step % cfg.fingerprint_every == 0 and q.size >= 2:
             tr["nsr_rollout"].append(noise_to_signal(sim.rollout_gradients(q, answers, rewards, cfg, tokens)))
-        if probing and counts.sum() >= 2 * idx.size:
+        if before is not None and counts.sum() >= 2 * idx.size:
             oracle = VIP(TruePredictor(sim.truth), estimator=cfg.estimator, aggregation=cfg.aggregation)
             oracle_n = oracle.plan(prompts, cfg.budget).counts
             Gm = sim.rerun_gradients(before, prompts, cfg, cfg.grad_var_resamples, probe_rng)
