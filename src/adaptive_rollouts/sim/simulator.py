@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
