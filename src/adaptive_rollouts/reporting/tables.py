@@ -17,7 +17,7 @@ from adaptive_rollouts.reporting.predictor_tables import (
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
 from adaptive_rollouts.reporting.results import Result
-from adaptive_rollouts.reporting.saving_tables import render_saving_signal
+from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_saving_signal
 from adaptive_rollouts.sim.markdown import table
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
@@ -160,5 +160,6 @@ RENDERERS = {
     "map": render_map,
     "saving-summary": render_saving_summary,
     "saving-signal": render_saving_signal,
+    "demo-saving": render_demo_saving,
     **RELIABILITY_RENDERERS,
 }

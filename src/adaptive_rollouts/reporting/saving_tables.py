@@ -1,0 +1,67 @@
+"""The docs' block of the saving-signal benchmark (``benchmarks/saving_signal.py``): per cell and
+method, the share of Uniform's rollouts generated and the share of Uniform's gradient signal kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.sim.markdown import table
+
+__all__ = ["SAVING_SIGNAL", "render_saving_signal"]
+
+SAVING_SIGNAL = "results/saving_signal/saving_signal.json"
+
+
+def render_saving_signal(root: Path) -> str:
+    r = load_relative(root, SAVING_SIGNAL)
+    d = r.data
+    methods: list[str] = list(d["methods"])
+    by = {(x["cell"], x["method"]): x for x in d["rows"]}
+    body = []
+    for cell in d["cells"]:
+        cells = [f"{by[cell, m]['spent']:.2f} / {by[cell, m]['kept']:.2f} ({by[cell, m]['lost']:.2f})" for m in methods]
+        body.append([cell, *cells])
+    lines = [
+        f"Share of Uniform's rollouts generated / share of Uniform's expected signal kept (share lost to "
+        f"prompts given fewer than Uniform's group size), mean of {d['seeds']} seeds, {d['steps']} steps at "
+        f"lr {d['lr']:g}, estimator {d['estimator']}, aggregation {d['aggregation']}.",
+        "",
+        *table(["cell", *methods], body),
+    ]
+    return block(lines, [r])
+
+
+DEMO_PROTOCOL_DIRS = ("results/demo_protocol", "results/demo_protocol_12seeds")
+DEMO_ARMS = ("default", "null", "oracle-skip", "pilot", "pilot-commit", "sgpo", "greso")
+
+
+def _interval(x: dict) -> str:
+    lo, hi = x["ci95"]
+    return f"{x['speedup']:.2f} (95% {lo:.2f}-{hi:.2f})"
+
+
+def render_demo_saving(root: Path) -> str:
+    """Per committed demo-protocol summary (results/demo_protocol*/<regime>/summary.json), its own
+    table with its source line: the saving arms against Uniform, in rollouts and completion tokens
+    to target."""
+    parts = []
+    for folder in DEMO_PROTOCOL_DIRS:
+        for path in sorted((root / folder).glob("*/summary.json")):
+            r = load_relative(root, str(path.relative_to(root)))
+            settings = r.header["settings"]
+            budget = settings["prompts_per_step"] * settings["mean_rollouts"]
+            header = ["arm", "seeds", "speedup, rollouts", "speedup, tokens", f"rollouts / step (Uniform {budget})"]
+            body = [
+                [
+                    arm["arm"],
+                    str(len(arm["seeds"])),
+                    _interval(arm["rollouts"]),
+                    _interval(arm["tokens"]),
+                    f"{arm['rollouts_per_step']:.1f}",
+                ]
+                for arm in r.data["arms"]
+                if arm["arm"] in DEMO_ARMS and "rollouts" in arm
+            ]
+            parts.append(block([f"`{folder}`, {path.parent.name}:", "", *table(header, body)], [r]))
+    return "\n\n".join(parts) if parts else "No demo-protocol summary is committed yet."
