@@ -198,3 +198,44 @@ def test_bench_map_writes_its_result_file_under_the_results_folder(tmp_path):
         tmp_path / "results" / "map" / "tiny.json"
     ).read_bytes()
     assert "### Map `tiny`" in render_map(tmp_path)
+
+
+def _speedup(x: float) -> dict:
+    return {"speedup": x, "ci95": [x - 0.25, x + 0.5]}
+
+
+def test_demo_saving_block_shows_each_summary_with_its_source_and_only_the_saving_arms(tmp_path):
+    from adaptive_rollouts.reporting.saving_tables import render_demo_saving
+
+    assert "No demo-protocol summary" in render_demo_saving(tmp_path)
+    arms = [
+        {"arm": name, "seeds": [0, 1, 2], "rollouts": _speedup(x), "tokens": _speedup(x - 0.01), "rollouts_per_step": r}
+        for name, x, r in (("uniform", 1.0, 64.0), ("default", 1.25, 50.0))
+    ]
+    settings = {"regime": "single-pass", "prompts_per_step": 8, "mean_rollouts": 8}
+    write_result(
+        tmp_path / "results" / "demo_protocol" / "single-pass" / "summary.json",
+        {"arms": arms},
+        command="python benchmarks/demo_protocol.py",
+        settings=settings,
+        commit="abc1234",
+    )
+    text = render_demo_saving(tmp_path)
+    assert "| default | 3 | 1.25 (95% 1.00-1.75) | 1.24 (95% 0.99-1.74) | 50.0 |" in text
+    assert "| uniform |" not in text and "rollouts / step (Uniform 64)" in text
+    assert "Source: `results/demo_protocol/single-pass/summary.json`, commit abc1234" in text
+
+
+def test_saving_signal_block_renders_spent_kept_and_lost_per_cell_and_method(tmp_path):
+    from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL, render_saving_signal
+
+    rows = [
+        {"cell": "pareto/d16-Q32", "method": m, "spent": s, "kept": k, "lost": lost}
+        for m, s, k, lost in (("uniform", 1.0, 1.0, 0.0), ("oracle-skip", 0.3, 0.95, 0.05))
+    ]
+    data = {"rows": rows, "methods": ["uniform", "oracle-skip"], "cells": ["pareto/d16-Q32"], "seeds": 2}
+    data |= {"steps": 60, "lr": 0.4, "estimator": "grpo", "aggregation": "seq-mean"}
+    write_result(tmp_path / SAVING_SIGNAL, data, command="python benchmarks/saving_signal.py", commit="abc1234")
+    text = render_saving_signal(tmp_path)
+    assert "| pareto/d16-Q32 | 1.00 / 1.00 (0.00) | 0.30 / 0.95 (0.05) |" in text
+    assert "mean of 2 seeds, 60 steps at lr 0.4" in text
