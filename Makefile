@@ -74,6 +74,7 @@ results: $(STAMP)
 	$(TEST_ENV) $(PY) benchmarks/fuzz.py --cases 5000
 	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 10000 --pool 10000 --window 1000 --checkpoint-every 1000
 	$(TEST_ENV) $(PY) benchmarks/predictors.py --full
+	$(TEST_ENV) $(PY) benchmarks/saving_signal.py --seeds 6
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) build *.egg-info src/*.egg-info
