@@ -29,12 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.allocators.guarded import equal_split
 from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
 from adaptive_rollouts.reporting.results import write_result
 from adaptive_rollouts.sim.bench import build_allocator
 from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.regime_map import SAVING_MAP
 from adaptive_rollouts.sim.regimes import Cell, select_cells
+from adaptive_rollouts.sim.speedup import final_level
 from adaptive_rollouts.sim.train import TrainConfig, train
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
@@ -62,14 +64,16 @@ class SignalLedger:
             return sample(indices, counts)
 
         groups = self.allocator.run(prompts, budget, counted)
-        n = budget // len(prompts)  # Uniform's group size (the map's budgets divide evenly)
+        sizes = equal_split(budget, len(prompts))  # Uniform's group sizes
         p = self.problem.success(np.asarray([int(q) for q in prompts]))
-        uniform = known_p_group_signal(n, p, estimator=ESTIMATOR, aggregation=AGGREGATION)
+        uniform = np.zeros(len(prompts))
+        for n in np.unique(sizes).tolist():
+            uniform[sizes == n] = known_p_group_signal(n, p[sizes == n], estimator=ESTIMATOR, aggregation=AGGREGATION)
         for j, g in enumerate(groups):
             r = np.asarray(g, dtype=float)
             if r.size >= 2 and float(np.ptp(r)) > 1e-8:
                 self.kept += float(group_signal(ESTIMATOR, r.size, AGGREGATION)[int(round(float(r.sum())))])
-            if r.size < n:
+            if r.size < sizes[j]:
                 self.lost += float(uniform[j])
         self.expected += float(uniform.sum())
         self.spent += drawn[0]
@@ -91,12 +95,12 @@ def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int) -> dict[s
         aggregation=AGGREGATION,
         grad_var_every=0,
     )
-    acc = np.asarray(train(problem, ledger, cfg)["accuracy"])
+    accuracy = train(problem, ledger, cfg)["accuracy"]
     return {
         "spent": ledger.spent / ledger.budget,
         "kept": ledger.kept / ledger.expected,
         "lost": ledger.lost / ledger.expected,
-        "final": float(acc[-max(1, acc.size // 3) :].mean()),
+        "final": final_level(accuracy),
     }
 
 

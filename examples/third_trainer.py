@@ -39,6 +39,7 @@ class BridgeStep:
     ) -> tuple[list[list], list[list], dict[str, Any]]:
         completions: list[list] = [[] for _ in prompts]
         rewards: list[list] = [[] for _ in prompts]
+        successes: list[list[float]] = [[] for _ in prompts]  # what the allocator saw
 
         def sample(indices: Any, counts: Any) -> Any:  # the allocator asks; the framework generates
             idx, cnt = bridge.check_request(indices, counts, len(prompts))
@@ -49,13 +50,16 @@ class BridgeStep:
                 completions[i] += new
                 rewards[i] += scores
                 groups.append(scores)
-            return bridge.scored_draw(self.signal, groups, [prompts[i] for i in idx.tolist()])
+            draw = bridge.scored_draw(self.signal, groups, [prompts[i] for i in idx.tolist()])
+            for i, scored in zip(idx.tolist(), draw):
+                successes[i] += scored.tolist()
+            return draw
 
         self.allocator.run(list(prompts), budget, sample)
         counts = np.array([len(c) for c in completions], dtype=np.int64)
         bridge.check_spent(counts, budget, self.kind)  # "fill": exactly the budget; "save": at most
-        successes = list(bridge.scored_draw(self.signal, rewards, list(prompts)))
-        log = bridge.step_values(list(prompts), counts, successes, self.allocator.last_metrics, budget)
+        seen = [np.asarray(x, dtype=float) for x in successes]
+        log = bridge.step_values(list(prompts), counts, seen, self.allocator.last_metrics, budget)
         return completions, rewards, log
 
 

@@ -76,21 +76,33 @@ def nonnegative_int(text: str) -> int:
     return integer_at_least(text, 0)
 
 
-def probability_list(text: str) -> list[float]:
-    """argparse type: comma-separated probabilities in [0, 1], e.g. ``0.1,0.5``."""
+def _number_list(text: str, example: str, one: Callable[[str], float]) -> list[float]:
+    """Comma-separated numbers, each read by ``one`` (an argparse type); its error names the list."""
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
-        raise argparse.ArgumentTypeError(f"expected comma-separated probabilities such as 0.1,0.5, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated {example}, got {text!r}")
     values = []
     for t in items:
         try:
-            v = float(t)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{t!r} is not a number (in {text!r})") from None
-        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-            raise argparse.ArgumentTypeError(f"success probabilities must lie in [0, 1], got {t} (in {text!r})")
-        values.append(v)
+            values.append(one(t))
+        except argparse.ArgumentTypeError as err:
+            raise argparse.ArgumentTypeError(f"{err} (in {text!r})") from None
     return values
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"success probabilities must lie in [0, 1], got {text}")
+    return value
+
+
+def probability_list(text: str) -> list[float]:
+    """argparse type: comma-separated probabilities in [0, 1], e.g. ``0.1,0.5``."""
+    return _number_list(text, "probabilities such as 0.1,0.5", _probability)
 
 
 def positive_float(text: str) -> float:
@@ -106,16 +118,7 @@ def positive_float(text: str) -> float:
 
 def positive_float_list(text: str) -> list[float]:
     """argparse type: comma-separated finite numbers > 0, e.g. ``0.333,1,3``."""
-    items = [t.strip() for t in text.split(",")]
-    if not text.strip() or any(not t for t in items):
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0.5,1,2, got {text!r}")
-    values = []
-    for t in items:
-        try:
-            values.append(positive_float(t))
-        except argparse.ArgumentTypeError as err:
-            raise argparse.ArgumentTypeError(f"{err} (in {text!r})") from None
-    return values
+    return _number_list(text, "numbers such as 0.5,1,2", positive_float)
 
 
 def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
