@@ -24,8 +24,9 @@ import numpy as np
 from adaptive_rollouts.state.atomic import atomic_write
 
 from .evaluate import greedy_scores, success_rates
-from .model import ASSETS, build_model, save_warm_start
-from .tasks import length_of, make_problems
+from .ladder import success_histogram
+from .model import assets_of, build_model, save_warm_start
+from .tasks import TASKS, length_of, make_problems, task_of
 from .tokenizer import build_tokenizer
 
 SFT_PROBLEMS = 200_000
@@ -111,6 +112,7 @@ def train(
     ckpt_every: int,
     sft_problems: int = SFT_PROBLEMS,
     eval_problems: int = EVAL_PROBLEMS,
+    task: str = "sort",
     **model_overrides,
 ):
     import torch
@@ -118,8 +120,8 @@ def train(
     torch.set_num_threads(1)  # reproducible bit for bit, and a tiny model gains nothing from more
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed=seed, **model_overrides)
-    ids, mask, labels = _batches(tokenizer, make_problems(sft_problems, "sft"))
-    held_out = make_problems(eval_problems, "held_out")
+    ids, mask, labels = _batches(tokenizer, make_problems(sft_problems, "sft", task=task_of(task).sft_task))
+    held_out = make_problems(eval_problems, "held_out", task=task)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
     first = load_checkpoint(work, model, opt, gen) + 1
@@ -139,7 +141,7 @@ def train(
             print(f"step {step} loss {loss.item():.3f} held-out greedy {json.dumps(acc)}", flush=True)
         if step % ckpt_every == 0 or step == steps:
             save_checkpoint(work, step, model, opt, gen)
-    pool = make_problems(eval_problems, "pool")
+    pool = make_problems(eval_problems, "pool", task=task)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         rates = success_rates(model, tokenizer, pool, samples=16)
@@ -156,6 +158,10 @@ def train(
             "quantiles": {str(q): float(np.quantile(rates, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)},
         },
     }
+    if task != "sort":  # the default task's config.json keeps the fields it was made with
+        shape = success_histogram(rates)
+        meta["task"] = task
+        meta["pool_success_shape_t1"] = {k: shape[k] for k in ("below_0.05", "above_0.95", "shares")}
     return model, meta
 
 
@@ -166,6 +172,7 @@ def main(argv=None) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task", default="sort", choices=sorted(TASKS), help="the task to train on (default sort)")
     parser.add_argument("--work", default="runs/warm_start", help="checkpoint folder (resumed if present)")
     parser.add_argument("--log-every", type=int, default=250)
     parser.add_argument("--checkpoint-every", type=int, default=250)
@@ -182,10 +189,11 @@ def main(argv=None) -> None:
         Path(args.work),
         args.log_every,
         args.checkpoint_every,
+        task=args.task,
     )
     print(json.dumps(meta), flush=True)
     if not args.no_save:
-        save_warm_start(model, meta, ASSETS if args.out is None else Path(args.out))
+        save_warm_start(model, meta, assets_of(args.task) if args.out is None else Path(args.out))
 
 
 if __name__ == "__main__":
