@@ -128,8 +128,11 @@ def main(argv=None) -> None:
                         data["after_rl"] = {"steps": args.steps, "seed": seed}
                         data["after_rl"] |= measure(model, tokenizer, pool, args.samples, args.group, seed=0)
                         save()
-        data["comparison"] = comparison(data["runs"], args.seed_list)
-        save()
+                done = [
+                    s for s in args.seed_list if {(a, s) for a in ARMS} <= {(r["arm"], r["seed"]) for r in data["runs"]}
+                ]
+                data["comparison"] = comparison(data["runs"], done) if done else None  # seeds finished so far
+                save()
     print("comparison:", data["comparison"], flush=True)
     print(f"wrote {args.out}")
 

@@ -1,4 +1,4 @@
-"""The ladder task: its generator and scorer (deterministic, disjoint splits, 3-14 digits), the
+"""The ladder task: its generator and scorer (deterministic, disjoint splits, 3-11 digits), the
 generation cap that scores its long answers, the unbiased sampled group signal and the skip rule's
 savings against brute force, the task choice in the demo's CLI and protocol, the shipped warm start."""
 
@@ -93,9 +93,9 @@ def test_ladder_problems_deterministic_disjoint_and_scored():
     for name, ps in prompts.items():
         assert {split_of(x) for x in ps} == {name}
     lengths = {len(p.prompt) - 2 for p in pool + held_out}
-    assert lengths == set(range(3, 15))  # every rung of the ladder, in the pool and held out
+    assert lengths == set(range(3, 12))  # every rung of the ladder, in the pool and held out
     assert all(p.answer == answer_of(p.prompt) and len(p.answer) == len(p.prompt) - 2 for p in pool)
-    long = next(p for p in pool if len(p.answer) == 14)
+    long = next(p for p in pool if len(p.answer) == 11)
     assert Verifier()([long.prompt, long.prompt], [long.answer, long.answer[:-1]]) == [1.0, 0.0]
     assert make_problems(20, "pool") != make_problems(20, "pool", task="ladder")[:20]
     assert space_size("ladder") > space_size("sort") and TASKS["sort"].max_numbers == 8
@@ -104,12 +104,12 @@ def test_ladder_problems_deterministic_disjoint_and_scored():
 
 
 def test_generation_cap_scores_the_longest_ladder_answer():
-    """The default task's batches keep their 9 new tokens; a 14-digit ladder answer needs 15."""
+    """The default task's batches keep their 9 new tokens; an 11-digit ladder answer needs 12."""
     from adaptive_rollouts.demo.evaluate import MAX_NEW_TOKENS, new_token_cap
     from adaptive_rollouts.demo.tasks import TASKS
 
     assert new_token_cap(["a1=", "d" + "5" * 8 + "="]) == MAX_NEW_TOKENS == TASKS["sort"].max_new_tokens
-    assert new_token_cap(["a1=", "d" + "5" * 14 + "="]) == 15 == TASKS["ladder"].max_new_tokens
+    assert new_token_cap(["a1=", "d" + "5" * 11 + "="]) == 12 == TASKS["ladder"].max_new_tokens
 
 
 def test_demo_config_and_cli_choose_the_task():
@@ -118,11 +118,11 @@ def test_demo_config_and_cli_choose_the_task():
 
     parser = add_demo_arguments(argparse.ArgumentParser())
     cfg = config_from_args(parser.parse_args(["--task", "ladder"]))
-    assert cfg.task == "ladder" and cfg.completion_length() == 15
-    assert config_dict(cfg)["max_completion_length"] == 15
+    assert cfg.task == "ladder" and cfg.completion_length() == 12
+    assert config_dict(cfg)["max_completion_length"] == 12
     default = config_from_args(parser.parse_args([]))
     assert default.task == "sort" and default.completion_length() == 9  # the default demo as it was
-    with pytest.raises(ValueError, match="max_completion_length must be >= 15"):
+    with pytest.raises(ValueError, match="max_completion_length must be >= 12"):
         DemoConfig(task="ladder", max_completion_length=9).completion_length()
     with pytest.raises(SystemExit):
         parser.parse_args(["--task", "chess"])
@@ -161,3 +161,26 @@ def test_shipped_ladder_warm_start_is_u_shaped():
     p = sampled_scores(model, tok, make_problems(96, "pool", task="ladder"), 16, seed=5).mean(axis=1)
     assert np.mean(p < 0.05) >= 0.15 and np.mean(p > 0.95) >= 0.15  # 96 prompts: sampling slack
     assert 0.05 < np.mean((p > 0.05) & (p < 0.95))  # and a frontier between
+
+
+def test_ladder_block_renders_every_part(tmp_path):
+    from adaptive_rollouts.reporting.ladder_tables import DEMO_LADDER, render_demo_ladder
+    from adaptive_rollouts.reporting.results import write_result
+
+    p = np.array([0.0, 0.0, 0.5, 1.0])
+    part = {
+        "histogram": success_histogram(p),
+        "by_length": by_length(p, np.array([9, 9, 6, 3])),
+        "skip_rule": skip_rule_savings(np.array([0, 8, 8, 16]), np.array([0, 1, 8, 16]), 16, 8),
+        "mean": float(p.mean()),
+    }
+    settings = {"pool": 4, "samples": 32, "group": 8, "temperature": 1.0, "lr": 1e-4, "seeds": "0"}
+    runs = [{"arm": "oracle-skip", "seed": 0, "rollouts_per_step": 16.0, "extra_rollouts": 128}]
+    data = {"warm_start": part, "after_rl": {"steps": 6, "seed": 0, **part}, "runs": runs, "comparison": None}
+    write_result(
+        tmp_path / DEMO_LADDER, data, command="python benchmarks/demo_ladder.py", settings=settings, commit="abc1234"
+    )
+    text = render_demo_ladder(tmp_path)
+    assert "after 6 Uniform steps" in text and "| 9 | 2 | 0.00 | 0.00 |" in text
+    assert "| warm start | 0.50 | 1.00 | 2.00 |" in text  # half the rollouts, all the signal
+    assert "abc1234" in text and "python benchmarks/demo_ladder.py" in text

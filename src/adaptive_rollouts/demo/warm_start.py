@@ -1,6 +1,7 @@
 """Supervised warm start of the demo model on digit sorting (run once; the weights ship).
 
-    python scripts/train_warm_start.py --log runs/warm_start/log.txt
+    python scripts/train_warm_start.py                                   # the default task
+    python scripts/train_warm_start.py --task ladder --steps 750 --work runs/warm_start_ladder
 
 Trains the tiny Qwen2 on ``prompt + answer + <eos>`` (loss on the answer only) over SFT-split
 problems (disjoint from the RL pool and the held-out set by construction, `tasks.split_of`),
@@ -9,7 +10,10 @@ while long lists are still mostly wrong, so per-prompt success spreads over [0, 
 checkpoint (safetensors + JSON, model, AdamW moments and the batch sampler's state) every
 ``--checkpoint-every`` steps and resumes from it, bit for bit; at the end saves
 ``demo/assets/warm_start.safetensors`` and ``config.json`` (shape, training settings, run time,
-held-out accuracy by list length, spread of per-prompt success rates on the RL pool).
+held-out accuracy by list length, spread of per-prompt success rates on the RL pool). ``--task
+ladder`` trains on the same supervised problems (the ladder's ``sft_task``: lists of 3-8) for longer
+and writes ``demo/assets/ladder/``, whose ``config.json`` also records the task and the shares of
+its pool below 0.05 and above 0.95.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.sim.markdown import table
 
@@ -65,10 +67,46 @@ def render_demo_ladder(root: Path) -> str:
         "",
         *table(["policy", "share of Uniform's rollouts", "share of its signal kept", "signal per rollout"], skip),
     ]
-    if r.data.get("after_rl"):
-        a = r.data["after_rl"]
-        lines += ["", f"The Uniform run: {a['rollouts']} rollouts at lr {s['lr']:g}, seed {s['seed']}."]
+    lines += _learning(r.data, s)
     return block(lines, [r]) + _protocol(root)
+
+
+def _learning(d: dict, s: dict) -> list[str]:
+    """The learning runs (Uniform vs the known-p skip rule at one rate) and the speedup, when run."""
+    runs = d.get("runs") or []
+    if not runs:
+        return []
+    rows = []
+    for arm in dict.fromkeys(r["arm"] for r in runs):
+        mine = [r for r in runs if r["arm"] == arm]
+        start = np.mean([r["held_out"][0] for r in mine]) if all("held_out" in r for r in mine) else float("nan")
+        final = np.mean([r["held_out"][-1] for r in mine]) if all("held_out" in r for r in mine) else float("nan")
+        rows.append(
+            [
+                arm,
+                ", ".join(str(r["seed"]) for r in mine),
+                f"{np.mean([r['rollouts_per_step'] for r in mine]):.1f}",
+                f"{np.mean([r['extra_rollouts'] for r in mine]):.0f}",
+                f"{start:.3f} -> {final:.3f}",
+            ]
+        )
+    out = [
+        "",
+        f"Learning runs at lr {s['lr']:g} (one rate for both arms, not tuned on the ladder), single pass:",
+        "",
+        *table(
+            ["arm", "seeds", "rollouts / step", "uncharged oracle samples", "held-out greedy, start -> final"], rows
+        ),
+    ]
+    c = d.get("comparison")
+    if c:
+        per_seed = ", ".join(f"{x:.2f}" for x in c["per_seed"])
+        out += [
+            "",
+            f"Rollouts to the common target {c['target']:.3f} (seed means): Uniform {c['uniform_rollouts']:.0f}, "
+            f"known-p skip rule {c['oracle_skip_rollouts']:.0f}: speedup {c['speedup']:.2f} (per seed: {per_seed}).",
+        ]
+    return out
 
 
 def _protocol(root: Path) -> str:
