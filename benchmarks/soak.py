@@ -35,8 +35,8 @@ import numpy as np  # noqa: E402
 
 from adaptive_rollouts.allocators import make_allocator  # noqa: E402
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
+from adaptive_rollouts.experiments.results import git_commit, write_result  # noqa: E402
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess  # noqa: E402
-from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 from adaptive_rollouts.sim.problem import make_problem  # noqa: E402
 from adaptive_rollouts.sim.train import Simulator, TrainConfig  # noqa: E402
 from adaptive_rollouts.state import load_state, save_state  # noqa: E402

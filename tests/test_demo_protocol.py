@@ -96,7 +96,7 @@ def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path):
     run = fake_run(CFG, "uniform", 0, 1e-4)
     run["settings"]["weights"] = "other"
     store.add(run)
-    from adaptive_rollouts.reporting.results import load_result
+    from adaptive_rollouts.experiments.results import load_result
 
     assert load_result(store.path("uniform", 0, 1e-4)).settings["arm"] == "uniform"  # a result file
     with pytest.raises(ValueError, match=r"uniform/lr0.0001-seed0.json was made with other settings \(weights"):

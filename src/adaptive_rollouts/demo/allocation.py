@@ -9,7 +9,7 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
 
 - ``uniform``: stock GRPO groups.
 - ``default``: ``make_allocator()`` with no name (whatever the library's recommended default is).
-- ``null``: the null control, `sim.bench.null_control` (the map's): allocates like Uniform through
+- ``null``: the null control, `experiments.bench.null_control` (the map's): allocates like Uniform through
   the default's code path, so only the sampling noise differs from Uniform.
 - ``oracle``: known p. Each batch prompt's p is estimated from `SampledSuccess` samples of the
   current policy that are not charged to the budget; allocated by the library's objective for the
@@ -33,7 +33,7 @@ from typing import Any
 
 from adaptive_rollouts.allocators import ALLOCATORS
 from adaptive_rollouts.bridge import build_allocator
-from adaptive_rollouts.sim.bench import null_control
+from adaptive_rollouts.experiments.bench import null_control
 from adaptive_rollouts.sim.oracle import SkipOracle
 
 from .oracle import truth_of

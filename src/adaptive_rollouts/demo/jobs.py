@@ -17,7 +17,7 @@ from pathlib import Path
 import scipy.linalg  # noqa: F401  scipy ships its own OpenBLAS: load it so the limit below covers it
 
 from adaptive_rollouts.embeddings import FeatureTable, default_encoder
-from adaptive_rollouts.sim.run_store import read_json, write_json
+from adaptive_rollouts.experiments.run_store import read_json, write_json
 
 from .allocation import arm_of
 from .run import DemoConfig, RunResult, config_dict, run_one

@@ -3,8 +3,8 @@
 Per regime (`REGIMES`) and arm, in order (Uniform first, so the null control can use its rate):
 
 1. learning rate: each rate of ``lr_grid`` runs on the tune seeds; the best is the highest mean
-   over tune seeds of the held-out accuracy over the last third of the run (`sim.speedup.final_level`,
-   the map's criterion); a best at the grid's edge extends the grid (`sim.tuning.tune_grid`), and
+   over tune seeds of the held-out accuracy over the last third of the run (`experiments.speedup.final_level`,
+   the map's criterion); a best at the grid's edge extends the grid (`experiments.tuning.tune_grid`), and
    an arm whose best stays at an edge is reported as failed, with no number. Arms in ``same_rate``
    (the null control) run at Uniform's tuned rate: they allocate like Uniform. With ``rates_from``
    every arm takes the rate tuned in that regime instead (its tune runs are read, never made here).
@@ -30,10 +30,10 @@ import numpy as np
 
 from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable, default_encoder
-from adaptive_rollouts.reporting.results import write_result
-from adaptive_rollouts.sim.run_store import check_settings, read_json
-from adaptive_rollouts.sim.speedup import final_level
-from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.run_store import check_settings, read_json
+from adaptive_rollouts.experiments.speedup import final_level
+from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 
 from .allocation import arm_of
 from .jobs import one_thread, problem_sets
@@ -176,7 +176,7 @@ def code_version(root: Path = SRC) -> dict[str, str]:
 
 
 class RunStore:
-    """The runs of one regime under ``folder``, as result files (`reporting.results`: a header with
+    """The runs of one regime under ``folder``, as result files (`experiments.results`: a header with
     command, commit, settings and time, then the data): ``protocol.json`` (the settings every run
     shares) and ``runs/<arm>/lr<rate>-seed<seed>.json`` (one per finished run)."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.reporting.blocks import block, load_relative
-from adaptive_rollouts.sim.markdown import table
+from adaptive_rollouts.reporting.markdown import table
 
 __all__ = ["SAVING_SIGNAL", "render_saving_signal"]
 

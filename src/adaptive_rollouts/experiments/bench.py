@@ -32,12 +32,12 @@ from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, regist
 from adaptive_rollouts.bridge import build_allocator as build_allocator_from
 from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable
-from adaptive_rollouts.sim.bench_summary import summarize
+from adaptive_rollouts.experiments.bench_summary import summarize
+from adaptive_rollouts.experiments.speedup import rollouts_to_target
+from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
 from adaptive_rollouts.sim.problem import Problem, make_problem
-from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.realdata import reasoning_gym_features
-from adaptive_rollouts.sim.speedup import rollouts_to_target
 from adaptive_rollouts.sim.train import TrainConfig, train
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 # AdamW rates (the update is scale-free, so one base serves every aggregation); the regime map
-# (`sim.regime_map`) extends its grid by itself when the best rate is at an edge.
+# (`experiments.regime_map`) extends its grid by itself when the best rate is at an edge.
 BASE_LR = {"prompt-mean": 0.03, "seq-mean": 0.03, "token-mean": 0.03, "constant": 0.03}
 LR_MULTIPLIERS = (1 / 3, 1.0, 3.0)
 
