@@ -139,10 +139,9 @@ def timing() -> list[dict]:
 def build(method: str, problem, seed: int, aggregation: str, options: dict):
     from adaptive_rollouts.allocators import VIGOR, VIP, PosteriorProgressive, Uniform
     from adaptive_rollouts.embeddings import FeatureTable
-    from adaptive_rollouts.experiments.bench import _truth_fn
-    from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
+    from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor, problem_truth
 
-    truth = _truth_fn(problem)
+    truth = problem_truth(problem)
     base, _, variant = method.partition("@")
     table = FeatureTable(list(range(problem.n_prompts)), problem.features)
     predictor = TruePredictor(truth) if variant == "true-p" else "gp"
@@ -174,7 +173,7 @@ def build(method: str, problem, seed: int, aggregation: str, options: dict):
 
 
 def one_run(job: dict) -> dict:
-    from adaptive_rollouts.experiments.bench import _run_summary
+    from adaptive_rollouts.experiments.bench import run_summary
     from adaptive_rollouts.sim.problem import make_problem
     from adaptive_rollouts.sim.train import TrainConfig, train
 
@@ -196,7 +195,7 @@ def one_run(job: dict) -> dict:
     )
     t0 = time.perf_counter()
     tr = train(problem, alloc, cfg, predictor=predictor)
-    s = _run_summary(tr)
+    s = run_summary(tr)
     for k in ("alloc_p", "alloc_n"):
         s.pop(k, None)
     s.update(

@@ -192,3 +192,115 @@ def test_the_late_import_scan_sees_every_package():
     tree = ast.parse("def f():\n    from .tasks import make_problems\n")
     node = tree.body[0].body[0]
     assert _target("adaptive_rollouts.demo.jobs", node, False) == ["adaptive_rollouts.demo.tasks"]
+
+
+# ---------------------------------------------------------------------------- the research wing
+# Three rooms, imports one way: reporting (tables, reports) -> experiments (runs, stores, result
+# files) -> sim (the simulator). The `bench` command line (`sim.cli`, `sim.bench_checks`) drives all
+# three, so it sits above them.
+WING = ("reporting", "experiments", "sim")
+WING_COMMAND_LINE = (f"{PACKAGE}.sim.cli", f"{PACKAGE}.sim.bench_checks")
+
+
+def wing_back_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, what it imports) for every import from a room of the wing into a room listed before
+    it in `WING` (or into the command line), and every import of the demo from the wing."""
+    out = []
+    for module, targets in graph.items():
+        if module in WING_COMMAND_LINE:
+            continue
+        for i, room in enumerate(WING):
+            if _in(module, (room,)):
+                above = WING[:i]
+                out += [(module, t) for t in sorted(targets) if _in(t, above) or t in WING_COMMAND_LINE]
+                out += [(module, t) for t in sorted(targets) if _in(t, ("demo",))]
+    return out
+
+
+def test_the_research_wing_imports_one_way():
+    graph = _graph()
+    assert any(_in(m, ("experiments",)) for m in graph), "the experiments package is missing"
+    assert wing_back_imports(graph) == []
+
+
+def test_the_wing_check_finds_a_back_import():
+    graph = {
+        f"{PACKAGE}.sim.train": {f"{PACKAGE}.reporting.markdown"},
+        f"{PACKAGE}.experiments.bench": {f"{PACKAGE}.sim.train", f"{PACKAGE}.reporting.tables"},
+        f"{PACKAGE}.reporting.tables": {f"{PACKAGE}.experiments.results", f"{PACKAGE}.sim.problem"},
+        f"{PACKAGE}.sim.cli": {f"{PACKAGE}.reporting.tables"},
+    }
+    assert wing_back_imports(graph) == [
+        (f"{PACKAGE}.sim.train", f"{PACKAGE}.reporting.markdown"),
+        (f"{PACKAGE}.experiments.bench", f"{PACKAGE}.reporting.tables"),
+    ]
+
+
+# ---------------------------------------------------------------------------- private names
+# The demo, the benchmarks, the scripts and the examples use the library through its public names:
+# nothing whose module path or name starts with an underscore, from another package.
+OUTSIDE = [SRC / PACKAGE / "demo", SRC.parent / "benchmarks", SRC.parent / "scripts", SRC.parent / "examples"]
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+
+
+def private_imports(path: Path, own: str | None) -> list[str]:
+    """``module.name`` for every private name ``path`` takes from the package outside its own
+    package ``own``: imported (``from a._b import c``, ``from a.b import _c``, ``import a._b``) or
+    read as an attribute of an imported module (``b._c``)."""
+    tree = ast.parse(path.read_text())
+    found, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(PACKAGE):
+            mod = node.module or ""
+            if own and (mod == own or mod.startswith(own + ".")):
+                continue
+            for alias in node.names:
+                full = f"{mod}.{alias.name}"
+                if _private(full):
+                    found.append(full)
+                if full in MODULES:
+                    modules[alias.asname or alias.name] = full
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE) and not (own and alias.name.startswith(own + ".")):
+                    if _private(alias.name):
+                        found.append(alias.name)
+                    modules[alias.asname or alias.name] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = ast.unparse(node.value)
+            if base in modules:
+                found.append(f"{modules[base]}.{node.attr}")
+    return found
+
+
+def test_demo_benchmarks_scripts_and_examples_use_no_private_name():
+    files = [p for folder in OUTSIDE for p in sorted(folder.rglob("*.py"))]
+    assert len(files) > 20
+    own = {folder: f"{PACKAGE}.demo" if folder.name == "demo" else None for folder in OUTSIDE}
+    wrong = {
+        str(p.relative_to(SRC.parent)): names
+        for folder in OUTSIDE
+        for p in sorted(folder.rglob("*.py"))
+        if (names := private_imports(p, own[folder]))
+    }
+    assert wrong == {}
+
+
+def test_the_private_name_scan_finds_each_form(tmp_path):
+    code = (
+        "import adaptive_rollouts.experiments.bench as bench\n"
+        "from adaptive_rollouts.allocators import _pilot\n"
+        "from adaptive_rollouts.experiments.bench import run_summary, _hidden\n"
+        "from adaptive_rollouts.demo.tasks import _mine\n"
+        "x = bench._truth(1)\n"
+    )
+    (tmp_path / "f.py").write_text(code)
+    assert private_imports(tmp_path / "f.py", f"{PACKAGE}.demo") == [
+        f"{PACKAGE}.allocators._pilot",
+        f"{PACKAGE}.experiments.bench._hidden",
+        f"{PACKAGE}.experiments.bench._truth",
+    ]

@@ -35,7 +35,7 @@ from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.experiments.bench_summary import summarize
 from adaptive_rollouts.experiments.speedup import rollouts_to_target
 from adaptive_rollouts.progress import progress_bar
-from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
+from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor, problem_truth
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.realdata import reasoning_gym_features
 from adaptive_rollouts.sim.train import TrainConfig, train
@@ -49,6 +49,7 @@ __all__ = [
     "build_allocator",
     "null_control",
     "run_benchmark",
+    "run_summary",
     "rollouts_to_target",
     "summarize",
 ]
@@ -115,14 +116,6 @@ FULL = BenchConfig(
 )
 
 
-def _truth_fn(problem: Problem) -> Callable:
-    def truth(prompts):
-        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
-        return problem.success(idx), problem.reward_variance(idx)
-
-    return truth
-
-
 def method_options(name: str) -> tuple[str, dict[str, Any]]:
     """Split "name[key=value;key=value]" into the name and constructor options (values are Python
     literals), so the bench can run a variant of an allocator under its own label.
@@ -169,7 +162,7 @@ def build_allocator(
     (`_AGGREGATION_AWARE`); VIP keeps the paper's variance objective (passing it
     would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
     estimator) goes to every allocator that takes one."""
-    truth = _truth_fn(problem)
+    truth = problem_truth(problem)
     if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
     if name == "uniform-rounds":
@@ -210,7 +203,7 @@ def build_allocator(
     return alloc, predictor
 
 
-def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
+def run_summary(tr: dict[str, Any]) -> dict[str, Any]:
     pv, po = np.asarray(tr["probe_var"]), np.asarray(tr["probe_oracle_var"])
     ps, pso = np.asarray(tr["probe_signal"]), np.asarray(tr["probe_oracle_signal"])
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -284,7 +277,7 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
                         continue
                     t0 = time.perf_counter()
                     tr = train(problem, alloc, tcfg, predictor=predictor)
-                    s = _run_summary(tr)
+                    s = run_summary(tr)
                     s.update(
                         scenario=sc, seed=seed, aggregation=agg, method=method, lr=lr, seconds=time.perf_counter() - t0
                     )
