@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable, default_encoder
 from adaptive_rollouts.experiments.results import write_result
@@ -42,7 +43,7 @@ from .run import DemoConfig, run_one
 
 REGIMES = ("single-pass", "multi-epoch")
 ARMS = ("uniform", "null", "oracle", "default", "uniform-drgrpo", "vip-paper", "oracle-skip")
-SAVING_BASELINES = ("pilot", "greso", "pilot-commit", "sgpo")  # run when the library has them
+SAVING_BASELINES = tuple(name for name in saving_allocators() if name not in ARMS)  # every other saving allocator
 SRC = Path(__file__).resolve().parents[1]  # src/adaptive_rollouts
 
 

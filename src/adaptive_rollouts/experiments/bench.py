@@ -142,10 +142,6 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
     return base, options
 
 
-# allocators whose objective is derived per loss aggregation: they are given the run's
-_AGGREGATION_AWARE = ("posterior-progressive", "guarded-progressive", "saving-progressive", "default")
-
-
 def null_control(seed: int) -> Any:
     """The null control (``uniform-rounds``): the default allocator with saving off, so it gives
     Uniform's counts, drawn in the default's rounds; only the sampling noise differs from Uniform's.
@@ -159,7 +155,7 @@ def build_allocator(
     """(allocator, predictor or None) for a method name (see the module docstring).
 
     ``aggregation`` goes to the allocators whose objective is derived per loss aggregation
-    (`_AGGREGATION_AWARE`); VIP keeps the paper's variance objective (passing it
+    (their class says ``aggregation_aware``); VIP keeps the paper's variance objective (passing it
     would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
     estimator) goes to every allocator that takes one."""
     truth = problem_truth(problem)
@@ -194,7 +190,7 @@ def build_allocator(
         seed=seed,
         features=FeatureTable(list(range(problem.n_prompts)), problem.features),
         predictor=TruePredictor(truth) if variant == "true-p" else None,
-        aggregation=aggregation if base in _AGGREGATION_AWARE else None,
+        aggregation=aggregation if getattr(ALLOCATORS[base], "aggregation_aware", False) else None,
         estimator=estimator if base != "vip-paper" else None,
     )
     predictor = getattr(alloc, "predictor", None)

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
 from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.experiments.results import git_commit
@@ -168,10 +169,7 @@ SAVING_METHODS = (
     DEFAULT,
     NULL,
     "oracle-skip",
-    "pilot",
-    "pilot-commit",
-    "sgpo",
-    "greso",
+    *(name for name in saving_allocators() if name != DEFAULT),  # every registered saving allocator
     "guarded-progressive",
     "vigor",
 )
