@@ -304,3 +304,16 @@ def test_the_private_name_scan_finds_each_form(tmp_path):
         f"{PACKAGE}.experiments.bench._hidden",
         f"{PACKAGE}.experiments.bench._truth",
     ]
+
+
+def test_one_progress_bar():
+    """tqdm is imported in one module, `progress`, which every long loop of the package and the
+    benchmarks calls."""
+    users = []
+    for path in [*sorted((SRC / PACKAGE).rglob("*.py")), *sorted((SRC.parent / "benchmarks").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n.split(".")[0] == "tqdm" for n in names):
+                users.append(str(path.relative_to(SRC.parent)))
+    assert sorted(set(users)) == ["src/adaptive_rollouts/progress.py"]

@@ -35,6 +35,7 @@ from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.experiments.run_store import check_settings, read_json
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.progress import progress_bar
 
 from .allocation import arm_of
 from .jobs import one_thread, problem_sets
@@ -275,7 +276,7 @@ def run_protocol(
             res = _train(arm, seed, lr, dcfg, context, bar)
             saved = run_record(res, run_settings(cfg, arm, seed, lr), version)
             store.add(saved)
-        elif bar is not None and (arm, seed, lr) not in state.runs:
+        elif (arm, seed, lr) not in state.runs:
             bar.update(cfg.steps)
         state.runs[arm, seed, lr] = saved
         return saved
@@ -319,18 +320,13 @@ def run_protocol(
                 raise
             state.errors[arm] = f"{type(err).__name__}: {err}"
             traceback.print_exc()
-    if bar is not None:
-        bar.close()
+    bar.close()
     return state
 
 
 def _progress(cfg: ProtocolConfig, show: bool):
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
     runs = len(cfg.arms) * (len(cfg.tune_seeds) * len(cfg.lr_grid) + len(cfg.report_seeds))
-    return tqdm(total=runs * cfg.steps, desc=f"protocol {cfg.regime}", unit="step")
+    return progress_bar(runs * cfg.steps, show, desc=f"protocol {cfg.regime}", unit="step")
 
 
 def _train(arm: str, seed: int, lr: float, dcfg, context: dict, bar):
@@ -346,9 +342,7 @@ def _train(arm: str, seed: int, lr: float, dcfg, context: dict, bar):
             texts = [p.prompt for p in pool]
             context["features"] = FeatureTable(texts, default_encoder().encode(texts))
         features = context["features"]
-    if bar is not None:
-        bar.set_postfix_str(f"{arm} seed {seed} lr {lr:g}")
+    bar.set_postfix_str(f"{arm} seed {seed} lr {lr:g}")
     with one_thread(), tempfile.TemporaryDirectory() as tmp:
-        on_step = None if bar is None else bar.update
         cfg = replace(dcfg, methods=(arm,))
-        return run_one(arm, seed, cfg, features, pool, held_out, Path(tmp), on_step=on_step, learning_rate=lr)
+        return run_one(arm, seed, cfg, features, pool, held_out, Path(tmp), on_step=bar.update, learning_rate=lr)
