@@ -9,7 +9,6 @@ fingerprints of Uniform's runs (`experiments.map_summary.uniform_fingerprints`) 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import numpy as np
 
 from adaptive_rollouts.experiments.map_summary import summarize_map, uniform_fingerprints
 from adaptive_rollouts.experiments.regime_map import FULL_MAP, run_map
-from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.results import load_result, write_result
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_needed, speedup
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.state.atomic import atomic_write
@@ -168,11 +167,8 @@ def load_map_summary(path: Path) -> list[dict] | None:
     files = [path] if path.is_file() else sorted(path.glob("*.json")) if path.is_dir() else []
     rows: list[dict] = []
     for file in files:
-        try:
-            data = json.loads(file.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"map result {file} is not JSON: {err}") from None
-        rows += (data.get("data") or {}).get("rows", []) if isinstance(data, dict) else []
+        data = load_result(file).data  # ResultFileError (a ValueError) naming a file that is not one
+        rows += data.get("rows", []) if isinstance(data, dict) else []
     if rows:
         return rows
     if path.is_dir() and (path / "runs.jsonl").exists():

@@ -1,14 +1,15 @@
-"""Benchmark output: report.md, results.json and PNG plots in one run folder."""
+"""Benchmark output: report.md, results.json (a result file, `experiments.results`) and PNG plots in
+one run folder."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.reporting.markdown import fmt, section
 from adaptive_rollouts.reporting.markdown import table as markdown_table
 from adaptive_rollouts.state.atomic import atomic_write
@@ -289,5 +290,5 @@ def write_report(result: dict[str, Any], out: str | Path, theory: dict[str, Any]
         L += section("Plots") + [f"![{f}]({f})" for f in files]
     report = out / "report.md"
     atomic_write(report, ("\n".join(L) + "\n").encode())
-    atomic_write(out / "results.json", json.dumps(_json_safe(result)).encode())
+    write_result(out / "results.json", _json_safe(result), settings=cfg)
     return report
