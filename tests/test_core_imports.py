@@ -17,6 +17,8 @@ CORE = [
     "adaptive_rollouts.metrics",
     "adaptive_rollouts.state",
     "adaptive_rollouts.sim",
+    "adaptive_rollouts.experiments",
+    "adaptive_rollouts.reporting",
 ]
 FRAMEWORKS = ["torch", "transformers", "trl", "verl", "ray", "sentence_transformers"]
 
@@ -39,7 +41,7 @@ PACKAGE = "adaptive_rollouts"
 # the core: what any trainer, the simulator and the demo build on; it imports none of them
 CORE_PACKAGES = ("objectives", "solvers", "predictors", "allocators", "checks", "state")
 CORE_MODULES = ("types", "metrics", "advantages", "keys", "success", "fingerprints")
-EDGE = ("bridge", "integrations", "sim", "demo", "cli")
+EDGE = ("bridge", "integrations", "sim", "experiments", "reporting", "demo", "cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -317,3 +319,32 @@ def test_one_progress_bar():
             if any(n.split(".")[0] == "tqdm" for n in names):
                 users.append(str(path.relative_to(SRC.parent)))
     assert sorted(set(users)) == ["src/adaptive_rollouts/progress.py"]
+
+
+def documented_modules() -> set[str]:
+    """The paths in the first column of docs/architecture.md's module table (``sim/``, ``cli.py``)."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text()
+    section = text.split("## Modules", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {name for cell in rows for name in cell.split("`")[1::2]}
+
+
+def undocumented(root: Path, documented: set[str]) -> list[str]:
+    """Every package under ``root`` (``integrations/trl/``) and top-level module (``cli.py``) that
+    the module table leaves out; a package counts as in when one of its sub-packages is."""
+    packages = [p.parent.relative_to(root).as_posix() + "/" for p in root.rglob("__init__.py") if p.parent != root]
+    modules = [p.name for p in root.glob("*.py") if p.name != "__init__.py"]
+    return sorted(
+        [p for p in packages if not any(d.startswith(p) for d in documented)]
+        + [m for m in modules if m not in documented]
+    )
+
+
+def test_every_package_and_module_is_in_the_architecture_table(tmp_path):
+    assert undocumented(SRC / PACKAGE, documented_modules()) == []
+    (tmp_path / "newroom").mkdir()
+    (tmp_path / "newroom" / "__init__.py").write_text("")
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "__init__.py").write_text("")
+    (tmp_path / "tool.py").write_text("")
+    assert undocumented(tmp_path, {"sim/"}) == ["newroom/", "tool.py"]

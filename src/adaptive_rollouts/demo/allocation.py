@@ -2,7 +2,7 @@
 
 An *arm* is an allocator plus the TRL loss it trains with. Most arms train with TRL's default
 GRPO configuration (``loss_type="grpo"``, rewards scaled by the group std); there the plug-in
-gives every allocator the GRPO estimator (`integrations.trl.settings.configure_allocator`), so
+gives every allocator the GRPO estimator (`bridge.configure_allocator`), so
 VIP's paper objective would silently become the GRPO one. VIP as published therefore runs under
 Dr. GRPO (``loss_type="dr_grpo"``, ``scale_rewards="none"``), with ``uniform-drgrpo`` as its
 Uniform. `objective_of` says which objective each arm's allocator optimises.
