@@ -53,8 +53,9 @@ class BaseAllocator:
     """Seeded randomness, state, bounds and metrics shared by every allocator.
 
     Subclasses set `name` (registry key), `kind` ("fill": exactly the budget; "save": at most),
-    `aggregation_aware` (its objective is derived per loss aggregation), `lower` / `upper` (bounds on a non-zero count; upper None = unbounded), `allow_skip` (whether a
-    count may be 0), and implement `_run`.
+    `aggregation_aware` (its objective is derived per loss aggregation), `lower` / `upper` (bounds
+    on a non-zero count; upper None = unbounded), `allow_skip` (whether a count may be 0), and
+    implement `_run`.
     """
 
     name: str = "base"
