@@ -14,7 +14,7 @@ learning run Uniform vs the known-p skip rule, and how the frontier moves under 
    demo's trainer at one rate (``--lr``, not tuned on the ladder), single pass over the first
    ``--steps`` x ``--prompts-per-step`` pool prompts; held-out greedy accuracy every ``--eval-every``
    steps; the speedup in rollouts to a common target read as the regime map reads it
-   (`sim.speedup.speedup`, target at half the run), per seed and over the seed means.
+   (`experiments.speedup.speedup`, target at half the run), per seed and over the seed means.
 3. The frontier moves: part 1's measurement on Uniform's final weights of the first seed.
 
 Writes ``results/demo_ladder/ladder.json`` after each part and each run (a rerun with the same
@@ -86,7 +86,7 @@ def main(argv=None) -> None:
     from adaptive_rollouts.demo.protocol import weights_digest
     from adaptive_rollouts.demo.tasks import make_problems
     from adaptive_rollouts.demo.tokenizer import build_tokenizer
-    from adaptive_rollouts.reporting.results import load_result, write_result
+    from adaptive_rollouts.experiments.results import load_result, write_result
 
     keys = ("pool", "samples", "group", "seeds", "steps", "prompts_per_step", "eval_every", "held_out", "lr")
     settings = {k: getattr(args, k) for k in keys} | {"task": "ladder", "temperature": 1.0}
@@ -183,9 +183,9 @@ def trained_model(tokenizer, weights: Path):
 
 
 def comparison(runs: list[dict], seeds: list[int]) -> dict:
-    """The known-p rule's speedup over Uniform in rollouts to the common target (`sim.speedup`), over
+    """The known-p rule's speedup over Uniform in rollouts to the common target (`experiments.speedup`), over
     the seed means and per seed."""
-    from adaptive_rollouts.sim.speedup import rollouts_needed, speedup
+    from adaptive_rollouts.experiments.speedup import rollouts_needed, speedup
 
     def curves(arm: str) -> list[dict]:
         by_seed = {r["seed"]: r for r in runs if r["arm"] == arm}

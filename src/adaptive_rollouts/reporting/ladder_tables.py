@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_rollouts.reporting.blocks import block, load_relative
-from adaptive_rollouts.sim.markdown import table
+from adaptive_rollouts.reporting.markdown import table
 
 __all__ = ["DEMO_LADDER", "LADDER_PROTOCOL", "render_demo_ladder"]
 
