@@ -164,8 +164,8 @@ def test_shipped_ladder_warm_start_is_u_shaped():
 
 
 def test_ladder_block_renders_every_part(tmp_path):
-    from adaptive_rollouts.reporting.ladder_tables import DEMO_LADDER, render_demo_ladder
     from adaptive_rollouts.experiments.results import write_result
+    from adaptive_rollouts.reporting.ladder_tables import DEMO_LADDER, render_demo_ladder
 
     p = np.array([0.0, 0.0, 0.5, 1.0])
     part = {
