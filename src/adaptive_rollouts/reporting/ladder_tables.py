@@ -34,8 +34,8 @@ def render_demo_ladder(root: Path) -> str:
     tails = [
         ["p < 0.05 (almost never)", *(f"{x['histogram']['below_0.05']:.2f}" for _, x in parts)],
         ["p > 0.95 (almost always)", *(f"{x['histogram']['above_0.95']:.2f}" for _, x in parts)],
-        ["never solved in every sample", *(f"{x['histogram']['at_0']:.2f}" for _, x in parts)],
-        ["solved in every sample", *(f"{x['histogram']['at_1']:.2f}" for _, x in parts)],
+        ["no sample solved it", *(f"{x['histogram']['at_0']:.2f}" for _, x in parts)],
+        ["every sample solved it", *(f"{x['histogram']['at_1']:.2f}" for _, x in parts)],
         ["mean p", *(f"{x['mean']:.3f}" for _, x in parts)],
     ]
     lengths = list(parts[0][1]["by_length"])
