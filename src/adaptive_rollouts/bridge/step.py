@@ -61,8 +61,8 @@ __all__ = [
 RoundFn = Callable[[np.ndarray, np.ndarray], Sequence[Any]]
 """``generate(indices, counts)``: one group of raw rewards per asked prompt (see the module docstring)."""
 
-NOT_LOGGED = ("budget", "num_prompts")
-"""Step values that are the same every step (the trainer's settings): kept in `StepResult.values`,
+NOT_LOGGED = ("budget",)
+"""Step values that are the trainer's own setting, the same every step: kept in `StepResult.values`,
 not logged; ``budget_share_total`` says how much of the budget was spent."""
 
 
