@@ -39,6 +39,7 @@ from adaptive_rollouts.bridge import (
     TrainerStep,
     allocator_kind,
     build_allocator,
+    check_policy_features,
     prompt_text,
     text_features,
 )
@@ -236,8 +237,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             mine.setdefault(key_of_row(row), row)
         own = list(mine)
         rows = [mine[k] for k in own]
-        vectors = self._policy_features(rows) if rows else np.zeros((0, 0), dtype=np.float32)
-        vectors = np.asarray(vectors, dtype=np.float32)
+        vectors = check_policy_features(self._policy_features(rows), len(rows)) if rows else np.zeros((0, 1))
         pairs = list(zip(own, list(vectors)))
         if self.accelerator.num_processes > 1:
             pairs = gather_object(pairs)
