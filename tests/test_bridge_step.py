@@ -98,7 +98,9 @@ def test_running_totals_add_up_and_survive_a_state_round_trip():
     rng = np.random.default_rng(0)
     spent = 0
     for _ in range(3):
-        result = step.run(list("abcd"), 32, _rounds(lambda i, n: (rng.random(n) < [0.0, 1.0, 0.5, 0.5][i]).astype(float).tolist()))
+        result = step.run(
+            list("abcd"), 32, _rounds(lambda i, n: (rng.random(n) < [0.0, 1.0, 0.5, 0.5][i]).astype(float).tolist())
+        )
         spent += result.spent
     log = result.log()
     assert log["adaptive/rollouts_spent_total"] == spent and log["adaptive/rollouts_saved_total"] == 96 - spent

@@ -107,7 +107,9 @@ def test_uniform_runs_no_policy_pass(tmp_path):
 def test_the_regime_tracker_sees_the_successes_the_allocator_saw(tmp_path):
     """With ``reward_threshold=0.5`` a group of lengths 1/6 .. 2/6 is all failures: flat for the
     allocator and for ``regime/zero_variance_fraction`` alike (the raw rewards are not all equal)."""
-    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, reward=reward_length, allocator="uniform", reward_threshold=0.5)
+    trainer = make_trainer(
+        AdaptiveGRPOTrainer, tmp_path, reward=reward_length, allocator="uniform", reward_threshold=0.5
+    )
     cap = Capture(trainer)
     trainer.train()
     rewards = np.array(cap.rewards[-1]["reward_length"])

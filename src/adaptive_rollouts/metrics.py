@@ -45,8 +45,8 @@ left unscored is not skipped. Renamed keys stay readable for one release (`DEPRE
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -148,31 +148,33 @@ def step_metrics(
     all_equal = used & ~signal
     values, freq = np.unique(made, return_counts=True)
     rolled = made > 0  # prompts given rollouts (scored or not)
-    out = StepMetrics({
-        "num_prompts": len(prompts),
-        "rollouts_spent": spent,
-        "unscored": spent - scored,
-        "budget": None if budget is None else int(budget),
-        "rollouts_saved": None if budget is None else int(budget) - spent,
-        "skipped": int(np.sum(~rolled)),
-        "singletons": int(np.sum(made == 1)),
-        "zero_variance_groups": int(all_equal.sum()),
-        "signal_groups": int(signal.sum()),
-        "effective_rollouts": int(counts[signal].sum()),
-        "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
-        "solve_all": int(solve_all.sum()),
-        "solve_none": int(solve_none.sum()),
-        "mean_reward": float(flat.mean()) if scored else float("nan"),
-        "count_min": int(made[rolled].min()) if rolled.any() else 0,
-        "count_max": int(made[rolled].max()) if rolled.any() else 0,
-        "count_mean": float(made[rolled].mean()) if rolled.any() else 0.0,
-        "allocation_histogram": {int(v): int(f) for v, f in zip(values, freq)},
-        "predicted_success": None,
-        "observed_success": None,
-        "brier": None,
-        "brier_group": None,
-        "allocator_seconds": None if wall_time_s is None else float(wall_time_s),
-    })
+    out = StepMetrics(
+        {
+            "num_prompts": len(prompts),
+            "rollouts_spent": spent,
+            "unscored": spent - scored,
+            "budget": None if budget is None else int(budget),
+            "rollouts_saved": None if budget is None else int(budget) - spent,
+            "skipped": int(np.sum(~rolled)),
+            "singletons": int(np.sum(made == 1)),
+            "zero_variance_groups": int(all_equal.sum()),
+            "signal_groups": int(signal.sum()),
+            "effective_rollouts": int(counts[signal].sum()),
+            "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
+            "solve_all": int(solve_all.sum()),
+            "solve_none": int(solve_none.sum()),
+            "mean_reward": float(flat.mean()) if scored else float("nan"),
+            "count_min": int(made[rolled].min()) if rolled.any() else 0,
+            "count_max": int(made[rolled].max()) if rolled.any() else 0,
+            "count_mean": float(made[rolled].mean()) if rolled.any() else 0.0,
+            "allocation_histogram": {int(v): int(f) for v, f in zip(values, freq)},
+            "predicted_success": None,
+            "observed_success": None,
+            "brier": None,
+            "brier_group": None,
+            "allocator_seconds": None if wall_time_s is None else float(wall_time_s),
+        }
+    )
     if prediction is not None:
         mean = np.asarray(prediction.mean, dtype=float)
         if mean.shape != (len(prompts),):

@@ -31,6 +31,7 @@ from .build import (
 )
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
+from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
 from .step import (
     NOT_LOGGED,
     PerPrompt,
@@ -43,7 +44,6 @@ from .step import (
     TrainerStep,
     check_policy_features,
 )
-from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
 from .steps import (
     allocator_kind,
     check_counts,

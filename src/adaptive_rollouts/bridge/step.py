@@ -134,7 +134,8 @@ class StepBook:
         if asked > budget:
             raise ValueError(
                 f"{who} asked for {int(counts.sum())} more rollouts in round {self.rounds + 1} after "
-                f"{int(self.requested.sum())}: {asked} in all, over the budget {budget}"
+                f"spending {int(self.requested.sum())}: over the budget {budget} (it asked for {asked} "
+                f"rollouts this step in all, the budget is {budget})"
             )
         self.requested[indices] += counts
         self.rounds += 1
@@ -389,8 +390,9 @@ class TrainerStep:
         if incomplete or not isinstance(self.allocator, ReportsMetrics):
             return None  # an incomplete step's allocator did not finish: its metrics are the last step's
         own = self.allocator.last_metrics
-        fresh = own is not None and own.get("rollouts_spent") == int(book.requested.sum())
-        return dict(own) if fresh and own.get("num_prompts") == len(book.prompts) else None
+        if own is None or own.get("rollouts_spent") != int(book.requested.sum()):
+            return None  # not this step's (an allocator object that does not set them each step)
+        return dict(own) if own.get("num_prompts") == len(book.prompts) else None
 
     def _result(
         self, book: StepBook, budget: int, seconds: float, policy_seconds: float | None, incomplete: bool

@@ -109,7 +109,9 @@ def load_trainer_state(trainer: Any, folder: str) -> bool:
         history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
         budget = int(trainer.args.generation_batch_size)
         spent = int(sum(int(c.sum()) for c in history))
-        trainer.totals.load_state_dict({"steps": len(history), "rollouts_spent": spent, "budget": budget * len(history)})
+        trainer.totals.load_state_dict(
+            {"steps": len(history), "rollouts_spent": spent, "budget": budget * len(history)}
+        )
         trainer.tokens_total = 0
         logger.warning("%s has no running totals (older format): rebuilt from its history; tokens restart at 0", path)
     return True

@@ -202,7 +202,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                 got = play(indices.tolist(), counts.tolist())
                 return [[r.reward for r in got[i]] for i in indices.tolist()]  # NaN: unscored
 
-            def features(_prompts: list) -> np.ndarray:
+            def features(_prompts: Sequence[Any]) -> np.ndarray | None:
                 if world > 1:
                     broadcast_object_list([(_POLICY, None, None)])
                 return self._policy_pass(local, keys)
