@@ -192,3 +192,18 @@ def test_per_prompt_rounds_keep_completions_and_refuse_a_short_generation():
 def test_a_book_refuses_more_rewards_than_asked():
     with pytest.raises(ValueError, match="returned 3 rewards for prompt 'a', asked 2"):
         StepBook(["a"]).add([0], [[1.0, 1.0, 1.0]], [2])
+
+
+def test_a_prior_equal_for_every_prompt_is_not_scored_as_a_prediction():
+    """The default predicts its prior (the same p) for prompts it has never seen: no Brier score of
+    that (it would read 0.25 on every step of a run that never revisits a prompt)."""
+    from adaptive_rollouts.metrics import step_metrics
+    from adaptive_rollouts.types import Prediction
+
+    rewards = [np.array([0.0, 1.0]), np.array([1.0, 1.0])]
+    flat = step_metrics(["a", "b"], [2, 2], rewards, Prediction(np.full(2, 0.5), np.zeros(2)))
+    assert flat["brier"] is None and flat["predicted_success"] is None
+    varied = step_metrics(["a", "b"], [2, 2], rewards, Prediction(np.array([0.5, 0.9]), np.zeros(2)))
+    assert varied["brier"] == pytest.approx((0.25 + 0.25 + 0.01 + 0.01) / 4)
+    log = TrainerStep(SavingProgressive()).run(list("abcd"), 32, _rounds(lambda i, n: [float(i % 2)] * n)).log()
+    assert "adaptive/brier" not in log  # first step: every prompt new, the prior for all

@@ -28,7 +28,8 @@ Keys (all JSON-able; `allocation_histogram` has int keys, which JSON turns into 
 | brier_group | mean over non-skipped groups of (predicted p - group mean reward)^2 |
 | allocator_seconds | seconds the allocator itself spent (sampling excluded; `clock.AllocatorClock`) |
 
-The predictor-quality four are None when no prediction is given, ``allocator_seconds`` when no time is.
+The predictor-quality four are None when no prediction is given, or when it is the same for every
+prompt of the step (a prior: nothing learned about them yet); ``allocator_seconds`` when no time is.
 The counts (``skipped``, ``singletons``, ``count_*``, the histogram) are of the rollouts generated
 (``generated``), which may exceed the rewards scored: a prompt whose rollouts were all generated but
 left unscored is not skipped. Renamed keys stay readable for one release (`DEPRECATED_NAMES`, with a
@@ -179,7 +180,9 @@ def step_metrics(
         mean = np.asarray(prediction.mean, dtype=float)
         if mean.shape != (len(prompts),):
             raise ValueError(f"prediction.mean has shape {mean.shape}, expected ({len(prompts)},)")
-        if scored:
+        # a prediction equal for every prompt (a prior: nothing learned about these prompts yet) is not
+        # scored: its Brier score would measure the rewards' spread, not the predictor
+        if scored and float(np.ptp(mean)) > 0.0:
             per_rollout = np.repeat(mean, counts)
             out["predicted_success"] = float(per_rollout.mean())
             out["observed_success"] = float(flat.mean())
