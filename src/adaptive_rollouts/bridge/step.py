@@ -215,7 +215,8 @@ class StepResult:
     """One step as the trainer needs it: per prompt ``counts`` (rollouts generated), scored
     ``successes`` (what the allocator saw) and ``raw`` rewards; ``unscored`` (spent, no reward),
     ``rounds``, ``allocator_seconds`` (generation out), ``policy_seconds`` (the policy-features pass,
-    None without one), ``incomplete`` (the allocator's run was cut short, `RoundIncomplete`),
+    None without one; logged with ``policy_share``, its share of the step's wall time: the pass, the
+    allocator and the generation rounds), ``incomplete`` (the allocator's run was cut short, `RoundIncomplete`),
     ``values`` (the step's metrics, computed once), ``regime`` (the fingerprints after this step) and
     ``totals`` (`RunningTotals.values` after this step)."""
 
@@ -261,6 +262,7 @@ class PlannedStep:
     counts: np.ndarray
     clock: AllocatorClock
     policy_seconds: float | None
+    began: float = 0.0  # perf_counter at plan: the step's wall time runs from here to observe
 
 
 def check_policy_features(features: Any, n_prompts: int, width: int | None = None) -> np.ndarray:
@@ -338,6 +340,7 @@ class TrainerStep:
         ``prompts``: what ``policy_features`` reads (default: the keys); ``book``: a `StepBook` (or a
         trainer's subclass keeping its own extras) to fill."""
         keys, budget = list(keys), int(budget)
+        began = time.perf_counter()
         book = StepBook(keys, signal=self.signal) if book is None else book
         policy_seconds = self._observe_policy(keys if prompts is None else prompts, len(keys))
         clock = AllocatorClock()
@@ -362,18 +365,19 @@ class TrainerStep:
                 incomplete = True
         if not incomplete:
             check_spent(book.requested, budget, self.kind, self.who)
-        return self._result(book, budget, clock.seconds, policy_seconds, incomplete)
+        return self._result(book, budget, clock.seconds, policy_seconds, incomplete, time.perf_counter() - began)
 
     # -- single-shot: plan, then observe ----------------------------------------------------------
     def plan(self, keys: Sequence[Hashable], budget: int, prompts: Sequence[Any] | None = None) -> PlannedStep:
         """``allocator.plan(keys, budget)``, its counts checked; give the result back to `observe`."""
         keys, budget = list(keys), int(budget)
+        began = time.perf_counter()
         policy_seconds = self._observe_policy(keys if prompts is None else prompts, len(keys))
         clock = AllocatorClock()
         with clock.running():
             plan = self.allocator.plan(keys, budget)
         counts = check_counts(plan, len(keys), budget, self.kind, self.who)
-        return PlannedStep(keys, budget, plan_or_prompts(plan, keys), counts, clock, policy_seconds)
+        return PlannedStep(keys, budget, plan_or_prompts(plan, keys), counts, clock, policy_seconds, began)
 
     def observe(self, planned: PlannedStep, raws: Sequence[Any], book: StepBook | None = None) -> StepResult:
         """The planned step's raw rewards (one group per prompt, at most its count) to ``observe``."""
@@ -382,7 +386,8 @@ class TrainerStep:
         book.add(np.arange(len(planned.keys)), raws, planned.counts)
         with planned.clock.running():
             self.allocator.observe(planned.plan, book.successes())
-        return self._result(book, planned.budget, planned.clock.seconds, planned.policy_seconds, False)
+        wall = time.perf_counter() - planned.began
+        return self._result(book, planned.budget, planned.clock.seconds, planned.policy_seconds, False, wall)
 
     # -- the result -------------------------------------------------------------------------------
     def _own_metrics(self, book: StepBook, incomplete: bool) -> dict[str, Any] | None:
@@ -395,7 +400,13 @@ class TrainerStep:
         return dict(own) if own.get("num_prompts") == len(book.prompts) else None
 
     def _result(
-        self, book: StepBook, budget: int, seconds: float, policy_seconds: float | None, incomplete: bool
+        self,
+        book: StepBook,
+        budget: int,
+        seconds: float,
+        policy_seconds: float | None,
+        incomplete: bool,
+        wall: float,
     ) -> StepResult:
         successes = book.successes()
         values = self._own_metrics(book, incomplete)
@@ -409,7 +420,7 @@ class TrainerStep:
         values["incomplete_step"] = int(incomplete)
         if policy_seconds is not None:
             values["policy_seconds"] = policy_seconds
-            values["policy_share"] = policy_seconds / (policy_seconds + seconds) if policy_seconds + seconds else 0.0
+            values["policy_share"] = min(1.0, policy_seconds / wall) if wall > 0 else 0.0  # of the step's time
         self.regime.update(book.prompts, successes)  # one tracker, one signal: what the allocator saw
         self.totals.add(spent, budget)
         return StepResult(
