@@ -20,6 +20,7 @@ A trainer plug-in adapts its framework's hooks and calls, for everything else, t
 
 from __future__ import annotations
 
+from .book import PerPrompt, RoundFn, RoundIncomplete, RunningTotals, StepBook
 from .build import (
     DEFAULT_NAMES,
     OptionsError,
@@ -32,18 +33,7 @@ from .build import (
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
 from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
-from .step import (
-    NOT_LOGGED,
-    PerPrompt,
-    PlannedStep,
-    RoundFn,
-    RoundIncomplete,
-    RunningTotals,
-    StepBook,
-    StepResult,
-    TrainerStep,
-    check_policy_features,
-)
+from .step import NOT_LOGGED, PlannedStep, StepResult, TrainerStep, check_policy_features
 from .steps import (
     allocator_kind,
     check_counts,
