@@ -140,7 +140,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.tokens_total = 0  # completion tokens trained on since the start
         self._policy_features = policy_features_for(self, policy_features)
         # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals
-        self.step = TrainerStep(self.allocator, self.success, regime=self.regime, totals=self.totals)
+        self.adaptive_step = TrainerStep(self.allocator, self.success, regime=self.regime, totals=self.totals)
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 
     def _map_style(self) -> bool:
@@ -207,9 +207,9 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                     broadcast_object_list([(_POLICY, None, None)])
                 return self._policy_pass(local, keys)
 
-            self.step.policy_features = features if self._policy_features is not None else None
+            self.adaptive_step.policy_features = features if self._policy_features is not None else None
             try:
-                result = self.step.run(keys, budget, generate, prompts=rows)
+                result = self.adaptive_step.run(keys, budget, generate, prompts=rows)
             finally:
                 if world > 1:
                     broadcast_object_list([(_DONE, None, None)])

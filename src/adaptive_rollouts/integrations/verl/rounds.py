@@ -65,7 +65,7 @@ def _dispatch(trainer: Any, batch: Any, rows: np.ndarray, counts: np.ndarray) ->
 
 
 def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tuple[StepResult, StepFeedback, int]:
-    """The step (`bridge.TrainerStep`, ``trainer.step``) with rounds dispatched through verl; returns
+    """The step (`bridge.TrainerStep`, ``trainer.adaptive_step``) with rounds dispatched through verl; returns
     the step's result, its session feedback and the number of round groups (prompt uids) the replay
     buffer must sample (0: nothing to train)."""
     import transfer_queue as tq
@@ -116,7 +116,7 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
             raise RoundIncomplete(f"rollouts still missing after {s.session_retries} re-dispatches: {missing}", raws)
         return raws  # "save": what is missing is spent and unscored (the step's Draw tells the allocator)
 
-    result = trainer.step.run(keys, trainer.budget, generate, book=feedback)
+    result = trainer.adaptive_step.run(keys, trainer.budget, generate, book=feedback)
     if result.incomplete:
         logger.warning("adaptive: step %d incomplete; training on the rollouts produced so far", trainer.global_steps)
         feedback.incomplete = True

@@ -143,7 +143,7 @@ def _make_trainer_class():
             self.texts = None if pool else text_features(self.allocator, encoder=self.encoder)
             self.kind = allocator_kind(self.allocator)
             # the one step object every trainer uses: rounds, success mapping, clock, metrics, regime
-            self.step = TrainerStep(self.allocator, self.signal, regime=self.regime)
+            self.adaptive_step = TrainerStep(self.allocator, self.signal, regime=self.regime)
             # single-shot, planned and awaiting rewards: the planned step and the uids
             self._pending: tuple[PlannedStep, list[str]] | None = None
 
@@ -175,7 +175,7 @@ def _make_trainer_class():
                 self.texts.register(keys, batch_texts(batch))
             uids = [str(u) for u in batch_keys(batch, "uid")]
             if self.planner is not None:
-                planned = self.step.plan(keys, self.budget)
+                planned = self.adaptive_step.plan(keys, self.budget)
                 counts = planned.counts
                 live = np.flatnonzero(counts > 0)
                 if live.size:  # skipped prompts are not dispatched
@@ -229,7 +229,7 @@ def _make_trainer_class():
             self._pending = None
             sessions = R.read_session_scores(trajectory_keys, "train")
             feedback = StepFeedback(planned.keys, signal=self.signal, budget=self.budget)
-            result = self.step.observe(planned, [sessions.of(uid) for uid in uids], book=feedback)
+            result = self.adaptive_step.observe(planned, [sessions.of(uid) for uid in uids], book=feedback)
             metrics.update(result.log(feedback.metrics(prefix="")))
 
         def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
@@ -260,7 +260,7 @@ def _make_trainer_class():
                 "allocator": self.allocator.state_dict(),
                 "success": self.signal.state_dict(),
                 "regime": self.regime.state_dict(),
-                "totals": self.step.totals.state_dict(),
+                "totals": self.adaptive_step.totals.state_dict(),
             }
 
         def _save_checkpoint(self):
@@ -288,7 +288,7 @@ def _make_trainer_class():
             self.signal.load_state_dict(state["success"])
             self.regime.load_state_dict(state["regime"])
             if "totals" in state:
-                self.step.totals.load_state_dict(state["totals"])
+                self.adaptive_step.totals.load_state_dict(state["totals"])
             else:  # written before the running totals existed
                 logger.warning("%s has no running totals (older format): they restart at 0", path)
             logger.info("restored allocator state from %s", path)
