@@ -91,6 +91,7 @@ def test_an_incomplete_round_keeps_what_was_generated_and_reports_no_allocator_m
     result = TrainerStep(alloc).run(["a", "b"], 8, generate)
     assert result.incomplete and result.counts.sum() > 0 and result.log()["adaptive/incomplete_step"] == 1.0
     assert result.values["rollouts_spent"] == result.counts.sum() and alloc.last_metrics is None
+    assert "effective_rollouts" not in result.values  # no statistics of groups the allocator did not finish
 
 
 def test_running_totals_add_up_and_survive_a_state_round_trip():

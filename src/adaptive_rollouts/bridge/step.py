@@ -47,6 +47,9 @@ from .steps import check_counts, check_request, check_spent, plan_or_prompts
 
 __all__ = ["NOT_LOGGED", "PlannedStep", "StepResult", "TrainerStep", "check_policy_features"]
 
+INCOMPLETE_KEYS = ("num_prompts", "rollouts_spent", "unscored", "budget", "rollouts_saved", "skipped")
+"""What an incomplete step (`RoundIncomplete`) reports: what it spent, not statistics of cut groups."""
+
 NOT_LOGGED = ("budget",)
 """Step values that are the trainer's own setting, the same every step: kept in `StepResult.values`,
 not logged; ``budget_share_total`` says how much of the budget was spent."""
@@ -255,6 +258,8 @@ class TrainerStep:
         if values is None:  # an allocator without metrics, or a step it did not finish
             scored = np.array([s.size for s in successes], dtype=np.int64)
             values = dict(step_metrics(book.prompts, scored, successes, budget=budget, generated=book.requested))
+        if incomplete:  # the groups are cut short: what was spent, not statistics of unfinished groups
+            values = {k: values[k] for k in INCOMPLETE_KEYS}
         spent = int(book.requested.sum())
         values["budget"], values["rollouts_saved"] = budget, budget - spent  # the step's, whatever the allocator knew
         values["allocator_seconds"] = seconds  # the trainer's clock: one measure for every allocator
