@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from adaptive_rollouts.advantages import group_advantages
+from adaptive_rollouts.bridge.settings import verl_estimator
 from adaptive_rollouts.checks.validation import ESTIMATORS
 
 __all__ = ["group_ids_from_index", "outcome_advantage", "register", "session_keys"]
@@ -139,9 +140,9 @@ def _make(estimator: str):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if index is None:
             raise ValueError(f"adaptive_{estimator} needs the group index (verl's 'uid' field)")
-        est = estimator
-        if est == "grpo" and not _config_get(config, "norm_adv_by_std_in_grpo", True):
-            est = "drgrpo"
+        # verl's norm_adv_by_std_in_grpo=False turns GRPO into Dr. GRPO (the trainer-settings table)
+        est = verl_estimator(f"adaptive_{estimator}", bool(_config_get(config, "norm_adv_by_std_in_grpo", True)))
+        assert est is not None
         keys = _SESSION_KEYS.get()
         if keys is None or len(keys) != token_level_rewards.shape[0]:
             return outcome_advantage(token_level_rewards, response_mask, index, est, epsilon)
