@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS
 from .aggregation import aggregation_weight, batch_gradient_moments
-from .beta import beta_from_moments, beta_moment, power_moments
+from .beta import beta_from_moments, beta_mean_var, beta_moment, power_moments
 from .centred import RLOO, DrGRPO
 from .estimator import CentredEstimator, Estimator
 from .grpo import GRPO
@@ -50,6 +50,7 @@ __all__ = [
     "batch_gradient_moments",
     "bernoulli_variance",
     "beta_from_moments",
+    "beta_mean_var",
     "beta_moment",
     "drgrpo_variance",
     "group_moments",

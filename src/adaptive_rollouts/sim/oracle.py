@@ -14,7 +14,7 @@ import numpy as np
 
 from adaptive_rollouts.allocators.base import SingleShotAllocator
 from adaptive_rollouts.checks.validation import check_choice
-from adaptive_rollouts.solvers import allocate
+from adaptive_rollouts.solvers import allocate, equal_split
 from adaptive_rollouts.types import Prediction, Prompt
 
 TruthFn = Callable[[Sequence[Prompt]], tuple[np.ndarray, np.ndarray]]
@@ -84,9 +84,7 @@ class SkipOracle(SingleShotAllocator):
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         p, _ = self.truth(prompts)
-        q = len(prompts)
-        n = np.full(q, budget // q, dtype=np.int64)
-        n[: budget % q] += 1
+        n = equal_split(budget, len(prompts))
         p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
         flat = p**n + (1.0 - p) ** n
         return np.where((flat > self.flat_above) | (n < 2), 0, n)

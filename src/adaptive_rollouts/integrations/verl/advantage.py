@@ -17,7 +17,7 @@ name                advantage of rollout i in a group of n       matches verl's 
 deviation, ``epsilon = 1e-6`` as in verl. Differences from verl's stock estimators, both
 deliberate: a group with one rollout gets advantage 0 (verl returns the raw reward, which for an
 adaptive allocator that leaves prompts at one rollout would push every such sequence up by its
-raw score), and a group whose std is below ``1e-6`` gets exactly 0. Computation is vectorised
+raw score), and a group whose rewards span at most ``1e-6`` gets exactly 0. Computation is vectorised
 (:func:`adaptive_rollouts.advantages.group_advantages`), not verl's per-rollout Python loop.
 
 Multi-output agent loops (one row per turn, keys ``{uid}_{session}_{index}``): verl's v1 trainer
