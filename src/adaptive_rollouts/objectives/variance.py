@@ -88,7 +88,7 @@ def grpo_variance_graded(n: Any, level_probs: Any, score_var: float = 1.0) -> np
 
 
 def variance(
-    objective: str,
+    objective: str | Estimator,
     n: Any,
     *,
     success_prob: Any = None,
@@ -120,7 +120,7 @@ def _table_weights(est: Estimator, p: np.ndarray | None, weights: Any) -> np.nda
 
 
 def variance_table(
-    objective: str,
+    objective: str | Estimator,
     success_prob: Any = None,
     weights: Any = None,
     *,

@@ -14,6 +14,7 @@ import numpy as np
 
 from adaptive_rollouts.allocators.base import SingleShotAllocator
 from adaptive_rollouts.checks.validation import check_choice
+from adaptive_rollouts.objectives import get_estimator
 from adaptive_rollouts.solvers import allocate, equal_split
 from adaptive_rollouts.types import Prediction, Prompt
 
@@ -109,7 +110,12 @@ class OracleAllocator(SingleShotAllocator):
         super().__init__(seed=0)
         self.truth = truth
         self.mode = check_choice("mode", mode, ("vip", "fill"))
-        self.objective = check_choice("objective", objective, ("rloo", "drgrpo"))
+        est = get_estimator(objective, "objective")
+        if est.cost_depends_on_p:  # the true reward variance is the whole weight only when the cost is p-free
+            raise ValueError(
+                f"OracleAllocator needs an objective whose cost is w f(n) (RLOO, Dr. GRPO), got {objective!r}"
+            )
+        self.objective = est.name
         # the solver's cap grows with the budget (vip) and fill may top up one group past it: the
         # per-step bounds are enforced in `_plan`, not by the base class
         self.lower, self.upper, self.allow_skip = (1, None, True) if mode == "fill" else (lower, None, False)
