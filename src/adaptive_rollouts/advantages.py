@@ -125,17 +125,16 @@ def group_advantages(
     # and the sum of squares cannot overflow (rewards of +-1e300 still give +-0.707 in grpo).
     # Scaling by a power of two is exact in floating point: for ordinary rewards the results are
     # bit-identical to the unscaled formulas.
-    peak = zeros.clone().scatter_reduce_(0, g, r.abs(), reduce="amax", include_self=True)
     low = zeros.clone().scatter_reduce_(0, g, r, reduce="amin", include_self=False)
     high = zeros.clone().scatter_reduce_(0, g, r, reduce="amax", include_self=False)
-    scale = group_scale(peak, torch.frexp, torch.ldexp)  # 2^1023 at most
+    scale = group_scale(torch.maximum(low.abs(), high.abs()), torch.frexp, torch.ldexp)  # 2^1023 at most
     s = r / scale[g]
     count = zeros.clone().index_add_(0, g, torch.ones_like(r))
     mean = zeros.clone().index_add_(0, g, s) / count
     centred = s - mean[g]
     sq = zeros.clone().index_add_(0, g, centred * centred)
     std = torch.sqrt(sq / (count - 1.0).clamp_min(1.0))  # in units of the group's scale
-    informative = (count >= 2.0) & ~all_equal(low / scale, high / scale, std_tol / scale)
+    informative = (count >= 2.0) & ~all_equal(low, high, std_tol)  # a span that overflows to inf is not flat
 
     adv = est.from_centred(centred, count.clamp_min(2.0)[g], std[g], eps, scale[g])
     adv = torch.where(informative[g], adv, torch.zeros_like(adv))

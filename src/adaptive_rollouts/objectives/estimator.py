@@ -89,17 +89,16 @@ class Estimator:
             return r.copy()
         g = np.asarray(group, dtype=np.int64)
         n = np.bincount(g).astype(float)
-        peak, low, high = np.zeros(n.size), np.full(n.size, np.inf), np.full(n.size, -np.inf)
-        np.maximum.at(peak, g, np.abs(r))
+        low, high = np.full(n.size, np.inf), np.full(n.size, -np.inf)
         np.minimum.at(low, g, r)
         np.maximum.at(high, g, r)
-        scale = group_scale(peak, np.frexp, np.ldexp)
+        scale = group_scale(np.maximum(np.abs(low), np.abs(high)), np.frexp, np.ldexp)
         s = r / scale[g]
         mean = np.bincount(g, weights=s) / np.maximum(n, 1)
         centred = s - mean[g]
         std = np.sqrt(np.bincount(g, weights=centred * centred, minlength=n.size) / np.maximum(n - 1, 1))
-        live = (n >= 2) & ~all_equal(low / scale, high / scale, std_tol / scale)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            live = (n >= 2) & ~all_equal(low, high, std_tol)  # a span that overflows to inf is not flat
             adv = self.from_centred(centred, np.maximum(n, 2.0)[g], std[g], eps, scale[g])
         return np.where(live[g], adv, 0.0)
 
