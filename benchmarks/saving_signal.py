@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators.guarded import equal_split
 from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
 from adaptive_rollouts.reporting.results import write_result
 from adaptive_rollouts.sim.bench import build_allocator
@@ -38,6 +37,7 @@ from adaptive_rollouts.sim.regime_map import SAVING_MAP
 from adaptive_rollouts.sim.regimes import Cell, select_cells
 from adaptive_rollouts.sim.speedup import final_level
 from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.solvers import equal_split
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
 METHODS = ("uniform", "oracle-skip", "default", "uniform-rounds", "pilot", "pilot-commit", "sgpo", "greso")

@@ -143,7 +143,7 @@ class GRPO(Estimator):
     def _signal_cost(self, n: np.ndarray, c0: float, success_prob: Any, mixed: Any) -> np.ndarray:
         if mixed is None:
             if success_prob is None:
-                raise ValueError("estimator 'grpo' needs success_prob (its chance of a group with signal)")
+                raise ValueError(f"estimator {self.name!r} needs success_prob (its chance of a group with signal)")
             mixed = mixed_probability(success_prob, n)
         m = np.asarray(mixed, dtype=float)
         f = (np.maximum(n, 1.0) - 1.0) / np.maximum(n, 1.0) ** 2
@@ -168,7 +168,7 @@ class GRPO(Estimator):
         sum_k Binom(k; n, p) (n-1) sd_k^2/(sd_k + eps)^2, sd_k^2 = (high-low)^2 k (n-k) / (n (n-1)),
         summed exactly over k (O(n) per entry). ``reward_var`` is not used (the std cancels it)."""
         if success_prob is None:
-            raise ValueError("objective='grpo' needs success_prob")
+            raise ValueError(f"objective={self.name!r} needs success_prob")
         p = np.asarray(success_prob, dtype=float)
         n = np.asarray(n, dtype=float)
         if np.any(n < 1):
@@ -201,7 +201,7 @@ class GRPO(Estimator):
         self, n: np.ndarray, p: np.ndarray | None, mixed: Any, skip_cost: float | None, eps: float
     ) -> np.ndarray:
         if p is None and mixed is None:
-            raise ValueError("objective='grpo' needs success_prob")
+            raise ValueError(f"objective={self.name!r} needs success_prob")
         if mixed is None:
             assert p is not None
             mixed = mixed_probability(p[:, None], n[None, :])
