@@ -1,7 +1,7 @@
 """The renderers of the docs' results blocks: each reads committed result files under results/ and
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
 `render_docs` uses; the regime map's renderer is in `map_tables`, the predictor benchmark's in
-`predictor_tables`, the reliability ones in `reliability_tables`."""
+`predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
+from adaptive_rollouts.reporting.ladder_tables import render_demo_ladder
 from adaptive_rollouts.reporting.map_tables import render_map, render_saving_summary
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.predictor_tables import (
@@ -161,5 +162,6 @@ RENDERERS = {
     "saving-summary": render_saving_summary,
     "saving-signal": render_saving_signal,
     "demo-saving": render_demo_saving,
+    "demo-ladder": render_demo_ladder,
     **RELIABILITY_RENDERERS,
 }
