@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
+from adaptive_rollouts.sim.regime_map import DEFAULT, NULL, PAIRED
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, speedup
 
 __all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
@@ -23,7 +23,7 @@ def _runs_at(
         return []
     runs = [r for (c, m, s, x), r in result["runs"].items() if c == cell and m == method and abs(x - lr) < 1e-12]
     seeds_ok = set(
-        result["config"]["paired_seeds"] if method in ("uniform", DEFAULT, NULL) else result["config"]["report_seeds"]
+        result["config"]["paired_seeds"] if method in PAIRED else result["config"]["report_seeds"]
     )
     runs = [r for r in runs if r["seed"] in seeds_ok and (seeds is None or r["seed"] in seeds)]
     return sorted(runs, key=lambda r: r["seed"])
