@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from adaptive_rollouts.sim.map_summary import verdict
 from adaptive_rollouts.sim.markdown import fmt, section, table
 
-__all__ = ["gain_lines", "protocol_line", "verdict_lines"]
+__all__ = ["gain_lines", "protocol_line", "verdict_lines", "targets_with_verdicts", "coverage"]
 
 _DEFAULT = "default"
 
@@ -86,23 +86,33 @@ def _coverage_lines(data: dict) -> list[str]:
     """How often the controls' intervals cover 1.00 (their true value)."""
     out = []
     for arm in ("uniform-rounds", "uniform-replicate"):
-        cis = [r["methods"][arm]["gain_ci90"] for r in data["rows"] if "gain_ci90" in r["methods"].get(arm, {})]
-        if cis:
-            hit = sum(lo <= 1.0 <= hi for lo, hi in cis)
-            out.append(f"- {arm}: its 90% interval covers 1.00 in {hit} of {len(cis)} cells")
+        hit, n = coverage(data, arm)
+        if n:
+            out.append(f"- {arm}: its 90% interval covers 1.00 in {hit} of {n} cells")
     return out
 
 
-def verdict_lines(data: dict, level: int) -> list[str]:
-    """The saving targets with verdicts from the intervals (computed here for result files written
-    before verdicts were recorded, from their single-target intervals)."""
+def targets_with_verdicts(data: dict) -> list[dict]:
+    """The map's saving targets, each with its verdict (computed here, from the single-target
+    intervals, for result files written before verdicts were recorded)."""
     nulls = {r["cell"]: r["methods"].get("uniform-rounds", {}) for r in data["rows"]}
     targets = []
-    for t in data["saving_targets"]:
+    for t in data.get("saving_targets") or []:
         null_ci = t.get("null_ci90", nulls.get(t["cell"], {}).get("ci90"))
-        targets.append(
-            {**t, "null_ci90": null_ci, "verdict": t.get("verdict") or verdict(t["ci90"], t["needed"], null_ci)}
-        )
+        found = t.get("verdict") or verdict(t["ci90"], t["needed"], null_ci)
+        targets.append({**t, "null_ci90": null_ci, "verdict": found})
+    return targets
+
+
+def coverage(data: dict, arm: str) -> tuple[int, int]:
+    """(cells whose 90% interval of the primary statistic covers 1.00, cells) for a control ``arm``."""
+    cis = [r["methods"][arm]["gain_ci90"] for r in data["rows"] if "gain_ci90" in r["methods"].get(arm, {})]
+    return sum(lo <= 1.0 <= hi for lo, hi in cis), len(cis)
+
+
+def verdict_lines(data: dict, level: int) -> list[str]:
+    """The saving targets with verdicts from the intervals (`targets_with_verdicts`)."""
+    targets = targets_with_verdicts(data)
     lines = section(
         "Saving targets: the default >= 1.5x where >= 30% of Uniform's groups are all-equal, >= 0.97x everywhere; "
         "met / below only when the interval clears the threshold and the null control's interval",
