@@ -13,7 +13,7 @@ from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_
 from adaptive_rollouts.sim.gain_report import coverage, targets_with_verdicts
 from adaptive_rollouts.sim.map_report import map_markdown
 
-__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "map_files"]
+__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "render_map_protocol", "map_files"]
 
 MAP_DIR = "results/map"
 MAP_COMMAND = "adaptive-rollouts bench --map --out runs/<name>"
@@ -84,3 +84,29 @@ def render_saving_summary(root: Path) -> str:
     if not lines:
         return "  No map result with the default is committed yet."
     return "\n".join(lines)
+
+
+def _seed_span(seeds: list) -> str:
+    return f"{len(seeds)} ({seeds[0]}-{seeds[-1]})" if seeds else "none"
+
+
+def render_map_protocol(root: Path) -> str:
+    """One line per committed map result file with the protocol it ran with, read from its header's
+    settings: steps, tune seeds, rate grid, report and paired seeds, the statistic and which arms ran
+    at Uniform's rate only."""
+    lines = []
+    for path in map_files(root):
+        cfg = load_result(path).header["settings"]
+        if cfg.get("fractions"):
+            statistic = "rollouts to " + "/".join(f"{f:.0%}" for f in cfg["fractions"]) + " of the gain"
+        else:
+            statistic = f"rollouts to one target at {cfg['target_at']:.0%} of the run"
+        untuned = ", ".join(cfg.get("untuned", ())) or "none"
+        lines.append(
+            f"  - `{path.stem}`: {len(cfg['cells'])} cells, {cfg['steps']} steps, tune seeds "
+            f"{_seed_span(list(cfg['tune_seeds']))}, grid {list(cfg['lr_grid'])} (x{cfg['lr_step']:g} at an "
+            f"edge, up to {cfg['max_extensions']} times), report seeds {_seed_span(list(cfg['report_seeds']))}, "
+            f"paired seeds {_seed_span(list(cfg['paired_seeds']))}; statistic: {statistic}; at Uniform's rate "
+            f"only: {untuned}."
+        )
+    return "\n".join(lines) if lines else "  No map result file is committed yet."

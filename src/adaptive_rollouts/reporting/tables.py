@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
-from adaptive_rollouts.reporting.map_tables import render_map, render_saving_summary
+from adaptive_rollouts.reporting.map_tables import render_map, render_map_protocol, render_saving_summary
 from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_cost,
     render_predictors_quality,
@@ -159,6 +159,7 @@ RENDERERS = {
     "predictors-recurring": render_predictors_recurring,
     "map": render_map,
     "saving-summary": render_saving_summary,
+    "map-protocol": render_map_protocol,
     "saving-signal": render_saving_signal,
     "demo-saving": render_demo_saving,
     **RELIABILITY_RENDERERS,
