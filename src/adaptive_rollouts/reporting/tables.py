@@ -17,7 +17,7 @@ from adaptive_rollouts.reporting.predictor_tables import (
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
 from adaptive_rollouts.reporting.results import Result
-from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_saving_signal
+from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_loss_rows, render_saving_signal
 from adaptive_rollouts.sim.markdown import table
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
@@ -161,6 +161,7 @@ RENDERERS = {
     "saving-summary": render_saving_summary,
     "map-protocol": render_map_protocol,
     "saving-signal": render_saving_signal,
+    "loss-rows": render_loss_rows,
     "demo-saving": render_demo_saving,
     **RELIABILITY_RENDERERS,
 }
