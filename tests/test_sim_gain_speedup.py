@@ -104,12 +104,43 @@ def test_pooled_effect_is_the_geometric_mean_with_replicate_wise_draws():
 
 
 def _saving_maps() -> list[dict]:
+    return [d for _, d in _saving_map_files()]
+
+
+def _saving_map_files() -> list[tuple[Path, dict]]:
     out = []
     for path in sorted((ROOT / "results" / "map").glob("*.json")):
         data = json.loads(path.read_text())["data"]
         if data["config"].get("fractions"):
-            out.append(data)
+            out.append((path, data))
     return out
+
+
+def test_committed_saving_maps_recompute_from_their_per_run_records():
+    """Each map read with the primary statistic commits its compact per-run record, and the
+    statistic of every cell and arm recomputes from it exactly."""
+    from adaptive_rollouts.sim.map_records import read_run_records, records_path
+
+    files = _saving_map_files()
+    assert files, "no committed map read with the primary statistic"
+    for path, data in files:
+        records = read_run_records(records_path(path))
+        assert len({r["commit"] for r in records}) == len(data["run_commits"])
+        fractions = data["config"]["fractions"]
+        seeds = data["config"]["paired_seeds"]
+        for row in data["rows"]:
+            rate = data["lr"][row["cell"]]["uniform"]
+
+            def curves(method, row=row, rate=rate):
+                rs = [r for r in records if r["cell"] == row["cell"] and r["method"] == method]
+                rs = [r for r in rs if abs(r["lr"] - rate) < 1e-12 and r["seed"] in seeds]
+                return sorted(rs, key=lambda r: r["seed"])
+
+            uni = curves("uniform")
+            for method, e in row["methods"].items():
+                key = "same_rate_gain_speedup" if "same_rate_gain_speedup" in e else "gain_speedup"
+                if method != "uniform" and abs(e["lr"] - rate) < 1e-12:
+                    assert gain_speedup(uni, curves(method), fractions) == pytest.approx(e[key], rel=1e-12)
 
 
 def test_committed_saving_maps_controls_cover_one_in_85_percent_of_cells():

@@ -14,6 +14,7 @@ import numpy as np
 
 from adaptive_rollouts.reporting.results import MixedResultsError, write_result
 from adaptive_rollouts.sim.gain_report import gain_lines, verdict_lines
+from adaptive_rollouts.sim.map_records import records_path, write_run_records
 from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.sim.markdown import fmt as _fmt
 from adaptive_rollouts.sim.markdown import section, table
@@ -251,8 +252,9 @@ def write_map_report(
     data = map_data(result, allow_mixed_commits)
     settings = dict(result["config"])
     written = write_result(folder / "map.json", data, command=command, settings=settings)
-    if results_copy is not None:  # the same bytes, header included
+    if results_copy is not None:  # the same bytes, header included, and the compact per-run record
         atomic_write(results_copy, written.read_bytes())
+        write_run_records(result, records_path(results_copy))
     lines = ["# Regime map: speedup in rollouts to the target (AdamW, each method at its best rate)", ""]
     lines += map_markdown(data)
     shown = [m for m in result["config"]["methods"] if m != "uniform"]
