@@ -154,7 +154,7 @@ def pooled_effect(estimates: Sequence[float], draws: Sequence[np.ndarray], level
             "cells": 0,
             "left_out": int(est.size),
         }
-    d = np.array([draws[i] for i in np.flatnonzero(ok)], dtype=float)
+    d = np.asarray([np.asarray(draws[int(i)], dtype=float) for i in np.flatnonzero(ok)])
     with np.errstate(divide="ignore"):
         logs = np.log(np.where(d > 0, d, np.nan))
     pooled = np.exp(np.nanmean(logs, axis=0))
