@@ -28,8 +28,8 @@ def protocol_line(cfg: dict) -> str:
     tuned = ", ".join(m for m in cfg["methods"] if m not in cfg.get("untuned", ()))
     return (
         f"Primary statistic: rollouts Uniform needs to reach {shares} of the gain over rollouts the arm needs, "
-        f"geometric mean over the shares, on the running max of seed-mean curves; the gain is the top of the "
-        f"pooled (Uniform + arm) curve over the accuracy before training. {len(cfg['paired_seeds'])} paired "
+        f"geometric mean over the shares, on the running max of seed-mean curves; the gain is the lower of "
+        f"the two curves' tops over the accuracy before training. {len(cfg['paired_seeds'])} paired "
         f"seeds {list(cfg['paired_seeds'])[:1]}-{list(cfg['paired_seeds'])[-1:]} (fixed in the configuration "
         f"before the run), {cfg['steps']} steps, estimator {cfg['estimator']}, aggregation {cfg['aggregation']}; "
         f"90% intervals from {cfg.get('bootstrap', 1000)} paired bootstrap resamples of the seeds. Rates tuned "

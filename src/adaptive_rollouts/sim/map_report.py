@@ -135,7 +135,8 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
     if len(commits) > 1:
         lines += [f"**Mixed runs: this map's runs ran at {len(commits)} commits:** {_commit_list(commits)}.", ""]
     lines += [
-        f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
+        ("Secondary statistic (the older maps' primary): " if cfg.get("fractions") else "")
+        + f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
         f"the accuracy of the average of Uniform's and the method's seed-mean curves at {cfg['target_at']:.0%} "
         f"of the run, on their running max "
         f"(0 = not reached by the end; inf = Uniform did not reach it by the end, the method did); rates tuned "

@@ -306,6 +306,8 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
             try:
                 if method in cfg.untuned:
                     uniform_lr = best_lr.get(cell.key, {}).get("uniform")
+                    if uniform_lr is None and f"{cell.key} uniform" in missing:
+                        raise _NotRunYet
                     if uniform_lr is None:
                         raise ValueError(f"{method} runs at Uniform's rate, which this cell has none of")
                     for s in _seeds_for(cfg, method):
