@@ -157,7 +157,9 @@ def pooled_effect(estimates: Sequence[float], draws: Sequence[np.ndarray], level
     d = np.asarray([np.asarray(draws[int(i)], dtype=float) for i in np.flatnonzero(ok)])
     with np.errstate(divide="ignore"):
         logs = np.log(np.where(d > 0, d, np.nan))
-    pooled = np.exp(np.nanmean(logs, axis=0))
+    finite = np.isfinite(logs)
+    # a replicate where no cell has a finite draw (no gain in any) gives no pooled draw
+    pooled = np.exp(np.where(finite, logs, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1))[finite.any(axis=0)]
     lo, hi = np.nanquantile(pooled, [(1 - level) / 2, (1 + level) / 2])
     return {
         "effect": float(np.exp(np.mean(np.log(est[ok])))),
