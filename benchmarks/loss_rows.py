@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.reporting.results import command_line, git_commit, load_result, write_result
-from adaptive_rollouts.sim.bench import build_allocator
-from adaptive_rollouts.sim.gain_speedup import FRACTIONS, bootstrap_gain_speedup, gain_speedup
-from adaptive_rollouts.sim.regime_map import SAVING_MAP
+from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, bootstrap_gain_speedup, gain_speedup
+from adaptive_rollouts.experiments.regime_map import SAVING_MAP
+from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
+from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
+from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.sim.regimes import select_cells
-from adaptive_rollouts.sim.run_store import append_jsonl, read_jsonl
-from adaptive_rollouts.sim.speedup import final_level
 from adaptive_rollouts.sim.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]

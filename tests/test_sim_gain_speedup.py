@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptive_rollouts.sim.gain_speedup import (
+from adaptive_rollouts.experiments.gain_speedup import (
     bootstrap_gain_speedup,
     gain_speedup,
     gain_speedup_parts,
     hitting_rollouts,
     pooled_effect,
 )
-from adaptive_rollouts.sim.speedup import rollouts_to_target
+from adaptive_rollouts.experiments.speedup import rollouts_to_target
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,7 +119,7 @@ def _saving_map_files() -> list[tuple[Path, dict]]:
 def test_committed_saving_maps_recompute_from_their_per_run_records():
     """Each map read with the primary statistic commits its compact per-run record, and the
     statistic of every cell and arm recomputes from it exactly."""
-    from adaptive_rollouts.sim.map_records import read_run_records, records_path
+    from adaptive_rollouts.experiments.map_records import read_run_records, records_path
 
     files = _saving_map_files()
     assert files, "no committed map read with the primary statistic"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adaptive_rollouts.allocators import Uniform
-from adaptive_rollouts.sim.bench import build_allocator
+from adaptive_rollouts.experiments.bench import build_allocator
 from adaptive_rollouts.sim.regimes import Cell
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 from adaptive_rollouts.sim.train import train

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptive_rollouts.sim.map_summary import verdict
-from adaptive_rollouts.sim.markdown import fmt, section, table
+from adaptive_rollouts.experiments.map_summary import verdict
+from adaptive_rollouts.reporting.markdown import fmt, section, table
 
 __all__ = ["gain_lines", "protocol_line", "verdict_lines", "targets_with_verdicts", "coverage"]
 

@@ -7,9 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.gain_speedup import bootstrap_gain_speedup, gain_speedup, gain_speedup_parts, pooled_effect
-from adaptive_rollouts.sim.regime_map import DEFAULT, NULL, PAIRED
-from adaptive_rollouts.sim.speedup import bootstrap_speedup, speedup
+from adaptive_rollouts.experiments.gain_speedup import (
+    bootstrap_gain_speedup,
+    gain_speedup,
+    gain_speedup_parts,
+    pooled_effect,
+)
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
+from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 
 __all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
 

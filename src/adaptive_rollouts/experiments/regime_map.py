@@ -31,8 +31,8 @@ same result as an uninterrupted one (each run is a pure function of cell, method
 `run_settings`). Each line records its cell and settings: a rerun into the folder with other
 settings (``--steps``, ``--estimator``, ...) is refused with the differing settings named, never
 mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`). Each run
-also records the commit it ran at (`reporting.results.git_commit`), so a map resumed on other code
-can be told apart (`sim.map_report` refuses to summarise runs of several commits unless allowed).
+also records the commit it ran at (`experiments.results.git_commit`), so a map resumed on other code
+can be told apart (`reporting.map_report` refuses to summarise runs of several commits unless allowed).
 """
 
 from __future__ import annotations
@@ -45,15 +45,16 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.reporting.results import git_commit
-from adaptive_rollouts.sim.bench import build_allocator
-from adaptive_rollouts.sim.map_store import MapStore, cell_settings, run_settings
-from adaptive_rollouts.sim.progress import progress_bar
+from adaptive_rollouts.allocators import saving_allocators
+from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
+from adaptive_rollouts.experiments.results import git_commit
+from adaptive_rollouts.experiments.run_store import read_json, setting_differences, write_json
+from adaptive_rollouts.experiments.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
+from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
-from adaptive_rollouts.sim.run_store import read_json, setting_differences, write_json
-from adaptive_rollouts.sim.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.sim.train import TrainConfig, train
-from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
 __all__ = [
     "MapConfig",
@@ -169,13 +170,15 @@ FULL_MAP = MapConfig(
 )
 
 
-SAVING_METHODS = (  # the controls first: a map cut short still holds the calibration
+SAVING_METHODS = (  # the controls and the default first: a map cut short still holds them
     "uniform",
     NULL,
     REPLICATE,
     DEFAULT,
-    "pilot-commit",
     "oracle-skip",
+    *(name for name in saving_allocators() if name != DEFAULT),  # every registered saving allocator
+    "guarded-progressive",
+    "vigor",
 )
 _RECURRING_NOISY = {**_MID, "n_prompts": 200, "reasoning_tokens": 16}  # prompts recur every ~12 steps
 _SAVING_ROWS = [
@@ -191,7 +194,7 @@ SAVING_MAP = MapConfig(
     # every arm runs at Uniform's rate, tuned on the tune seeds: the controls' true rate is Uniform's,
     # and a user who switches to the default keeps the rate they tuned (the default's own best rate
     # is not run here: it costs a tuning per cell)
-    untuned=(NULL, REPLICATE, DEFAULT, "pilot-commit", "oracle-skip"),
+    untuned=tuple(m for m in SAVING_METHODS if m != "uniform"),
     same_rate=(DEFAULT,),
     tune_seeds=tuple(range(100, 106)),
     # 16 paired seeds, fixed before any arm but Uniform had run (32 were planned: on two shared
@@ -202,9 +205,9 @@ SAVING_MAP = MapConfig(
     fractions=(0.5, 0.75, 0.9),
 )
 """The saving evidence: the default against Uniform, the null control (Uniform's counts drawn in the
-default's rounds), a Uniform-vs-Uniform replicate, Pilot-Commit and the known-p skip rule
-(``oracle-skip``), on the quick map's rows for five difficulty scenarios (a cold start among them), a
-noisy row whose prompts recur, and the full map's next cells (20 cells), 16 paired seeds each; read
+default's rounds), a Uniform-vs-Uniform replicate, the known-p skip rule (``oracle-skip``), every other
+registered saving allocator, the budget-filling default and VIGOR, all at Uniform's rate, on the quick
+map's rows for five difficulty scenarios (a cold start among them), a noisy row whose prompts recur, and the full map's next cells (20 cells), 16 paired seeds each; read
 with `gain_speedup` (rollouts to 50/75/90% of the gain). Cost is every generated rollout."""
 
 
@@ -248,7 +251,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "probe": {k: tr[k] for k in ("probe_var", "probe_signal", "probe_oracle_var", "probe_oracle_signal")},
         "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
         "regime": {k: float(v) for k, v in tr["regime"].items()},
-        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
         "seconds": time.perf_counter() - t0,
         "settings": run_settings(cfg, cell, method),
     }
