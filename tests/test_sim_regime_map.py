@@ -283,7 +283,7 @@ def test_method_options_build_a_variant_under_its_own_label():
 
 
 def test_saving_map_reports_rollouts_spent_and_the_saving_targets(tmp_path):
-    from adaptive_rollouts.sim.map_summary import verdict
+    from adaptive_rollouts.experiments.map_summary import verdict
 
     cfg = dataclasses.replace(_tiny_map(), methods=("uniform", "default", "oracle-skip", "greso-fill"))
     result = run_map(cfg, tmp_path, progress=False)
