@@ -86,17 +86,28 @@ class BaseAllocator:
                 raise
 
     def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
-        """Smallest and largest budget this allocator can spend exactly on `num_prompts` prompts
-        (a "save" allocator spends at most the budget, but only a budget it could fill is accepted)."""
+        """Smallest and largest budget this allocator accepts on `num_prompts` prompts: one it can
+        spend exactly ("fill"), or one it can keep to ("save": at most the budget; a saving allocator
+        that may skip every prompt accepts any budget >= 0, a budget below its smallest group
+        spending nothing)."""
         return budget_span(num_prompts, self.lower, self.upper, self.allow_skip)
 
     def _check_budget(self, prompts: Sequence[Prompt], budget: Any) -> int:
         """The budget as an int (`check_budget`), feasible for this allocator on these prompts
-        (`check_feasible` over `budget_range`): the entry check of `run` and `plan`."""
+        (`check_feasible` over `budget_range`; only a "fill" allocator must meet it exactly): the
+        entry check of `run` and `plan`."""
         budget = check_budget(budget)
         span = self.budget_range(len(prompts))
+        exact = self.kind == "fill"
         return check_feasible(
-            budget, len(prompts), self.lower, self.upper, self.allow_skip, span=span, owner=type(self).__name__
+            budget,
+            len(prompts),
+            self.lower,
+            self.upper,
+            self.allow_skip and exact,
+            span=span,
+            owner=type(self).__name__,
+            detail=None if exact else f" (it spends at most the budget; a prompt it keeps gets >= {self.lower}):",
         )
 
     def _begin_rounds(

@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_integer, check_range
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
 from ..objectives import beta_from_moments
-from ..objectives.signal import expected_group_signal, group_signal
+from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal
 from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
+from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import equal_split, measured_persistence
 from .posterior_progressive import beta_prior
@@ -172,7 +173,7 @@ class SavingProgressive(BaseAllocator):
             check_choice("aggregation", aggregation, AGGREGATIONS)
         self.slot = PredictorSlot(predictor, features)
         self.estimator, self.aggregation = estimator, aggregation
-        self.pilot = check_integer(pilot, "pilot", least=2)
+        self.pilot = pilot_parameter("pilot", pilot)
         self.max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0)
         self.saving = bool(saving)
         self.elasticity = check_range(elasticity, "elasticity", 0.0, 1.0, high_closed=True)
@@ -183,6 +184,19 @@ class SavingProgressive(BaseAllocator):
     @property
     def predictor(self) -> Any:
         return self.slot.predictor
+
+    def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
+        """Any budget up to groups of `objectives.signal.MAX_GROUP` rollouts (the largest it prices)."""
+        return 0, num_prompts * MAX_GROUP
+
+    def _check_budget(self, prompts: Sequence[Prompt], budget: Any) -> int:
+        budget = check_budget(budget)
+        if budget > len(prompts) * MAX_GROUP:
+            raise InfeasibleBudgetError(
+                f"budget {budget} is too large for {type(self).__name__} on {len(prompts)} prompts: its groups "
+                f"(the equal split) would pass {MAX_GROUP} rollouts, the largest it prices"
+            )
+        return budget
 
     def run_ratio(self) -> float:
         """R_run: realised signal per generated rollout over the last ``HISTORY`` steps (0 before)."""
