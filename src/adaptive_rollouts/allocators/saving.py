@@ -338,20 +338,42 @@ class SavingProgressive(BaseAllocator):
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
-        """Checks the population prior before anything changes; the tracker and the predictor check
-        their own parts (the tracker into a fresh object, so a refused one changes nothing)."""
-        reader = StateReader(
-            state, type(self).__name__, ["predictor", "tracker", "population", "history_signal", "history_spent"]
-        )
+        """Checks everything before anything changes, as the constructor and the step would
+        produce it: no unknown entries; a population prior with 0 < a, b and a + b at most
+        ``max_prior_strength`` (or the initial Beta(1, 1)); at most ``HISTORY`` steps of history,
+        each with 0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker and the
+        predictor check their own parts (the tracker into a fresh object, so a refused one changes
+        nothing)."""
+        names = ["predictor", "tracker", "population", "history_signal", "history_spent"]
+        reader = StateReader(state, type(self).__name__, names)
+        unknown = sorted(set(state) - {"allocator", "rng", "class", *names}, key=str)
+        if unknown:
+            raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
         population = reader.array("population", (2,), dtype=float, low=0.0, low_open=True)
+        strongest = max(self.max_prior_strength, 2.0) * (1.0 + 1e-9)
+        if population.sum() > strongest:
+            raise reader.error(
+                "population",
+                f"prior strength a + b must be <= {max(self.max_prior_strength, 2.0)} "
+                f"(max_prior_strength), got {population.sum()}",
+            )
         raw = reader["history_signal"]
         if not isinstance(raw, (list, tuple, np.ndarray)):
             raise reader.error("history_signal", f"must be a list, got {type(raw).__name__}")
+        if len(raw) > self.HISTORY:
+            raise reader.error("history_signal", f"holds at most {self.HISTORY} steps, got {len(raw)}")
         signal = reader.array("history_signal", (len(raw),), dtype=float, low=0.0)
         spent = reader.array("history_spent", (signal.size,), dtype=np.int64, low=0)
+        over = np.flatnonzero(signal > spent / 2.0 * (1.0 + 1e-9))
+        if over.size:
+            i = int(over[0])
+            raise reader.error(
+                "history_signal",
+                f"a step's signal is at most half its rollouts, got {signal[i]} for {spent[i]} at index {i}",
+            )
         tracker = RegimeTracker()
         tracker.load_state_dict(state["tracker"])
         self.slot.load_state_dict(state["predictor"])
         self.tracker = tracker
         self.population = (float(population[0]), float(population[1]))
-        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)][-self.HISTORY :]
+        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)]
