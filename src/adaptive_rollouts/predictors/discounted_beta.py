@@ -11,7 +11,6 @@ from ..state.checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
 from ._common import RowIndex, check_batch, grow
 
-
 MAX_COUNT = 2.0**53
 """The largest pseudo-count a state may hold: alpha and beta count rollouts (plus the prior), and
 beyond 2**53 a float64 cannot count one more."""
