@@ -19,7 +19,9 @@ import numpy as np
 import torch
 from trl.trainer.utils import RepeatSampler
 
+from adaptive_rollouts.checks.validation import check_range
 from adaptive_rollouts.state import load_state, save_state
+from adaptive_rollouts.state.checks import load_together
 
 STATE_FILE = "adaptive_rollouts.safetensors"
 SUMMARY_FILE = "adaptive_rollouts.json"
@@ -70,8 +72,30 @@ def save_trainer_state(trainer: Any, folder: str) -> str:
     return path
 
 
+def _checked_history(path: str, history: Any) -> list[np.ndarray]:
+    """The allocation history: a list of 1-D arrays of rollout counts (integers >= 0)."""
+    if not isinstance(history, (list, tuple)):
+        raise ValueError(f"{path}: entry 'history' must be a list of count arrays, got {type(history).__name__}")
+    out = []
+    for i, counts in enumerate(history):
+        arr = np.asarray(counts)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise ValueError(
+                f"{path}: entry 'history/{i}' must be a 1-D array of integers, got {arr.dtype} {arr.shape}"
+            )
+        if arr.size and int(arr.min()) < 0:
+            raise ValueError(f"{path}: entry 'history/{i}' holds a negative rollout count {int(arr.min())}")
+        out.append(arr.astype(np.int64))
+    return out
+
+
 def load_trainer_state(trainer: Any, folder: str) -> bool:
-    """Restore the state written by `save_trainer_state`; False (with a warning) when ``folder`` has none."""
+    """Restore the state written by `save_trainer_state`; False (with a warning) when ``folder`` has none.
+
+    The state is checked whole before anything is replaced: the format, every entry present, the
+    allocator class, the history (counts >= 0) and the allocator time (finite, >= 0), then the
+    allocator, success signal and regime tracker load all or none (`state.checks.load_together`).
+    A refused state raises ValueError naming the file and the entry, and the trainer is unchanged."""
     path = os.path.join(folder, STATE_FILE)
     if not os.path.exists(path):
         logger.warning(
@@ -84,16 +108,28 @@ def load_trainer_state(trainer: Any, folder: str) -> bool:
     state = load_state(path)
     if state.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path}: state format {state.get('format')!r}, expected {FORMAT_VERSION}")
+    missing = [
+        k
+        for k in ("allocator_class", "allocator", "success", "regime", "history", "allocator_seconds")
+        if k not in state
+    ]
+    if missing:
+        raise ValueError(f"{path}: missing entries {missing}")
     name = type(trainer.allocator).__name__
     if state["allocator_class"] != name:
         raise ValueError(f"{path}: state is for allocator {state['allocator_class']}, the trainer has {name}")
+    history = _checked_history(path, state["history"])
+    try:
+        seconds = check_range(state["allocator_seconds"], "allocator_seconds", 0.0, None)
+    except ValueError as err:
+        raise ValueError(f"{path}: entry {err}") from None
+    components = {"success": trainer.success, "regime": trainer.regime}
     if state["allocator"] is not None:
-        trainer.allocator.load_state_dict(state["allocator"])
-    trainer.success.load_state_dict(state["success"])
-    trainer.regime.load_state_dict(state["regime"])
+        components = {"allocator": trainer.allocator, **components}
+    load_together(state, components, path)
     if trainer.accelerator.is_main_process:  # the allocator runs there; other processes keep no history
-        trainer.allocation_history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
-    trainer.allocator_seconds = float(state["allocator_seconds"])
+        trainer.allocation_history = history
+    trainer.allocator_seconds = seconds
     return True
 
 

@@ -53,6 +53,7 @@ from adaptive_rollouts.bridge import (
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.state import load_state, save_state
+from adaptive_rollouts.state.checks import load_together
 from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Allocator, Plan, PlanningAllocator
 
@@ -294,9 +295,8 @@ def _make_trainer_class():
                 logger.warning("no allocator state at %s: the allocator starts fresh", path)
                 return
             state = load_state(path)
-            self.allocator.load_state_dict(state["allocator"])
-            self.signal.load_state_dict(state["success"])
-            self.regime.load_state_dict(state["regime"])
+            # all or none: a damaged state leaves the allocator, signal and tracker as they were
+            load_together(state, {"allocator": self.allocator, "success": self.signal, "regime": self.regime}, path)
             logger.info("restored allocator state from %s", path)
 
     AdaptiveRolloutTrainer.__qualname__ = "AdaptiveRolloutTrainer"
