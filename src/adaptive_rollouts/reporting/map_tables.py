@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_result, provenance
+from adaptive_rollouts.reporting.results import MixedResultsError, Result, data_number, load_result, provenance
 from adaptive_rollouts.sim.map_report import map_markdown
 
 __all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "map_files"]
@@ -54,8 +54,11 @@ def render_saving_summary(root: Path) -> str:
         targets = loaded.data.get("saving_targets") or []
         if not targets:
             continue
-        speed = [t["speedup"] for t in targets]
-        spend = [t["spend"] for t in targets]
+        result = Result(str(path.relative_to(root)), loaded.header, loaded.data)
+        speed = [
+            data_number(result, f"saving_targets/{i}/speedup", t["speedup"], 0.0, True) for i, t in enumerate(targets)
+        ]
+        spend = [data_number(result, f"saving_targets/{i}/spend", t["spend"], 0.0) for i, t in enumerate(targets)]
         below = [t["cell"] for t in targets if t["speedup"] < 0.97]
         commits = ", ".join(c[:10] for c in loaded.data.get("run_commits", {}))
         lines.append(
