@@ -2,7 +2,8 @@
 allocator exactly as it was: its state_dict, its metrics, and the next good step equal those of a
 twin that never saw the failure. Progressive allocators change beliefs between rounds (the
 default refits its population prior after the pilot), so a failure in round 2 or later is the case
-a check of the first call alone misses."""
+a check of the first call alone misses. Also: a step whose rewards are all None (unscored) spends
+only what it can learn from."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import copy
 import numpy as np
 import pytest
 from conftest import POOL, REGISTRY, build_allocator, states_equal
+
+from adaptive_rollouts.types import Draw
 
 P = dict(zip(POOL, np.linspace(0.0, 1.0, len(POOL))))
 BUDGET = 8 * len(POOL)
@@ -94,3 +97,36 @@ def test_every_other_allocator_failing_in_its_last_round_is_unchanged(name):
     assert states_equal(alloc.state_dict(), before), f"{name}: a failed step changed the state"
     out = [a.run(POOL, BUDGET, _sampler(200)) for a in (alloc, twin)]
     assert [r.tolist() for r in out[0]] == [r.tolist() for r in out[1]]
+
+
+def _unscored_except(scored: set):
+    """Every rollout unscored (a reward function that returned None) except for prompts in ``scored``."""
+    rng = np.random.default_rng(0)
+
+    def sample(indices, counts):
+        rewards = [
+            (rng.random(int(c)) < 0.5).astype(float) if POOL[i] in scored else np.zeros(0)
+            for i, c in zip(indices, counts)
+        ]
+        return Draw(rewards, [int(c) - r.size for c, r in zip(counts, rewards)])
+
+    return sample
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_the_default_spends_only_its_pilots_when_every_reward_is_none(steps):
+    """Before: every pilot looked flat (R = 0), so every group was completed and the whole budget
+    spent on rollouts nothing could be learned from; Pilot and sGPO spend their pilots."""
+    alloc = build_allocator("saving-progressive", seed=0)
+    for _ in range(steps):
+        rewards = alloc.run(POOL, BUDGET, _unscored_except(set()))
+        m = alloc.last_metrics
+        assert m["rollouts_spent"] <= alloc.pilot * len(POOL) < BUDGET
+        assert all(r.size == 0 for r in rewards)
+
+
+def test_unscored_prompts_do_not_stop_the_scored_ones():
+    alloc = build_allocator("saving-progressive", seed=0)
+    rewards = alloc.run(POOL, BUDGET, _unscored_except({POOL[0], POOL[1]}))
+    assert [r.size for r in rewards[:2]] == [BUDGET // len(POOL)] * 2  # cold start: completed
+    assert alloc.last_metrics["rollouts_spent"] == 2 * (BUDGET // len(POOL)) + alloc.pilot * (len(POOL) - 2)

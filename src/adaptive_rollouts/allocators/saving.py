@@ -287,7 +287,8 @@ class SavingProgressive(BaseAllocator):
         rewards = collector.rewards()
         s = self._successes(rewards)
         varied = np.array([r.size >= 2 and float(np.ptp(r)) > _TIE for r in rewards])
-        open_ = keep & (collector.counts > 0) & (collector.counts < target)
+        # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
+        open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
         if not self.saving:
             return np.where(open_, np.minimum(target - collector.counts, self._chunk(target, collector.counts)), 0)
         value = expected_group_signal(
