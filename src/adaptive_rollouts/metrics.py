@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks.rewards import group_extremes
 from .checks.validation import check_rewards_flat
 from .types import Prediction, Prompt
 
@@ -65,18 +66,6 @@ def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.n
     if np.any(counts < 0):
         raise ValueError(f"counts must be >= 0, got {counts[counts < 0].tolist()}")
     return check_rewards_flat(prompts, rewards, counts, arrays=False, unit_range=False)[1]
-
-
-def _group_extremes(flat: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: min, max and sum of its rewards (NaN / 0 for an empty group)."""
-    used = counts > 0
-    starts = (np.cumsum(counts) - counts)[used]
-    low, high, total = np.full(counts.size, np.nan), np.full(counts.size, np.nan), np.zeros(counts.size)
-    if starts.size:
-        low[used] = np.minimum.reduceat(flat, starts)
-        high[used] = np.maximum.reduceat(flat, starts)
-        total[used] = np.add.reduceat(flat, starts)
-    return low, high, total
 
 
 def step_metrics(
@@ -105,7 +94,7 @@ def step_metrics(
     if spent < scored or (budget is not None and spent > budget):
         raise ValueError(f"rollouts spent ({spent}) must lie in [scored ({scored}), budget ({budget})]")
     used = counts > 0
-    low, high, total = _group_extremes(flat, counts)
+    low, high, total = group_extremes(flat, counts)
     with np.errstate(invalid="ignore"):
         signal = (counts >= 2) & (high - low > tol)
         solve_all = used & (low >= 1.0 - tol)

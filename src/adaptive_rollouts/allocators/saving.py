@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.rewards import group_extremes
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
 from ..objectives import beta_from_moments
@@ -88,6 +89,15 @@ def worth_continuing(
         take[i] = True
         total_value, total_cost = new_value, new_cost
     return take
+
+
+def _group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: its size, its sum and whether its rewards differ (span > `_TIE`), in one pass
+    over the concatenated rewards."""
+    sizes = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
+    flat = np.concatenate(rewards) if len(rewards) else np.zeros(0)
+    low, high, sums = group_extremes(flat, sizes)
+    return sizes, sums, (sizes >= 2) & (high - low > _TIE)
 
 
 class SavingProgressive(BaseAllocator):
@@ -259,7 +269,7 @@ class SavingProgressive(BaseAllocator):
 
     @staticmethod
     def _successes(rewards: Rewards) -> np.ndarray:
-        return np.array([float(r.sum()) for r in rewards])
+        return _group_stats(rewards)[1]
 
     def _prior(self, rho: float, a_h: np.ndarray, b_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Step 1: the prompt's history where it has predicted the next visit, the population prior
@@ -285,8 +295,7 @@ class SavingProgressive(BaseAllocator):
         """Step 4: the next round's increments (all zero when nothing is worth another rollout)."""
         k = collector.scored
         rewards = collector.rewards()
-        s = self._successes(rewards)
-        varied = np.array([r.size >= 2 and float(np.ptp(r)) > _TIE for r in rewards])
+        _, s, varied = _group_stats(rewards)
         # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
         open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
         if not self.saving:
@@ -320,12 +329,12 @@ class SavingProgressive(BaseAllocator):
 
     def _realised(self, rewards: Rewards) -> float:
         """The signal of this step's groups: a(k; n) of each (graded rewards: their rounded sum)."""
+        sizes, sums, varied = _group_stats(rewards)
         total = 0.0
-        agg = self._aggregation()
-        for r in rewards:
-            n = int(r.size)
-            if n >= 2 and float(np.ptp(r)) > _TIE:
-                total += float(group_signal(self.estimator, n, agg)[int(np.clip(round(float(r.sum())), 1, n - 1))])
+        for n in np.unique(sizes[varied]).tolist():
+            at = varied & (sizes == n)
+            row = group_signal(self.estimator, n, self._aggregation())
+            total += float(row[np.clip(np.rint(sums[at]).astype(np.int64), 1, n - 1)].sum())
         return total
 
     # -- state ----------------------------------------------------------------------------------
