@@ -23,6 +23,8 @@ line: ``error: ...`` and exit status 2, with no doc file written.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -105,9 +107,6 @@ def _files(read: list[str]) -> str:
 
 
 def _non_finite_fields(path: str) -> list[str]:
-    import json
-    import math
-
     found: list[str] = []
 
     def walk(x: object, at: str) -> None:
