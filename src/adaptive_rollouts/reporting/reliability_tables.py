@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.results import Result, data_number, provenance
 from adaptive_rollouts.reporting.blocks import load_note, load_relative
-from adaptive_rollouts.reporting.results import Result, data_number, provenance
-from adaptive_rollouts.sim.markdown import table
+from adaptive_rollouts.reporting.markdown import table
 
 __all__ = ["SCALE", "SAVING_STEP", "FUZZ", "SOAK", "RELIABILITY_RENDERERS"]
 

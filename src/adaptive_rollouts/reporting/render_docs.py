@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from adaptive_rollouts.reporting.results import ResultDataError, ResultFileError, recording_reads
+from adaptive_rollouts.experiments.results import ResultDataError, ResultFileError, recording_reads
 from adaptive_rollouts.reporting.tables import RENDERERS
 
 __all__ = ["Renderer", "MarkerError", "render_text", "doc_files", "render_docs", "main"]

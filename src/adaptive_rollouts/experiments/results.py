@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptive_rollouts.state.atomic import atomic_write
+from adaptive_rollouts.experiments.run_store import write_json
 
 __all__ = [
     "HEADER_KEYS",
@@ -92,7 +92,7 @@ def data_number(result: Result, field: str, value: Any, low: float | None = None
     >>> data_number(r, "targets/0/spend", -3.0, low=0.0)
     Traceback (most recent call last):
     ...
-    adaptive_rollouts.reporting.results.ResultDataError: result file results/x.json: field 'targets/0/spend' must be >= 0.0, got -3.0
+    adaptive_rollouts.experiments.results.ResultDataError: result file results/x.json: field 'targets/0/spend' must be >= 0.0, got -3.0
     """
     bad = isinstance(value, bool) or not isinstance(value, (int, float))
     if bad or not math.isfinite(value):
@@ -191,20 +191,8 @@ def write_result(
     if path.suffix != ".json":
         raise ValueError(f"result file {path}: must end in .json")
     header = result_header(command_line() if command is None else command, settings or {}, commit)
-    text = json.dumps({"header": header, "data": payload}, indent=1, default=_jsonable) + "\n"
-    atomic_write(path, text.encode())
+    write_json(path, {"header": header, "data": payload}, indent=1)
     return path
-
-
-def _jsonable(x: Any) -> Any:
-    """numpy scalars and arrays, tuples and paths as JSON values."""
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    if isinstance(x, (set, frozenset)):
-        return sorted(x)
-    if isinstance(x, os.PathLike):
-        return os.fspath(x)
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 def load_result(path: str | os.PathLike) -> Result:
