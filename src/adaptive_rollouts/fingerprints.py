@@ -147,7 +147,8 @@ class RegimeTracker:
         if len(keys) != len(rewards):
             raise ValueError(f"keys has {len(keys)} entries but rewards has {len(rewards)}")
         _, flat, sizes = check_rewards_flat(keys, rewards, arrays=False, unit_range=False)  # any finite range
-        lo, hi, _ = group_extremes(flat, sizes)
+        with np.errstate(over="ignore"):  # sums of rewards near the float limit (unused here) may overflow
+            lo, hi, _ = group_extremes(flat, sizes)
         if flat.size:
             self._low = min(self._low, float(flat.min()))
             self._high = max(self._high, float(flat.max()))
