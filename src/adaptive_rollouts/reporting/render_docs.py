@@ -23,14 +23,13 @@ line: ``error: ...`` and exit status 2, with no doc file written.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from adaptive_rollouts.experiments.results import ResultDataError, ResultFileError, recording_reads
+from adaptive_rollouts.experiments.results import ResultDataError, ResultFileError, load_result, recording_reads
 from adaptive_rollouts.reporting.tables import RENDERERS
 
 __all__ = ["Renderer", "MarkerError", "render_text", "doc_files", "render_docs", "main"]
@@ -119,7 +118,7 @@ def _non_finite_fields(path: str) -> list[str]:
             for i, v in enumerate(x):
                 walk(v, f"{at}/{i}")
 
-    walk(json.loads(Path(path).read_text()).get("data"), "data")
+    walk(load_result(path).data, "data")
     return found
 
 
