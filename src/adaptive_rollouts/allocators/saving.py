@@ -10,22 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.rewards import group_extremes
+from ..checks.rewards import all_equal, group_extremes
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
 from ..objectives import beta_from_moments
 from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal
+from ..solvers import equal_split
 from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
-from .guarded import equal_split, measured_persistence
+from .guarded import measured_persistence
 from .posterior_progressive import beta_prior
 from .predictive import PredictorSlot
 
 __all__ = ["SavingProgressive", "population_prior", "worth_continuing"]
-
-_TIE = 1e-8
 
 
 def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: float) -> tuple[float, float]:
@@ -92,12 +91,13 @@ def worth_continuing(
 
 
 def _group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: its size, its sum and whether its rewards differ (span > `_TIE`), in one pass
-    over the concatenated rewards."""
+    """Per group: its size, its sum and whether it has signal (>= 2 rollouts, not all equal:
+    `metrics.group_has_signal`, `checks.rewards.all_equal`), in one pass over the concatenated rewards."""
     sizes = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
     flat = np.concatenate(rewards) if len(rewards) else np.zeros(0)
     low, high, sums = group_extremes(flat, sizes)
-    return sizes, sums, (sizes >= 2) & (high - low > _TIE)
+    with np.errstate(invalid="ignore"):  # empty groups: NaN extremes, no signal
+        return sizes, sums, (sizes >= 2) & ~all_equal(low, high)
 
 
 class SavingProgressive(BaseAllocator):

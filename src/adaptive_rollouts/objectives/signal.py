@@ -33,8 +33,9 @@ import numpy as np
 from scipy.special import betaln, gammaln
 from scipy.stats import betabinom, binom
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
-from .aggregation import binary_group_terms
+from ..checks.validation import AGGREGATIONS, check_choice
+from .estimator import Estimator
+from .registry import get_estimator
 
 __all__ = ["group_signal", "signal_at", "expected_group_signal", "known_p_group_signal", "MAX_GROUP"]
 
@@ -47,8 +48,8 @@ precision the sum needs); far beyond any real step."""
 
 
 @lru_cache(maxsize=256)
-def _signal_row(estimator: str, n: int) -> np.ndarray:
-    k, a_s, a_f = binary_group_terms(estimator, n)
+def _signal_row(estimator: Estimator, n: int) -> np.ndarray:
+    k, a_s, a_f = estimator.binary_group_terms(n)
     if n < 2:
         return np.zeros(n + 1)
     row = k * a_s * (1.0 - k / n) - (n - k) * a_f * (k / n)
@@ -56,7 +57,7 @@ def _signal_row(estimator: str, n: int) -> np.ndarray:
     return row
 
 
-def group_signal(estimator: str, n: int, aggregation: str = "seq-mean") -> np.ndarray:
+def group_signal(estimator: str | Estimator, n: int, aggregation: str = "seq-mean") -> np.ndarray:
     """a(k; n) for k = 0..n successes: the signal of a binary group of n (divided by n under
     "prompt-mean", where a group weighs 1 / n per rollout).
 
@@ -65,25 +66,31 @@ def group_signal(estimator: str, n: int, aggregation: str = "seq-mean") -> np.nd
     >>> group_signal("grpo", 2).round(4).tolist()    # GRPO: (n - 1) sd for a mixed group, unbiased sd
     [0.0, 0.7071, 0.0]
     """
-    check_choice("estimator", estimator, ESTIMATORS)
+    est = get_estimator(estimator)
     check_choice("aggregation", aggregation, AGGREGATIONS)
-    row = _signal_row(estimator, int(n))
+    row = _signal_row(est, int(n))
     return row / n if aggregation == "prompt-mean" and n > 0 else row.copy()
 
 
-def signal_at(estimator: str, n: int, k: Any, aggregation: str = "seq-mean") -> np.ndarray:
-    """a(k; n) at any (also non-integer) k in [0, n], in closed form: k (n - k) / n (Dr. GRPO),
-    k (n - k) / (n - 1) (RLOO), sqrt(k (n - k) (n - 1) / n) (GRPO: k (n - k) / n over the group's
-    unbiased sd); divided by n under "prompt-mean". Equals `group_signal` at the integers.
+def signal_at(estimator: str | Estimator, n: int, k: Any, aggregation: str = "seq-mean") -> np.ndarray:
+    """a(k; n) at any (also non-integer) k in [0, n]: the formula of `group_signal` with the
+    estimator's advantages (`Estimator.from_centred`) at real k, so it equals `group_signal` at the
+    integers and is smooth in between (Dr. GRPO: k (n - k) / n; RLOO: k (n - k) / (n - 1); GRPO:
+    sqrt(k (n - k) (n - 1) / n)); divided by n under "prompt-mean".
 
     >>> signal_at("drgrpo", 4, [0, 1, 2]).tolist()
     [0.0, 0.75, 1.0]
     """
+    est = get_estimator(estimator)
     k = np.asarray(k, dtype=float)
     if n < 2:
         return np.zeros_like(k)
-    inner = np.clip(k * (n - k), 0.0, None)
-    value = {"drgrpo": inner / n, "rloo": inner / (n - 1.0), "grpo": np.sqrt(inner * ((n - 1.0) / n))}[estimator]
+    mean = k / n
+    sd = np.sqrt(np.clip(k * (n - k), 0.0, None) / (n * (n - 1.0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a_s = est.from_centred(1.0 - mean, float(n), sd, 0.0, 1.0)
+        a_f = est.from_centred(-mean, float(n), sd, 0.0, 1.0)
+        value = np.where((k <= 0) | (k >= n), 0.0, k * a_s * (1.0 - mean) - (n - k) * a_f * mean)
     return value / n if aggregation == "prompt-mean" else value
 
 
@@ -121,7 +128,7 @@ def _quadrature(first: float, last: float, mean: float, sd: float) -> tuple[np.n
     return (lo + width * (_GL_X + 1.0) / 2.0).ravel(), (width * _GL_W / 2.0).ravel()
 
 
-def _large(size: int, m: int, s: int, a: float, b: float, estimator: str, aggregation: str) -> float:
+def _large(size: int, m: int, s: int, a: float, b: float, estimator: str | Estimator, aggregation: str) -> float:
     """E[a(s + t; size)], t ~ BetaBinomial(m, a, b), for one group with m > `DENSE_LEFT` left."""
     mean = m * a / (a + b)
     sd = float(np.sqrt(m * a * b * (a + b + m) / ((a + b) ** 2 * (a + b + 1.0))))
@@ -172,7 +179,7 @@ def expected_group_signal(
         raise ValueError("need 0 <= successes <= drawn <= total and alpha, beta > 0")
     if n.size and int(n.max()) > MAX_GROUP:
         raise ValueError(f"total: groups of at most {MAX_GROUP} rollouts are evaluated, got {int(n.max())}")
-    check_choice("estimator", estimator, ESTIMATORS)
+    get_estimator(estimator)
     check_choice("aggregation", aggregation, AGGREGATIONS)
     out = np.zeros(n.size)
     for size in np.unique(n[n >= 2]).tolist():
