@@ -18,6 +18,7 @@ pytest.importorskip("trl")
 from conftest import states_equal  # noqa: E402
 
 from adaptive_rollouts.allocators import make_allocator  # noqa: E402
+from adaptive_rollouts.bridge.book import RunningTotals  # noqa: E402
 from adaptive_rollouts.fingerprints import RegimeTracker  # noqa: E402
 from adaptive_rollouts.integrations.trl.checkpoint import (  # noqa: E402
     STATE_FILE,
@@ -41,7 +42,13 @@ def _trainer(seed: int):
         regime.update(PROMPTS, rewards)
         success.to_success_groups([np.array([0.0, 2.0 * seed + 1.0])])
         history.append(np.array([r.size for r in rewards]))
+    totals = RunningTotals()
+    for counts in history:
+        totals.add(int(counts.sum()), 24)
     return SimpleNamespace(
+        totals=totals,
+        tokens_total=100 * (seed + 1),
+        args=SimpleNamespace(generation_batch_size=24),
         allocator=allocator,
         success=success,
         regime=regime,
@@ -62,6 +69,8 @@ def _snapshot(trainer):
             "regime": trainer.regime.state_dict(),
             "history": [c.tolist() for c in trainer.allocation_history],
             "seconds": trainer.allocator_seconds,
+            "totals": trainer.totals.state_dict(),
+            "tokens": trainer.tokens_total,
         }
     )
 
@@ -76,6 +85,8 @@ CASES = [
     ("negative-seconds", lambda s: s.update(allocator_seconds=-3.0), "allocator_seconds"),
     ("bad-regime", lambda s: s["regime"].update(window=-5), "regime/window|window must be"),
     ("bad-success", lambda s: s["success"].update(seen_low=5.0), "success/seen_low"),
+    ("bad-tokens", lambda s: s.update(tokens_total=-4), "tokens_total"),
+    ("bad-totals", lambda s: s["totals"].update(steps=-1), "totals"),
     ("bad-allocator", lambda s: s["allocator"].update(population=[-1.0, 1.0]), "allocator/population"),
 ]
 
