@@ -11,6 +11,10 @@ registers every prompt, and its time is shown too). The time of `run` includes t
 own `sample` (one vectorised Bernoulli draw split into 1M groups), shown separately. Results go to stdout as a Markdown table (and to --out),
 and to the result file ``--results`` (default ``results/scale/scale.json``, with --quick
 ``scale-quick.json``) that ``make docs`` renders into docs/reliability.md.
+
+``--saving`` runs the saving allocators' step instead: the default and pilot-commit on 100,000
+prompts (8 rollouts each by the equal split), several steps each in a fresh process, and writes
+``results/scale/saving_step.json`` (target: the default's step within 2x of pilot-commit's).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def run_allocator(name: str, q: int, per_prompt: int, steps: int) -> dict:
 
     from adaptive_rollouts.allocators import make_allocator
 
-    alloc = make_allocator("uniform") if name == "uniform" else make_allocator("vip", predictor="beta")
+    alloc = make_allocator("vip", predictor="beta") if name == "vip-beta" else make_allocator(name)
     prompts = [f"prompt-{i}" for i in range(q)]
     rng = np.random.default_rng(0)
     p = rng.beta(0.5, 0.5, q)
@@ -68,11 +72,12 @@ def run_allocator(name: str, q: int, per_prompt: int, steps: int) -> dict:
         draws = (rng.random(int(np.sum(counts))) < np.repeat(p[indices], counts)).astype(np.float64)
         return np.split(draws, np.cumsum(counts)[:-1])
 
-    times = []
+    times, spent = [], []
     for _ in range(steps):
         cpu, wall = time.process_time(), time.perf_counter()
         alloc.run(prompts, per_prompt * q, sample)
         times.append((time.process_time() - cpu, time.perf_counter() - wall))
+        spent.append(int(alloc.last_metrics["rollouts_spent"]))
     sample_cpu = time.process_time()
     sample(np.arange(q), np.full(q, per_prompt))
     sample_cpu = time.process_time() - sample_cpu
@@ -82,6 +87,8 @@ def run_allocator(name: str, q: int, per_prompt: int, steps: int) -> dict:
         "wall_s": times[-1][1],
         "sample_cpu_s": sample_cpu,
         "steps": steps,
+        "step_cpu_s": [t[0] for t in times],
+        "spent": spent,
     }
 
 
@@ -108,6 +115,13 @@ def allocator_cases(quick: bool) -> list[dict]:
     return [{"kind": "run", "name": name, "q": q, "per_prompt": 8, "steps": 2} for name in ("uniform", "vip-beta")]
 
 
+def saving_cases() -> list[dict]:
+    return [{"kind": "run", "name": name, "q": 100_000, "per_prompt": 8, "steps": 4} for name in SAVING]
+
+
+SAVING = ("default", "pilot-commit")
+
+
 def child(case: dict) -> None:
     if case["kind"] == "allocate":
         args = [case[k] for k in ("objective", "q", "per_prompt", "lower", "upper", "skip")]
@@ -123,6 +137,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="Q = 20,000 and 100,000 prompts through run")
     parser.add_argument("--out", type=Path, help="also write the Markdown table here")
     parser.add_argument("--results", help="result file (default: see the module docstring; '' to write none)")
+    parser.add_argument("--saving", action="store_true", help="the saving allocators' 100,000-prompt step instead")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -135,7 +150,8 @@ def main() -> int:
         "| case | Q | budget | lower | upper | CPU s | wall s | peak MiB |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for case in allocate_cases(args.quick) + allocator_cases(args.quick):
+    cases = saving_cases() if args.saving else allocate_cases(args.quick) + allocator_cases(args.quick)
+    for case in cases:
         proc = subprocess.run(
             [sys.executable, __file__, "--child", json.dumps(case)], capture_output=True, text=True, env=env
         )
@@ -161,11 +177,12 @@ def main() -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("\n".join(lines) + "\n")
-    name = "scale-quick.json" if args.quick else "scale.json"
+    name = "saving_step.json" if args.saving else "scale-quick.json" if args.quick else "scale.json"
     results = str(ROOT / "results" / "scale" / name) if args.results is None else args.results
     if results:
         data = {"rows": rows, "load_average": load}
-        print(f"wrote {write_result(results, data, settings={'quick': args.quick}, commit=commit)}")
+        settings = {"saving": True} if args.saving else {"quick": args.quick}
+        print(f"wrote {write_result(results, data, settings=settings, commit=commit)}")
     return 0
 
 

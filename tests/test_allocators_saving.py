@@ -206,18 +206,18 @@ def test_bad_options_are_refused(kwargs, match):
         SavingProgressive(**kwargs)
 
 
-def test_a_budget_below_one_group_is_refused_before_any_rollout():
+def test_a_budget_below_one_group_spends_nothing():
+    """A saving allocator spends at most the budget: a budget of 1 (like 0) skips every prompt
+    without calling `sample` (before: "cannot be met exactly", while 0 was accepted)."""
     calls = []
 
     def sample(idx, counts):
         calls.append(1)
         return [np.zeros(c) for c in counts]
 
-    from adaptive_rollouts.checks.validation import InfeasibleBudgetError
-
-    with pytest.raises(InfeasibleBudgetError, match="budget 1"):
-        SavingProgressive().run(["a", "b"], 1, sample)
-    assert calls == []
+    alloc = SavingProgressive()
+    assert [r.size for r in alloc.run(["a", "b"], 1, sample)] == [0, 0]
+    assert calls == [] and alloc.last_metrics["skipped"] == 2 and alloc.last_metrics["rollouts_spent"] == 0
 
 
 @pytest.mark.parametrize("value", ["16", None, [16]])

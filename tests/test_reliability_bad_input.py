@@ -350,6 +350,8 @@ STATE_CASES = {
         ("duplicate-keys", _duplicate_first_key, "duplicate prompt keys"),
         ("unsaveable-key", _set("keys", lambda k: [frozenset({1})] + list(k[1:])), "frozenset"),
         ("alpha-wrong-length", _set("alpha", lambda a: a[:-1]), "alpha.*shape"),
+        # before: accepted, then an overflow warning at the first prediction
+        ("alpha-1e300", _set_at("alpha", 0, 1e300), r"alpha.*<= 9007199254740992"),
     ],
     "windowed": [
         ("negative-counts", _set_at("counts", (0, 0), -4.0), "counts.*>= 0"),
@@ -438,6 +440,18 @@ ALLOCATOR_STATE_CASES = [
     ("rng-garbage", "uniform", lambda s: s.update(rng={"bit_generator": "PCG64", "state": "x"}), "rng"),
     ("rng-missing", "uniform", lambda s: s.pop("rng"), "rng"),
     ("wrong-allocator", "uniform", lambda s: s.update(allocator="VIP"), "not 'Uniform'"),
+    # hand-edited saving state the default could never produce (before: all loaded; a prior of
+    # strength 1e300 pre-skipped 9 of 10 prompts, 1e308 made signal_per_rollout inf, a 50-step
+    # history was silently cut to 10, unknown entries were ignored)
+    ("default-population-1e300", "default", lambda s: s.update(population=[1e300, 1e300]), "population.*strength"),
+    ("default-history-signal-1e308", "default", lambda s: s.update(history_signal=[1e308]), "history_signal.*half"),
+    (
+        "default-history-50-steps",
+        "default",
+        lambda s: s.update(history_signal=[0.0] * 50, history_spent=[8] * 50),
+        "history_signal.*at most 10 steps, got 50",
+    ),
+    ("default-unknown-entry", "default", lambda s: s.update(surprise=1), r"unknown entries \['surprise'\]"),
     ("vip-bad-predictor", "vip", lambda s: s["predictor"]["alpha"].__setitem__(0, np.nan), "predictor/alpha"),
     ("vip-predictor-not-a-dict", "vip", lambda s: s.update(predictor=[1, 2]), "must be a dict"),
     # GuardedProgressive's tracker used to be read after its predictor had been replaced, with raw

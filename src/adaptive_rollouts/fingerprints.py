@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .checks.rewards import ZERO_VARIANCE_TOL, all_equal
-from .checks.validation import check_range, check_rewards
+from .checks.rewards import ZERO_VARIANCE_TOL, all_equal, group_extremes
+from .checks.validation import check_range, check_rewards_flat
 from .state.checks import StateReader
 from .types import StateDict
 
@@ -143,33 +143,43 @@ class RegimeTracker:
         self._high = float("-inf")
 
     def update(self, keys: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
+        """Record one step (vectorised over the concatenated rewards: one pass per statistic, then
+        a dictionary update per prompt)."""
         if len(keys) != len(rewards):
             raise ValueError(f"keys has {len(keys)} entries but rewards has {len(rewards)}")
-        arrays = check_rewards(keys, rewards, unit_range=False)  # raw rewards: any finite range
-        seen = [r for r in arrays if r.size]
-        if seen:
-            self._low = min(self._low, min(float(r.min()) for r in seen))
-            self._high = max(self._high, max(float(r.max()) for r in seen))
-        zv = zero_variance_fraction(arrays, self.tol)
-        flat = [r for r in arrays if r.size >= 2 and all_equal(r.min(), r.max(), self.tol)]
-        groups = sum(r.size >= 2 for r in arrays)
+        _, flat, sizes = check_rewards_flat(keys, rewards, arrays=False, unit_range=False)  # any finite range
+        with np.errstate(over="ignore"):  # sums of rewards near the float limit (unused here) may overflow
+            lo, hi, _ = group_extremes(flat, sizes)
+        if flat.size:
+            self._low = min(self._low, float(flat.min()))
+            self._high = max(self._high, float(flat.max()))
+        grouped = sizes >= 2
+        flat_group = grouped & all_equal(lo, hi, self.tol)
+        groups = int(grouped.sum())
+        first = flat[np.minimum(np.cumsum(sizes) - sizes, max(flat.size - 1, 0))] if flat.size else np.zeros(sizes.size)
+        zv = float(flat_group.sum() / groups) if groups else float("nan")
         self._step = {
             "regime/zero_variance_fraction": zv,
-            "regime/all_fail_fraction": sum(r[0] <= self._low + self.tol for r in flat) / groups if groups else 0.0,
-            "regime/all_pass_fraction": sum(r[0] >= self._high - self.tol for r in flat) / groups if groups else 0.0,
+            "regime/all_fail_fraction": float(np.sum(flat_group & (first <= self._low + self.tol)) / groups)
+            if groups
+            else 0.0,
+            "regime/all_pass_fraction": float(np.sum(flat_group & (first >= self._high - self.tol)) / groups)
+            if groups
+            else 0.0,
         }
         if not np.isnan(zv):
             self._zv_sum += zv
             self._zv_steps += 1
-        for key, r in zip(keys, arrays):
-            if r.size == 0:
-                continue
-            visit = _visit(r)
-            if key in self._last:
-                prev = self._last[key]
-                self._pairs.append((prev[0], visit[0], prev[1], visit[1]))
-            self._last[key] = visit
-        del self._pairs[: max(0, len(self._pairs) - self.window)]
+        seen = np.flatnonzero(sizes > 0)
+        means, noises = _visits(flat, sizes[seen], np.maximum(np.abs(lo[seen]), np.abs(hi[seen])))
+        last, pairs = self._last, self._pairs
+        for i, mean, noise in zip(seen.tolist(), means.tolist(), noises.tolist()):
+            key = keys[i]
+            prev = last.get(key)
+            if prev is not None:
+                pairs.append((prev[0], mean, prev[1], noise))
+            last[key] = (mean, noise)
+        del pairs[: max(0, len(pairs) - self.window)]
 
     def metrics(self) -> dict[str, float]:
         out = dict(self._step)
@@ -214,16 +224,20 @@ def _check_tracker_settings(window: Any, tol: Any) -> tuple[int, float]:
     return int(window), check_range(tol, "tol", 0.0, None, low_closed=True)
 
 
-def _visit(r: np.ndarray) -> tuple[float, float]:
-    """(mean, sampling variance of the mean) of one visit's rewards, finite for any finite rewards:
-    computed on rewards scaled by a power of two, the variance capped at the largest float."""
-    top = float(np.abs(r).max())
-    scale = float(np.ldexp(1.0, np.frexp(top)[1] - 1)) if top > 0 else 1.0  # |r| / scale < 2
-    x = r / scale
-    mean = float(x.mean()) * scale
+def _visits(flat: np.ndarray, sizes: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per non-empty group of ``flat`` (``sizes`` > 0 long each, ``top`` its largest |reward|):
+    (mean, sampling variance of the mean), finite for any finite rewards: computed on rewards
+    scaled by a power of two, the variance capped at the largest float."""
+    if sizes.size == 0:
+        return np.zeros(0), np.zeros(0)
+    scale = np.where(top > 0, np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)  # |r| / scale < 2
+    x = flat / np.repeat(scale, sizes)
+    starts = np.cumsum(sizes) - sizes
+    mean_x = np.add.reduceat(x, starts) / sizes
+    squares = np.add.reduceat((x - np.repeat(mean_x, sizes)) ** 2, starts)
     with np.errstate(over="ignore"):
-        noise = float(x.var(ddof=1)) * scale * scale / r.size if r.size >= 2 else 0.0
-    return mean, min(noise, _FLOAT_MAX)
+        noise = np.where(sizes >= 2, squares / np.maximum(sizes - 1, 1) * scale * scale / sizes, 0.0)
+    return mean_x * scale, np.minimum(noise, _FLOAT_MAX)
 
 
 _FLOAT_MAX = float(np.finfo(float).max)

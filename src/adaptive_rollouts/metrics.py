@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks.rewards import ZERO_VARIANCE_TOL, all_equal
+from .checks.rewards import ZERO_VARIANCE_TOL, all_equal, group_extremes
 from .checks.validation import check_rewards_flat
 from .types import Prediction, Prompt
 
@@ -99,18 +99,6 @@ def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.n
     return check_rewards_flat(prompts, rewards, counts, arrays=False, unit_range=False)[1]
 
 
-def _group_extremes(flat: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: min, max and sum of its rewards (NaN / 0 for an empty group)."""
-    used = counts > 0
-    starts = (np.cumsum(counts) - counts)[used]
-    low, high, total = np.full(counts.size, np.nan), np.full(counts.size, np.nan), np.zeros(counts.size)
-    if starts.size:
-        low[used] = np.minimum.reduceat(flat, starts)
-        high[used] = np.maximum.reduceat(flat, starts)
-        total[used] = np.add.reduceat(flat, starts)
-    return low, high, total
-
-
 def step_metrics(
     prompts: Sequence[Prompt],
     counts: Sequence[int] | np.ndarray,
@@ -142,7 +130,7 @@ def step_metrics(
     if spent < scored or (budget is not None and spent > budget):
         raise ValueError(f"rollouts spent ({spent}) must lie in [scored ({scored}), budget ({budget})]")
     used = counts > 0  # groups with a reward
-    low, high, total = _group_extremes(flat, counts)
+    low, high, total = group_extremes(flat, counts)
     with np.errstate(invalid="ignore"):
         signal = (counts >= 2) & ~all_equal(low, high, tol)
         solve_all = used & (low >= 1.0 - tol)

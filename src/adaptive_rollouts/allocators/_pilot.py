@@ -15,12 +15,27 @@ from .base import BaseAllocator
 from .collector import RolloutCollector
 from .proportional import water_fill
 
-__all__ = ["PilotAllocator", "count_parameter", "cut_to_budget"]
+__all__ = ["PilotAllocator", "count_parameter", "cut_to_budget", "pilot_parameter"]
 
 
 def count_parameter(name: str, value: Any, low: int) -> int:
     """A constructor's rollout count: an integer >= ``low`` (else ValueError naming it)."""
     return check_integer(value, name, least=low)
+
+
+def pilot_parameter(name: str, value: Any) -> int:
+    """A pilot's size (Pilot's and sGPO's ``m``, PilotCommit's and the default's ``pilot``): an
+    integer >= 2, since a group of one rollout has no baseline and carries no signal.
+
+    >>> pilot_parameter("m", 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: m must be >= 2 (a group of one rollout carries no signal), got 1
+    """
+    check_integer(value, name)
+    if int(value) < 2:
+        raise ValueError(f"{name} must be >= 2 (a group of one rollout carries no signal), got {int(value)}")
+    return int(value)
 
 
 def cut_to_budget(wanted: np.ndarray, amount: int) -> np.ndarray:

@@ -14,8 +14,11 @@ infeasible. A prompt given zero rollouts gets an empty reward array and is count
 the metrics, with the rollouts spent and saved.
 
 Public calls (`run`, `plan`, `observe`) are defined here once and wrap the subclass hooks (`_run`,
-`_plan`, `_observe`) in `_restoring_rng`, so a call that raises leaves the allocator's state as it
-was: predictors validate before they mutate, so the generator is the only state a failure can touch.
+`_plan`, `_observe`) in `_restoring_state`, so a call that raises - bad input, or a `sample` that
+fails in any round - leaves the allocator's state as it was: the generator and every attribute
+are put back. The rule subclasses keep for this: between rounds they rebind attributes (the
+default's refitted population prior), never mutate them in place; in-place updates (predictor,
+tracker, streaks) come after the last `sample` and validate before they mutate.
 """
 
 from __future__ import annotations
@@ -74,28 +77,41 @@ class BaseAllocator:
 
     # -- budget ---------------------------------------------------------------------------------
     @contextmanager
-    def _restoring_rng(self) -> Iterator[None]:
-        """If the block raises, put the generator back where it was (the only state a failed
-        call can have touched: checks come before any other change)."""
+    def _restoring_state(self) -> Iterator[None]:
+        """If the block raises, put the generator back where it was and every attribute back to
+        the object it named (`restore_on_error`: a shallow snapshot, enough because a step rebinds
+        what it changes before its last `sample`; see the module docstring)."""
         saved = self.rng.bit_generator.state
-        try:
-            yield
-        except BaseException:
-            self.rng.bit_generator.state = saved
-            raise
+        with restore_on_error(self):
+            try:
+                yield
+            except BaseException:
+                self.rng.bit_generator.state = saved
+                raise
 
     def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
-        """Smallest and largest budget this allocator can spend exactly on `num_prompts` prompts
-        (a "save" allocator spends at most the budget, but only a budget it could fill is accepted)."""
+        """Smallest and largest budget this allocator accepts on `num_prompts` prompts: one it can
+        spend exactly ("fill"), or one it can keep to ("save": at most the budget; a saving allocator
+        that may skip every prompt accepts any budget >= 0, a budget below its smallest group
+        spending nothing)."""
         return budget_span(num_prompts, self.lower, self.upper, self.allow_skip)
 
     def _check_budget(self, prompts: Sequence[Prompt], budget: Any) -> int:
         """The budget as an int (`check_budget`), feasible for this allocator on these prompts
-        (`check_feasible` over `budget_range`): the entry check of `run` and `plan`."""
+        (`check_feasible` over `budget_range`; only a "fill" allocator must meet it exactly): the
+        entry check of `run` and `plan`."""
         budget = check_budget(budget)
         span = self.budget_range(len(prompts))
+        exact = self.kind == "fill"
         return check_feasible(
-            budget, len(prompts), self.lower, self.upper, self.allow_skip, span=span, owner=type(self).__name__
+            budget,
+            len(prompts),
+            self.lower,
+            self.upper,
+            self.allow_skip and exact,
+            span=span,
+            owner=type(self).__name__,
+            detail=None if exact else f" (it spends at most the budget; a prompt it keeps gets >= {self.lower}):",
         )
 
     def _begin_rounds(
@@ -181,7 +197,7 @@ class BaseAllocator:
     def run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         """Spend ``budget`` rollouts (exactly, or at most for a "save" allocator) over ``prompts``
         through ``sample``; returns every prompt's rewards (empty for a skipped prompt)."""
-        with self._restoring_rng():
+        with self._restoring_state():
             return self._run(prompts, budget, sample)
 
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
@@ -223,7 +239,7 @@ class SingleShotAllocator(BaseAllocator):
     def plan(self, prompts: Sequence[Prompt], budget: int) -> Plan:
         """The step's `Plan`: counts per prompt (sum == budget, or <= budget for a "save"
         allocator) without sampling anything; give it back to `observe` with the rewards."""
-        with self._restoring_rng():
+        with self._restoring_state():
             start = time.perf_counter()
             prompts = check_prompts(prompts)
             budget = self._check_budget(prompts, budget)
@@ -236,7 +252,7 @@ class SingleShotAllocator(BaseAllocator):
         """Learn from this step's rewards (one array per prompt, its length the rollouts scored) and
         set `last_metrics`. ``plan`` is the `Plan` they were drawn for (its prediction, budget and
         planning time enter the metrics), or the prompts alone."""
-        with self._restoring_rng():
+        with self._restoring_state():
             start = time.perf_counter()
             if not isinstance(plan, Plan):
                 plan = Plan(check_prompts(plan), np.zeros(0, dtype=np.int64), -1)

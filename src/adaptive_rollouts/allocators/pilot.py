@@ -8,7 +8,7 @@ import numpy as np
 
 from ..metrics import group_has_signal
 from ..types import Prompt, Rewards, SampleFn
-from ._pilot import PilotAllocator, count_parameter, cut_to_budget
+from ._pilot import PilotAllocator, count_parameter, cut_to_budget, pilot_parameter
 
 __all__ = ["Pilot"]
 
@@ -40,7 +40,7 @@ class Pilot(PilotAllocator):
 
     def __init__(self, m: int = 4, extra: int | None = None, seed: int | None = 0):
         super().__init__(seed)
-        self.m = count_parameter("m", m, 2)
+        self.m = pilot_parameter("m", m)
         self.extra = None if extra is None else count_parameter("extra", extra, 0)
         self.lower = self.m
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..checks.validation import check_range
 from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
-from ._pilot import PilotAllocator, count_parameter
+from ._pilot import PilotAllocator, count_parameter, pilot_parameter
 from .base import random_order
 
 __all__ = ["PilotCommit"]
@@ -79,7 +79,7 @@ class PilotCommit(PilotAllocator):
         seed: int | None = 0,
     ):
         super().__init__(seed)
-        self.pilot = None if pilot is None else count_parameter("pilot", pilot, 2)
+        self.pilot = None if pilot is None else pilot_parameter("pilot", pilot)
         self.commit = None if commit is None else count_parameter("commit", commit, 0)
         self.defer_below, self.easy_above, self.evict_at = _check_thresholds(defer_below, easy_above, evict_at)
         self.lower = 2 if self.pilot is None else self.pilot

@@ -10,14 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_integer, check_range
+from ..checks.rewards import all_equal, group_extremes
+from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
-from ..metrics import group_has_signal
 from ..objectives import beta_from_moments
-from ..objectives.signal import expected_group_signal, group_signal
+from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal
 from ..solvers import equal_split
 from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
+from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .posterior_progressive import beta_prior
@@ -87,6 +88,16 @@ def worth_continuing(
         take[i] = True
         total_value, total_cost = new_value, new_cost
     return take
+
+
+def _group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: its size, its sum and whether it has signal (>= 2 rollouts, not all equal:
+    `metrics.group_has_signal`, `checks.rewards.all_equal`), in one pass over the concatenated rewards."""
+    sizes = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
+    flat = np.concatenate(rewards) if len(rewards) else np.zeros(0)
+    low, high, sums = group_extremes(flat, sizes)
+    with np.errstate(invalid="ignore"):  # empty groups: NaN extremes, no signal
+        return sizes, sums, (sizes >= 2) & ~all_equal(low, high)
 
 
 class SavingProgressive(BaseAllocator):
@@ -173,7 +184,7 @@ class SavingProgressive(BaseAllocator):
             check_choice("aggregation", aggregation, AGGREGATIONS)
         self.slot = PredictorSlot(predictor, features)
         self.estimator, self.aggregation = estimator, aggregation
-        self.pilot = check_integer(pilot, "pilot", least=2)
+        self.pilot = pilot_parameter("pilot", pilot)
         self.max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0)
         self.saving = bool(saving)
         self.elasticity = check_range(elasticity, "elasticity", 0.0, 1.0, high_closed=True)
@@ -184,6 +195,19 @@ class SavingProgressive(BaseAllocator):
     @property
     def predictor(self) -> Any:
         return self.slot.predictor
+
+    def budget_range(self, num_prompts: int) -> tuple[int, int | None]:
+        """Any budget up to groups of `objectives.signal.MAX_GROUP` rollouts (the largest it prices)."""
+        return 0, num_prompts * MAX_GROUP
+
+    def _check_budget(self, prompts: Sequence[Prompt], budget: Any) -> int:
+        budget = check_budget(budget)
+        if budget > len(prompts) * MAX_GROUP:
+            raise InfeasibleBudgetError(
+                f"budget {budget} is too large for {type(self).__name__} on {len(prompts)} prompts: its groups "
+                f"(the equal split) would pass {MAX_GROUP} rollouts, the largest it prices"
+            )
+        return budget
 
     def run_ratio(self) -> float:
         """R_run: realised signal per generated rollout over the last ``HISTORY`` steps (0 before)."""
@@ -246,7 +270,7 @@ class SavingProgressive(BaseAllocator):
 
     @staticmethod
     def _successes(rewards: Rewards) -> np.ndarray:
-        return np.array([float(r.sum()) for r in rewards])
+        return _group_stats(rewards)[1]
 
     def _prior(self, rho: float, a_h: np.ndarray, b_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Step 1: the prompt's history where it has predicted the next visit, the population prior
@@ -272,9 +296,9 @@ class SavingProgressive(BaseAllocator):
         """Step 4: the next round's increments (all zero when nothing is worth another rollout)."""
         k = collector.scored
         rewards = collector.rewards()
-        s = self._successes(rewards)
-        varied = np.array([group_has_signal(r) for r in rewards])
-        open_ = keep & (collector.counts > 0) & (collector.counts < target)
+        _, s, varied = _group_stats(rewards)
+        # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
+        open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
         if not self.saving:
             return np.where(open_, np.minimum(target - collector.counts, self._chunk(target, collector.counts)), 0)
         value = expected_group_signal(
@@ -306,12 +330,12 @@ class SavingProgressive(BaseAllocator):
 
     def _realised(self, rewards: Rewards) -> float:
         """The signal of this step's groups: a(k; n) of each (graded rewards: their rounded sum)."""
+        sizes, sums, varied = _group_stats(rewards)
         total = 0.0
-        agg = self._aggregation()
-        for r in rewards:
-            n = int(r.size)
-            if group_has_signal(r):
-                total += float(group_signal(self.estimator, n, agg)[int(np.clip(round(float(r.sum())), 1, n - 1))])
+        for n in np.unique(sizes[varied]).tolist():
+            at = varied & (sizes == n)
+            row = group_signal(self.estimator, n, self._aggregation())
+            total += float(row[np.clip(np.rint(sums[at]).astype(np.int64), 1, n - 1)].sum())
         return total
 
     # -- state ----------------------------------------------------------------------------------
@@ -325,20 +349,42 @@ class SavingProgressive(BaseAllocator):
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
-        """Checks the population prior before anything changes; the tracker and the predictor check
-        their own parts (the tracker into a fresh object, so a refused one changes nothing)."""
-        reader = StateReader(
-            state, type(self).__name__, ["predictor", "tracker", "population", "history_signal", "history_spent"]
-        )
+        """Checks everything before anything changes, as the constructor and the step would
+        produce it: no unknown entries; a population prior with 0 < a, b and a + b at most
+        ``max_prior_strength`` (or the initial Beta(1, 1)); at most ``HISTORY`` steps of history,
+        each with 0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker and the
+        predictor check their own parts (the tracker into a fresh object, so a refused one changes
+        nothing)."""
+        names = ["predictor", "tracker", "population", "history_signal", "history_spent"]
+        reader = StateReader(state, type(self).__name__, names)
+        unknown = sorted(set(state) - {"allocator", "rng", "class", *names}, key=str)
+        if unknown:
+            raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
         population = reader.array("population", (2,), dtype=float, low=0.0, low_open=True)
+        strongest = max(self.max_prior_strength, 2.0) * (1.0 + 1e-9)
+        if population.sum() > strongest:
+            raise reader.error(
+                "population",
+                f"prior strength a + b must be <= {max(self.max_prior_strength, 2.0)} "
+                f"(max_prior_strength), got {population.sum()}",
+            )
         raw = reader["history_signal"]
         if not isinstance(raw, (list, tuple, np.ndarray)):
             raise reader.error("history_signal", f"must be a list, got {type(raw).__name__}")
+        if len(raw) > self.HISTORY:
+            raise reader.error("history_signal", f"holds at most {self.HISTORY} steps, got {len(raw)}")
         signal = reader.array("history_signal", (len(raw),), dtype=float, low=0.0)
         spent = reader.array("history_spent", (signal.size,), dtype=np.int64, low=0)
+        over = np.flatnonzero(signal > spent / 2.0 * (1.0 + 1e-9))
+        if over.size:
+            i = int(over[0])
+            raise reader.error(
+                "history_signal",
+                f"a step's signal is at most half its rollouts, got {signal[i]} for {spent[i]} at index {i}",
+            )
         tracker = RegimeTracker()
         tracker.load_state_dict(state["tracker"])
         self.slot.load_state_dict(state["predictor"])
         self.tracker = tracker
         self.population = (float(population[0]), float(population[1]))
-        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)][-self.HISTORY :]
+        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)]

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..checks.validation import check_range
 from ..types import Prompt, Rewards, SampleFn
-from ._pilot import PilotAllocator, count_parameter, cut_to_budget
+from ._pilot import PilotAllocator, count_parameter, cut_to_budget, pilot_parameter
 
 __all__ = ["SGPO"]
 
@@ -56,7 +56,7 @@ class SGPO(PilotAllocator):
         seed: int | None = 0,
     ):
         super().__init__(seed)
-        self.m = count_parameter("m", m, 1)
+        self.m = pilot_parameter("m", m)
         self.c = check_range(c, "c", 0.0, None)
         if not isinstance(prior, (tuple, list)) or len(prior) != 2:
             raise ValueError(f"prior must be a pair (a, b) of positive numbers, got {prior!r}")

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .validation import check_integer
+from .validation import INT64_MAX, check_integer
 
 __all__ = [
     "UsageError",
@@ -26,8 +26,6 @@ __all__ = [
     "probability_list",
     "reports_usage_errors",
 ]
-
-_INT64_MAX = 2**63 - 1  # counts and budgets are int64 arrays downstream
 
 
 class UsageError(ValueError):
@@ -61,7 +59,7 @@ def integer_at_least(text: str, least: int) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
     try:
-        return check_integer(value, "", least=least, most=_INT64_MAX)
+        return check_integer(value, "", least=least, most=INT64_MAX)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

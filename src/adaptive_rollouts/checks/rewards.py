@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ZERO_VARIANCE_TOL", "all_equal", "check_rewards", "check_rewards_flat", "group_sums"]
+__all__ = ["ZERO_VARIANCE_TOL", "all_equal", "check_rewards", "check_rewards_flat", "group_extremes", "group_sums"]
 
 _REWARD_KINDS = "fiub"  # float, int, unsigned, bool (a success indicator): numbers, never str or complex
 
@@ -118,6 +118,22 @@ def group_sums(flat: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     if used.any():
         out[used] = np.add.reduceat(flat, (np.cumsum(sizes) - sizes)[used])
     return out
+
+
+def group_extremes(flat: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group of a concatenation: min, max and sum of its rewards (NaN, NaN, 0 for an empty group).
+
+    >>> [x.tolist() for x in group_extremes(np.array([1.0, 0.0, 0.5]), np.array([2, 0, 1]))]
+    [[0.0, nan, 0.5], [1.0, nan, 0.5], [1.0, 0.0, 0.5]]
+    """
+    used = sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[used]
+    low, high, total = np.full(sizes.size, np.nan), np.full(sizes.size, np.nan), np.zeros(sizes.size)
+    if starts.size:
+        low[used] = np.minimum.reduceat(flat, starts)
+        high[used] = np.maximum.reduceat(flat, starts)
+        total[used] = np.add.reduceat(flat, starts)
+    return low, high, total
 
 
 ZERO_VARIANCE_TOL = 1e-6

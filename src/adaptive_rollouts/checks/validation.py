@@ -204,13 +204,21 @@ def check_integer(value: Any, name: str, least: int | None = None, most: int | N
     return v
 
 
+INT64_MAX = 2**63 - 1
+"""The largest budget or count: counts and budgets are int64 arrays downstream."""
+
+
 def check_budget(budget: Any, name: str = "budget") -> int:
-    """A non-negative integer (`check_integer`; an integral float is accepted).
+    """A non-negative integer (`check_integer`; an integral float is accepted) that an int64 holds.
 
     >>> check_budget(8.0)
     8
+    >>> check_budget(10**30)
+    Traceback (most recent call last):
+    ...
+    ValueError: budget must be <= 9223372036854775807, got 1000000000000000000000000000000
     """
-    return check_integer(budget, name, least=0)
+    return check_integer(budget, name, least=0, most=INT64_MAX)
 
 
 def check_lower_upper(lower: Any, upper: Any, least: int = 1) -> tuple[int, int | None]:

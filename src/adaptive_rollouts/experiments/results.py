@@ -23,14 +23,16 @@ from it (a result file being rewritten does not make the code dirty), or ``unkno
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,10 @@ __all__ = [
     "HEADER_KEYS",
     "Result",
     "ResultFileError",
+    "ResultDataError",
     "MixedResultsError",
+    "recording_reads",
+    "data_number",
     "write_result",
     "load_result",
     "result_header",
@@ -57,6 +62,46 @@ _COMMIT = re.compile(r"^([0-9a-f]{7,40}(-dirty)?|unknown)$")
 
 class ResultFileError(ValueError):
     """A result file that cannot be read or whose header is missing or malformed."""
+
+
+class ResultDataError(ValueError):
+    """A result file whose data lacks a field the docs render, has it in another shape, or holds a
+    value they cannot show (NaN, a negative spend)."""
+
+
+_reads: list[list[str]] = []  # the open `recording_reads` blocks (innermost last)
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[list[str]]:
+    """The paths `load_result` reads inside the block (so an error in what a renderer does with
+    the data can name the file it came from)."""
+    paths: list[str] = []
+    _reads.append(paths)
+    try:
+        yield paths
+    finally:
+        _reads.remove(paths)
+
+
+def data_number(result: Result, field: str, value: Any, low: float | None = None, low_open: bool = False) -> float:
+    """``value`` (the data's ``field``, for the message) as a finite float >= ``low`` (> with
+    ``low_open``), else `ResultDataError` naming the file and the field.
+
+    >>> r = Result("results/x.json", {}, {})
+    >>> data_number(r, "targets/0/spend", -3.0, low=0.0)
+    Traceback (most recent call last):
+    ...
+    adaptive_rollouts.experiments.results.ResultDataError: result file results/x.json: field 'targets/0/spend' must be >= 0.0, got -3.0
+    """
+    bad = isinstance(value, bool) or not isinstance(value, (int, float))
+    if bad or not math.isfinite(value):
+        raise ResultDataError(f"result file {result.path}: field {field!r} must be a finite number, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ResultDataError(
+            f"result file {result.path}: field {field!r} must be {'>' if low_open else '>='} {low}, got {value!r}"
+        )
+    return float(value)
 
 
 class MixedResultsError(ValueError):
@@ -162,6 +207,8 @@ def load_result(path: str | os.PathLike) -> Result:
     if not isinstance(raw, dict) or not isinstance(raw.get("header"), dict) or "data" not in raw:
         raise ResultFileError(f"result file {path}: expected an object with 'header' and 'data'")
     header = raw["header"]
+    for paths in _reads:
+        paths.append(os.fspath(path))
     missing = [k for k in HEADER_KEYS if k not in header]
     if missing:
         raise ResultFileError(f"result file {path}: header lacks {', '.join(missing)}")

@@ -12,6 +12,10 @@ from ..state.checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
 from ._common import RowIndex, check_batch, grow
 
+MAX_COUNT = 2.0**53
+"""The largest pseudo-count a state may hold: alpha and beta count rollouts (plus the prior), and
+beyond 2**53 a float64 cannot count one more."""
+
 
 def _hyperparameters(discount: float, prior_alpha: float, prior_beta: float) -> tuple[float, float, float]:
     """The constructor's checks (also applied to a loaded state)."""
@@ -88,15 +92,16 @@ class DiscountedBeta:
         }
 
     def load_state_dict(self, state: StateDict) -> None:
-        """Replace this predictor's state; every value is checked first (alpha, beta > 0 and finite,
-        distinct keys, the constructor's ranges), and a refused state changes nothing."""
+        """Replace this predictor's state; every value is checked first (alpha, beta > 0, finite and
+        at most `MAX_COUNT`, distinct keys, the constructor's ranges), and a refused state changes
+        nothing."""
         reader = StateReader(
             state, "DiscountedBeta", ["discount", "prior_alpha", "prior_beta", "keys", "alpha", "beta"]
         )
         hyper = reader.hyperparameters(_hyperparameters, ["discount", "prior_alpha", "prior_beta"])
         keys = reader.keys()
-        alpha = reader.array("alpha", (len(keys),), low=0.0, low_open=True)
-        beta = reader.array("beta", (len(keys),), low=0.0, low_open=True)
+        alpha = reader.array("alpha", (len(keys),), low=0.0, low_open=True, high=MAX_COUNT)
+        beta = reader.array("beta", (len(keys),), low=0.0, low_open=True, high=MAX_COUNT)
         with restore_on_error(self):
             self.discount, self.prior_alpha, self.prior_beta = hyper
             self._index = RowIndex(keys)

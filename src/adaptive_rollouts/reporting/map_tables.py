@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.experiments.results import MixedResultsError, Result, load_result, provenance
+from adaptive_rollouts.experiments.results import MixedResultsError, Result, data_number, load_result, provenance
 from adaptive_rollouts.reporting.gain_report import coverage, targets_with_verdicts
 from adaptive_rollouts.reporting.map_report import map_markdown
 
@@ -57,11 +57,15 @@ def render_saving_summary(root: Path) -> str:
     controls' intervals cover 1.00."""
     lines = []
     for path in map_files(root):
-        data = load_result(path).data
+        loaded = load_result(path)
+        data = loaded.data
         targets = targets_with_verdicts(data)
         if not targets:
             continue
-        spend = [t["spend"] for t in targets]
+        result = Result(str(path.relative_to(root)), loaded.header, data)
+        for i, t in enumerate(targets):
+            data_number(result, f"saving_targets/{i}/speedup", t["speedup"], 0.0, True)
+        spend = [data_number(result, f"saving_targets/{i}/spend", t["spend"], 0.0) for i, t in enumerate(targets)]
         counts = {v: sum(t["verdict"] == v for t in targets) for v in ("met", "below", "unresolved")}
         commits = ", ".join(c[:10] for c in data.get("run_commits", {}))
         text = f"  - `{path.stem}` (runs at {commits}; {len(data['config']['paired_seeds'])} paired seeds): "

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.experiments.results import Result, provenance
+import numpy as np
+
+from adaptive_rollouts.experiments.results import Result, data_number, provenance
 from adaptive_rollouts.reporting.blocks import load_note, load_relative
 from adaptive_rollouts.reporting.markdown import table
 
-__all__ = ["SCALE", "FUZZ", "SOAK", "RELIABILITY_RENDERERS"]
+__all__ = ["SCALE", "SAVING_STEP", "FUZZ", "SOAK", "RELIABILITY_RENDERERS"]
 
 SCALE = "results/scale/scale.json"
 FUZZ = "results/fuzz/fuzz.json"
 SOAK = "results/soak/soak.json"
+SAVING_STEP = "results/scale/saving_step.json"
 ALLOCATE_TARGET_S, RUN_TARGET_S = 1.0, 10.0
+SAVING_STEP_TARGET = 2.0  # the default's step at most this many times pilot-commit's
 
 
 def render_scale_table(root: Path) -> str:
@@ -89,7 +93,34 @@ def render_soak(root: Path) -> str:
     return "\n".join([*lines, "", provenance([r])])
 
 
+def render_saving_step(root: Path) -> str:
+    """The saving allocators' step on a large batch: CPU seconds per step (the median of the steps
+    after the first, which also registers every prompt), rollouts spent, peak memory."""
+    r = load_relative(root, SAVING_STEP)
+    rows = {x["case"]["name"]: x for x in r.data["rows"]}
+    median = {}
+    body = []
+    for name, x in rows.items():
+        later = [data_number(r, f"rows/{name}/step_cpu_s", t, 0.0) for t in x["step_cpu_s"][1:]]
+        median[name] = float(np.median(later))
+        budget = x["budget"]
+        body.append(
+            [name, f"{x['case']['q']:,}", f"{budget:,}", f"{median[name]:.2f}", f"{x['step_cpu_s'][0]:.2f}"]
+            + [f"{x['spent'][-1]:,} ({x['spent'][-1] / budget:.0%})", f"{x['peak_mib']:.0f}"]
+        )
+    head = ["allocator", "Q", "budget", "CPU s a step (median after the first)", "first step CPU s"]
+    lines = table([*head, "rollouts spent (last step)", "peak MiB"], body)
+    ratio = median["default"] / median["pilot-commit"]
+    lines += [
+        "",
+        f"Target: the default's step within {SAVING_STEP_TARGET:g}x of pilot-commit's: "
+        f"{'met' if ratio <= SAVING_STEP_TARGET else 'not met'} ({ratio:.2f}x){load_note(r.data)}.",
+    ]
+    return "\n".join([*lines, "", provenance([r])])
+
+
 RELIABILITY_RENDERERS = {
+    "scale-saving-step": render_saving_step,
     "scale-table": render_scale_table,
     "fuzz-summary": render_fuzz_summary,
     "soak": render_soak,

@@ -11,7 +11,10 @@ command). ``python -m adaptive_rollouts.reporting.render_docs`` (``make docs``) 
 ``--check`` only reports the files whose blocks differ from what the committed results render
 (exit status 1). An indented opening comment indents the block's lines alike (a block inside a
 list item). A block naming no registered renderer, an unclosed or nested block, and a
-closing comment without an opening one are errors naming the file and line.
+closing comment without an opening one are errors naming the file and line. A result file a
+block cannot be rendered from (unreadable, a field missing or of another shape, a value rendered
+as NaN, a value out of range) is one error naming the file and the field; from the command
+line: ``error: ...`` and exit status 2, with no doc file written.
 
 >>> render_text("a\\n<!-- results: x -->\\nold\\n<!-- /results -->\\nb\\n", {"x": lambda root: "new"}, Path("."))
 'a\\n<!-- results: x -->\\nnew\\n<!-- /results -->\\nb\\n'
@@ -20,11 +23,13 @@ closing comment without an opening one are errors naming the file and line.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from adaptive_rollouts.experiments.results import ResultDataError, ResultFileError, load_result, recording_reads
 from adaptive_rollouts.reporting.tables import RENDERERS
 
 __all__ = ["Renderer", "MarkerError", "render_text", "doc_files", "render_docs", "main"]
@@ -62,10 +67,59 @@ def render_text(text: str, renderers: Mapping[str, Renderer], root: Path, source
         if i == len(lines):
             raise MarkerError(f"{source}:{start}: results block {name!r} is not closed by '{CLOSE}'")
         indent = line[: len(line) - len(line.lstrip())]  # a block inside a list item stays inside it
-        out.extend(indent + x if x else x for x in renderers[name](root).strip("\n").split("\n"))
+        out.extend(indent + x if x else x for x in _render_block(renderers[name], root, f"{name!r} of {source}"))
         out.append(lines[i])
         i += 1
     return "\n".join(out)
+
+
+# how Python formats a NaN; never a value a table shows (inf is one: "Uniform did not reach it")
+_NOT_A_NUMBER = re.compile(r"(?<![\w.])-?nan(?!\w)")
+
+
+def _render_block(renderer: Renderer, root: Path, where: str) -> list[str]:
+    """The block's lines; a renderer's failure on the data it read becomes one `ResultDataError`
+    naming the result files and the field."""
+    with recording_reads() as read:
+        try:
+            text = renderer(root)
+        except (ResultFileError, ResultDataError, MarkerError):
+            raise
+        except KeyError as err:
+            raise ResultDataError(f"{_files(read)}: field {err.args[0]!r} is missing (block {where})") from None
+        except (TypeError, IndexError, ValueError, AttributeError) as err:
+            raise ResultDataError(
+                f"{_files(read)}: a field has another shape or type than expected "
+                f"({type(err).__name__}: {err}) (block {where})"
+            ) from None
+    bad = _NOT_A_NUMBER.search(text)
+    if bad:
+        fields = [f for path in read for f in _non_finite_fields(path)]
+        raise ResultDataError(
+            f"{_files(read)}: renders {bad.group()!r}; fields holding NaN: {fields[:5] or 'none'} (block {where})"
+        )
+    return text.strip("\n").split("\n")
+
+
+def _files(read: list[str]) -> str:
+    return "result file " + ", ".join(dict.fromkeys(read)) if read else "result data"
+
+
+def _non_finite_fields(path: str) -> list[str]:
+    found: list[str] = []
+
+    def walk(x: object, at: str) -> None:
+        if isinstance(x, float) and math.isnan(x):
+            found.append(f"{path}: {at}")
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, f"{at}/{k}")
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{at}/{i}")
+
+    walk(load_result(path).data, "data")
+    return found
 
 
 def doc_files(root: Path) -> list[Path]:
@@ -78,15 +132,16 @@ def render_docs(root: Path, renderers: Mapping[str, Renderer] | None = None, che
     and nothing is written)."""
     if renderers is None:
         renderers = RENDERERS
-    changed = []
-    for path in doc_files(root):
+    changed = {}
+    for path in doc_files(root):  # every file rendered before any is written: an error writes nothing
         old = path.read_text()
         new = render_text(old, renderers, root, source=str(path.relative_to(root)))
         if new != old:
-            changed.append(path)
-            if not check:
-                path.write_text(new)
-    return changed
+            changed[path] = new
+    if not check:
+        for path, new in changed.items():
+            path.write_text(new)
+    return list(changed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,7 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
     args = parser.parse_args(argv)
     root = Path(args.root)
-    changed = render_docs(root, check=args.check)
+    try:
+        changed = render_docs(root, check=args.check)
+    except ValueError as err:  # a malformed block or a damaged result file: one line, no traceback
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
     for path in changed:
         verb = "stale" if args.check else "rendered"
         print(f"{verb}: {path.relative_to(root)}")

@@ -25,7 +25,7 @@ import numpy as np
 from ..checks.validation import check_range, check_real
 from .tree import check_savable_keys, describe
 
-__all__ = ["StateReader", "restore_on_error", "real_number"]
+__all__ = ["StateReader", "load_together", "restore_on_error", "real_number"]
 
 
 def real_number(name: str, value: Any) -> float:
@@ -43,6 +43,41 @@ def restore_on_error(obj: Any) -> Iterator[None]:
     except BaseException:
         obj.__dict__.clear()
         obj.__dict__.update(saved)
+        raise
+
+
+def load_together(state: Any, components: dict[str, Any], where: str) -> None:
+    """``components[name].load_state_dict(state[name])`` for every name, all or none: a missing
+    entry is refused (naming ``where``, the file) before any load, and when one component refuses
+    its part, those already loaded get their previous state back - so a trainer resumed from a
+    damaged checkpoint is either fully restored or exactly as it was.
+
+    >>> class Box:
+    ...     def __init__(self): self.value = 0
+    ...     def state_dict(self): return {"value": self.value}
+    ...     def load_state_dict(self, state):
+    ...         if state["value"] < 0: raise ValueError("Box state: value must be >= 0")
+    ...         self.value = state["value"]
+    >>> a, b = Box(), Box()
+    >>> load_together({"a": {"value": 3}, "b": {"value": -1}}, {"a": a, "b": b}, "ckpt.safetensors")
+    Traceback (most recent call last):
+    ...
+    ValueError: Box state: value must be >= 0
+    >>> a.value, b.value
+    (0, 0)
+    """
+    missing = [name for name in components if name not in state]
+    if missing:
+        raise ValueError(f"{where}: missing entries {missing}")
+    before: list[tuple[Any, Any]] = []
+    try:
+        for name, component in components.items():
+            previous = component.state_dict()
+            component.load_state_dict(state[name])
+            before.append((component, previous))
+    except BaseException:
+        for component, previous in reversed(before):
+            component.load_state_dict(previous)
         raise
 
 

@@ -22,7 +22,9 @@ import numpy as np
 import torch
 from trl.trainer.utils import RepeatSampler
 
+from adaptive_rollouts.checks.validation import check_range
 from adaptive_rollouts.state import load_state, save_state
+from adaptive_rollouts.state.checks import load_together
 
 STATE_FILE = "adaptive_rollouts.safetensors"
 SUMMARY_FILE = "adaptive_rollouts.json"
@@ -75,8 +77,30 @@ def save_trainer_state(trainer: Any, folder: str) -> str:
     return path
 
 
+def _checked_history(path: str, history: Any) -> list[np.ndarray]:
+    """The allocation history: a list of 1-D arrays of rollout counts (integers >= 0)."""
+    if not isinstance(history, (list, tuple)):
+        raise ValueError(f"{path}: entry 'history' must be a list of count arrays, got {type(history).__name__}")
+    out = []
+    for i, counts in enumerate(history):
+        arr = np.asarray(counts)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise ValueError(
+                f"{path}: entry 'history/{i}' must be a 1-D array of integers, got {arr.dtype} {arr.shape}"
+            )
+        if arr.size and int(arr.min()) < 0:
+            raise ValueError(f"{path}: entry 'history/{i}' holds a negative rollout count {int(arr.min())}")
+        out.append(arr.astype(np.int64))
+    return out
+
+
 def load_trainer_state(trainer: Any, folder: str) -> bool:
-    """Restore the state written by `save_trainer_state`; False (with a warning) when ``folder`` has none."""
+    """Restore the state written by `save_trainer_state`; False (with a warning) when ``folder`` has none.
+
+    The state is checked whole before anything is replaced: the format, every entry present, the
+    allocator class, the history (counts >= 0) and the allocator time (finite, >= 0), then the
+    allocator, success signal and regime tracker load all or none (`state.checks.load_together`).
+    A refused state raises ValueError naming the file and the entry, and the trainer is unchanged."""
     path = os.path.join(folder, STATE_FILE)
     if not os.path.exists(path):
         logger.warning(
@@ -89,31 +113,39 @@ def load_trainer_state(trainer: Any, folder: str) -> bool:
     state = load_state(path)
     if state.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path}: state format {state.get('format')!r}, expected {FORMAT_VERSION}")
+    missing = [
+        k
+        for k in ("allocator_class", "allocator", "success", "regime", "history", "allocator_seconds")
+        if k not in state
+    ]
+    if missing:
+        raise ValueError(f"{path}: missing entries {missing}")
     name = type(trainer.allocator).__name__
     if state["allocator_class"] != name:
         raise ValueError(f"{path}: state is for allocator {state['allocator_class']}, the trainer has {name}")
-    if state["allocator"] is not None:
-        trainer.allocator.load_state_dict(state["allocator"])
-    trainer.success.load_state_dict(state["success"])
-    trainer.regime.load_state_dict(state["regime"])
-    if trainer.accelerator.is_main_process:  # the allocator runs there; other processes keep no history
-        trainer.allocation_history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
-    trainer.allocator_seconds = float(state["allocator_seconds"])
-    if "totals" in state:
-        trainer.totals.load_state_dict(state["totals"])
+    history = _checked_history(path, state["history"])
+    try:
+        seconds = check_range(state["allocator_seconds"], "allocator_seconds", 0.0, None)
+    except ValueError as err:
+        raise ValueError(f"{path}: entry {err}") from None
+    totals = state.get("totals")
+    if totals is not None:
         tokens = state.get("tokens_total")
         if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 0:
-            raise ValueError(f"{path}: tokens_total must be an integer >= 0, got {tokens!r}")
-        trainer.tokens_total = int(tokens)
+            raise ValueError(f"{path}: entry 'tokens_total' must be an integer >= 0, got {tokens!r}")
     else:  # written before the running totals: rebuilt from the history (TRL's budget is fixed)
-        history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
         budget = int(trainer.args.generation_batch_size)
         spent = int(sum(int(c.sum()) for c in history))
-        trainer.totals.load_state_dict(
-            {"steps": len(history), "rollouts_spent": spent, "budget": budget * len(history)}
-        )
-        trainer.tokens_total = 0
+        totals, tokens = {"steps": len(history), "rollouts_spent": spent, "budget": budget * len(history)}, 0
         logger.warning("%s has no running totals (older format): rebuilt from its history; tokens restart at 0", path)
+    components = {"success": trainer.success, "regime": trainer.regime, "totals": trainer.totals}
+    if state["allocator"] is not None:
+        components = {"allocator": trainer.allocator, **components}
+    load_together({**state, "totals": totals}, components, path)
+    if trainer.accelerator.is_main_process:  # the allocator runs there; other processes keep no history
+        trainer.allocation_history = history
+    trainer.allocator_seconds = seconds
+    trainer.tokens_total = int(tokens)
     return True
 
 

@@ -51,6 +51,7 @@ from adaptive_rollouts.bridge import (
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.state import load_state, save_state
+from adaptive_rollouts.state.checks import load_together
 from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Allocator, PlanningAllocator
 
@@ -284,13 +285,13 @@ def _make_trainer_class():
                 logger.warning("no allocator state at %s: the allocator starts fresh", path)
                 return
             state = load_state(path)
-            self.allocator.load_state_dict(state["allocator"])
-            self.signal.load_state_dict(state["success"])
-            self.regime.load_state_dict(state["regime"])
+            # all or none: a damaged state leaves the allocator, signal, tracker and totals as they were
+            parts = {"allocator": self.allocator, "success": self.signal, "regime": self.regime}
             if "totals" in state:
-                self.adaptive_step.totals.load_state_dict(state["totals"])
+                parts["totals"] = self.adaptive_step.totals
             else:  # written before the running totals existed
                 logger.warning("%s has no running totals (older format): they restart at 0", path)
+            load_together(state, parts, path)
             logger.info("restored allocator state from %s", path)
 
     AdaptiveRolloutTrainer.__qualname__ = "AdaptiveRolloutTrainer"
