@@ -35,7 +35,7 @@ def test_main_help_describes_the_saving_default_not_a_fixed_budget():
     text = build_parser().format_help()
     assert "under a fixed budget" not in text
     assert "VIP vs VIGOR" not in text
-    assert "pilots every prompt with 2" in text and "kind \"save\"" in text
+    assert "pilots every prompt with 2" in text and 'kind "save"' in text
 
 
 def test_allocate_echoes_objective_bounds_and_counts_per_p(capsys):

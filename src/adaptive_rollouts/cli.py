@@ -9,7 +9,6 @@ subcommand raises `UsageError`, reported by `checks.arguments.reports_usage_erro
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 import numpy as np
