@@ -61,8 +61,8 @@ test-wheel: $(STAMP)
 	$(PIP) wheel -q --no-deps --no-build-isolation -w "$$tmp/dist" .; \
 	rm -rf build; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
-	"$$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0; \
-	"$$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt "$$(ls "$$tmp"/dist/adaptive_rollouts-*.whl)[embed]"; \
+	"$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check torch==2.13.0; \
+	"$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check -c constraints.txt "$$(ls "$$tmp"/dist/adaptive_rollouts-*.whl)[embed]"; \
 	$(TEST_ENV) $(PY) scripts/readme_quickstart.py README.md --python "$$tmp/venv/bin/python" --workdir "$$tmp/run"
 
 bench: $(STAMP)

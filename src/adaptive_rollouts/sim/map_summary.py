@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.fingerprints import batch_noise_to_signal
 from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
 from adaptive_rollouts.sim.speedup import bootstrap_speedup, speedup
 
@@ -35,11 +36,6 @@ def _nanmean(values) -> float:
     return float(v.mean()) if v.size else float("nan")
 
 
-def _ratio_of_sums(num: list[float], den: list[float]) -> float:
-    n, d = float(np.sum(num)), float(np.sum(den))
-    return n / d if d > 0 else float("inf")
-
-
 def uniform_fingerprints(uni: Sequence[dict], budget: int) -> dict[str, float]:
     """The map's fingerprints of a cell from Uniform's runs (each with ``nsr_rollout``, ``probe`` and
     ``regime`` as `regime_map` records them): median per-rollout noise/signal (and over the step's
@@ -49,7 +45,9 @@ def uniform_fingerprints(uni: Sequence[dict], budget: int) -> dict[str, float]:
     nsr = float(np.median([x for r in uni for x in r["nsr_rollout"] if np.isfinite(x)] or [np.nan]))
     probes = [r["probe"] for r in uni if r["probe"]["probe_var"]]
     batch = (
-        _ratio_of_sums([x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]])
+        batch_noise_to_signal(
+            [x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]]
+        )
         if probes
         else float("nan")
     )
@@ -114,10 +112,10 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 entry["same_rate_per_seed"] = [speedup([u], [r], frac) for u, r in zip(u_same, same)]
             probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
             if probes:
-                nsr = _ratio_of_sums(
+                nsr = batch_noise_to_signal(
                     [x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]]
                 )
-                nsr_o = _ratio_of_sums(
+                nsr_o = batch_noise_to_signal(
                     [x for p in probes for x in p["probe_oracle_var"]],
                     [x for p in probes for x in p["probe_oracle_signal"]],
                 )
