@@ -64,14 +64,17 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     _check_allocate_budget(p.size, args.budget, args.lower, args.upper)
     # GRPO's variance already contains the reward-variance factor; the others are weighted by it
     weights = np.ones_like(p) if args.objective == "grpo" else p * (1 - p)
-    counts = allocate(
-        weights,
-        budget=args.budget,
-        lower=args.lower,
-        upper=args.upper,
-        objective=args.objective,
-        success_prob=p,
-    )
+    try:
+        counts = allocate(
+            weights,
+            budget=args.budget,
+            lower=args.lower,
+            upper=args.upper,
+            objective=args.objective,
+            success_prob=p,
+        )
+    except ValueError as err:  # what the checks above cannot foresee: still one line, no traceback
+        raise UsageError(str(err)) from None
     upper = "no limit but the budget" if args.upper is None else args.upper
     print(f"objective: {args.objective} (the summed gradient variance of its advantage estimator, minimised exactly)")
     print(f"budget: {args.budget} rollouts over {p.size} prompts, lower {args.lower}, upper {upper}")
