@@ -29,7 +29,7 @@ def test_help_says_what_quick_and_map_run():
     bench_parser = build_parser()._subparsers._group_actions[0].choices["bench"]
     text = bench_parser.format_help()
     assert "per-scenario sweep" in text and "regime map" in text and "4-cell" in text
-    assert "share of Uniform's rollouts" in text
+    assert "share of Uniform's rollouts" in text and DEFAULT_ALLOCATOR in text and "pilot-commit" in text
 
 
 def _trace(lr, peak, rollouts_per_step=100, steps=5, signal=1.0):

@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="RLVR on a tiny LM through TRL: Uniform vs the saving default",
-        description="RLVR on a tiny Qwen2-style LM (digit sorting from reasoning-gym) through TRL: Uniform vs "
+        description="RLVR on a tiny Qwen2-style LM (digit sorting from reasoning-gym) through TRL: Uniform vs\n"
         "the saving default by default, one seed; writes report.md into --out (docs/demo.md).",
         formatter_class=HelpFormatter,
     )
@@ -125,10 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     alloc = sub.add_parser(
         "allocate",
         help="exact integer allocation of a budget for given success probabilities",
-        description="The exact integer allocation of --budget rollouts over prompts with the given success "
-        "probabilities: it minimises the summed gradient variance of the --objective estimator (reward "
-        "variance p(1-p) times the estimator's cost of n rollouts). Prints the settings it solved, then "
-        "one row per prompt: p and its rollouts.",
+        description="The exact integer allocation of --budget rollouts over prompts with the given success\n"
+        "probabilities: it minimises the summed gradient variance of the --objective estimator (reward\n"
+        "variance p(1-p) times the estimator's cost of n rollouts). Prints the settings it solved, then\n"
+        "each prompt's p and its rollouts.",
         formatter_class=HelpFormatter,
     )
     alloc.add_argument(

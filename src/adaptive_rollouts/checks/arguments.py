@@ -33,9 +33,10 @@ __all__ = [
 _INT64_MAX = 2**63 - 1  # counts and budgets are int64 arrays downstream
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Every option's help with its default: ``(default: X)`` appended unless the help already says
-    what the default is, or there is none to show (a flag, or None, whose help then says what is used)."""
+    what the default is, or there is none to show (a flag, or None, whose help then says what is used).
+    The description keeps its own line breaks (a list of what a command runs stays a list)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""

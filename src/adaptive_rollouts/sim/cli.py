@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
 from adaptive_rollouts.checks.arguments import (
     UsageError,
     check_output_folder,
@@ -44,19 +45,19 @@ _NOT_FOR_MAP = (
 )
 
 
-BENCH_DESCRIPTION = """\
+BENCH_DESCRIPTION = f"""\
 The learning simulator: a small policy trained with every allocator at equal rollout budget.
 
-Two benchmarks:
-  bench [--quick]       the per-scenario sweep (the default without --map): every method at each
-                        learning rate of a grid (extended at an edge until each method's best rate is
-                        interior), seeds, a table with the speedup over Uniform and the share of
-                        Uniform's rollouts each method spent; --quick is its small configuration
-                        (3 scenarios, 2 seeds, minutes), --full the large one
-  bench --map [--quick] the regime map that docs/benchmark.md reports: every method over regime cells,
-                        AdamW at each method's best rate, paired seeds, resumable; --quick runs its
-                        4-cell version, --saving the saving evidence of docs/saving.md
-Every list option takes comma-separated names, each at most once; a bad value is refused before any work.
+bench --quick (the default without --map): the per-scenario sweep, small. Methods
+  {", ".join(QUICK.methods)}
+  (the default is {DEFAULT_ALLOCATOR}; pilot-commit a published saving method) on
+  {", ".join(QUICK.scenarios)}, {len(QUICK.seeds)} seeds, {QUICK.steps} steps. Each method at its best learning
+  rate (the grid grows at an edge until the best is interior); the table has the speedup over
+  Uniform and each method's share of Uniform's rollouts. --full: every registered allocator.
+bench --map [--quick]: the regime map that docs/benchmark.md reports: methods over regime cells,
+  paired seeds, resumable (runs.jsonl in --out); --quick runs its {len(QUICK_MAP.cells)}-cell version
+  ({", ".join(QUICK_MAP.methods)}); --saving the saving evidence of docs/saving.md.
+List options take comma-separated names, each at most once; a bad value is refused before any work.
 """
 
 
