@@ -81,3 +81,12 @@ class _no_raise:
 
     def __exit__(self, *exc):
         return False
+
+
+@pytest.mark.parametrize("methods", ["uniform,,default", "uniform,uniform", ""])
+def test_demo_methods_use_the_one_comma_list_rule(methods, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["demo", "--methods", methods, "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --methods" in err and "Traceback" not in err

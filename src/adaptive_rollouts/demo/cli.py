@@ -13,6 +13,7 @@ from adaptive_rollouts.checks.arguments import (
     HelpFormatter,
     UsageError,
     check_output_folder,
+    name_list,
     nonnegative_int,
     positive_int,
     reports_usage_errors,
@@ -30,6 +31,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--out", default="runs/demo", help="report folder")
     parser.add_argument(
         "--methods",
+        type=name_list("arms such as uniform,default"),
         default=",".join(d.methods),
         help="comma list of arms (uniform, default, null, oracle, oracle-skip, vip-paper, uniform-drgrpo, vigor, "
         "or any allocator name): Uniform vs the saving default",
@@ -76,7 +78,9 @@ def _group_size(text: str) -> int:
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
     """The DemoConfig of parsed ``add_demo_arguments`` arguments; `UsageError` (a ValueError) names a bad one."""
 
-    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    methods = tuple(
+        name_list("arms such as uniform,default")(args.methods) if isinstance(args.methods, str) else args.methods
+    )
     unknown = [m for m in methods if m not in known_arms()]
     if unknown or not methods:
         raise UsageError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
