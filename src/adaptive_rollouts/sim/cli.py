@@ -251,9 +251,8 @@ def run_map_command(args: argparse.Namespace) -> int:
             results_copy=copy,
             allow_mixed_commits=getattr(args, "allow_mixed_commits", False),
         )
-    except MixedResultsError as err:
-        print(f"adaptive-rollouts bench --map: {Path(args.out) / 'runs.jsonl'}: {err}", file=sys.stderr)
-        return 2
+    except MixedResultsError as err:  # names --out and --allow-mixed-commits
+        raise UsageError(f"--out {Path(args.out) / 'runs.jsonl'}: {err}") from None
     print(f"map: {report}" + (f"; result file for the docs: {copy}" if copy else ""))
     if result["errors"]:
         print(f"{len(result['errors'])} method/cell pairs not reported (see {report})", file=sys.stderr)
