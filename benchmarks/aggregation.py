@@ -5,7 +5,7 @@
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py tune --out runs/aggregation
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py sim --out runs/aggregation
 
-Every mode writes a result file (`reporting.results`: command, commit, settings) to ``--out``:
+Every mode writes a result file (`experiments.results`: command, commit, settings) to ``--out``:
 ``timing.json``, ``gp.json``, ``tune.json`` or ``sim.json``; docs/objectives.md renders
 ``results/aggregation/timing.json``.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.reporting.results import git_commit, write_result
+from adaptive_rollouts.experiments.results import git_commit, write_result
 
 TUNE_SEEDS = (10, 11)
 TEST_SEEDS = (0, 1, 2)
@@ -139,10 +139,9 @@ def timing() -> list[dict]:
 def build(method: str, problem, seed: int, aggregation: str, options: dict):
     from adaptive_rollouts.allocators import VIGOR, VIP, PosteriorProgressive, Uniform
     from adaptive_rollouts.embeddings import FeatureTable
-    from adaptive_rollouts.sim.bench import _truth_fn
-    from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
+    from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor, problem_truth
 
-    truth = _truth_fn(problem)
+    truth = problem_truth(problem)
     base, _, variant = method.partition("@")
     table = FeatureTable(list(range(problem.n_prompts)), problem.features)
     predictor = TruePredictor(truth) if variant == "true-p" else "gp"
@@ -174,7 +173,7 @@ def build(method: str, problem, seed: int, aggregation: str, options: dict):
 
 
 def one_run(job: dict) -> dict:
-    from adaptive_rollouts.sim.bench import _run_summary
+    from adaptive_rollouts.experiments.bench import run_summary
     from adaptive_rollouts.sim.problem import make_problem
     from adaptive_rollouts.sim.train import TrainConfig, train
 
@@ -196,7 +195,7 @@ def one_run(job: dict) -> dict:
     )
     t0 = time.perf_counter()
     tr = train(problem, alloc, cfg, predictor=predictor)
-    s = _run_summary(tr)
+    s = run_summary(tr)
     for k in ("alloc_p", "alloc_n"):
         s.pop(k, None)
     s.update(
@@ -208,7 +207,7 @@ def one_run(job: dict) -> dict:
 
 def run_grid(seeds, scenarios, aggregations, methods, args, tag_options) -> list[dict]:
     """Two passes: the lr grid on seeds[0], then the other seeds at that best rate."""
-    from adaptive_rollouts.sim.bench import BASE_LR, LR_MULTIPLIERS
+    from adaptive_rollouts.experiments.bench import BASE_LR, LR_MULTIPLIERS
 
     common = dict(
         n_prompts=args.prompts, n_test=args.test, steps=args.steps, batch_prompts=args.batch, budget=args.budget
@@ -285,7 +284,7 @@ def best_lr(runs: list[dict], select_seeds=None) -> dict:
 def speedups(runs: list[dict], target_frac: float = 0.9, select_seeds=None) -> dict:
     """(scenario, aggregation, method, tag) -> per-seed speedups at the best rate (chosen on
     `select_seeds`, the seeds that ran the whole grid), vs Uniform at its own best rate."""
-    from adaptive_rollouts.sim.bench import rollouts_to_target
+    from adaptive_rollouts.experiments.bench import rollouts_to_target
 
     best = best_lr(runs, select_seeds)
     at_best: dict = {}

@@ -4,11 +4,11 @@ every method's best learning rate (the grid grows at an edge, up to a cap) and p
 import numpy as np
 import pytest
 
-import adaptive_rollouts.sim.bench as bench
+import adaptive_rollouts.experiments.bench as bench
 from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR, make_allocator
 from adaptive_rollouts.cli import build_parser
-from adaptive_rollouts.sim.bench import QUICK, BenchConfig, run_benchmark
-from adaptive_rollouts.sim.report import write_report
+from adaptive_rollouts.experiments.bench import QUICK, BenchConfig, run_benchmark
+from adaptive_rollouts.reporting.bench_report import write_report
 
 THEORY = {
     "variance": [{"estimator": "rloo", "p": 0.3, "n": 6, "formula": 0.168, "monte_carlo": 0.1679, "se": 0.001}],

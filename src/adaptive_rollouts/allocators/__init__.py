@@ -59,6 +59,7 @@ __all__ = [
     "ALLOCATORS",
     "make_allocator",
     "registry_key",
+    "saving_allocators",
     "takes_keyword",
 ]
 
@@ -89,6 +90,25 @@ ALLOCATORS: dict[str, Any] = {
     "ar3po": AR3PO,
     "speedrl": SpeedRL,
 }
+
+
+def saving_allocators() -> tuple[str, ...]:
+    """Registry names of the saving allocators, in registry order: every entry whose class declares
+    ``kind = "save"`` (at most the budget; a prompt may get no rollouts), one name per class (an alias
+    such as "saving-progressive" of "default" is left out). The saving evidence (the saving map, the
+    saving-signal benchmark, the demo's saving arms and the docs' tables of them) runs exactly these,
+    so a new saving allocator joins it by being registered.
+
+    >>> saving_allocators()
+    ('default', 'greso', 'pilot', 'pilot-commit', 'sgpo')
+    """
+    seen: list[Any] = []
+    names = []
+    for name, factory in ALLOCATORS.items():
+        if getattr(factory, "kind", "fill") == "save" and not any(factory is f for f in seen):
+            seen.append(factory)
+            names.append(name)
+    return tuple(names)
 
 
 def registry_key(name: str | None) -> str:

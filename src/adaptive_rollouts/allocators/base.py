@@ -53,12 +53,16 @@ class BaseAllocator:
     """Seeded randomness, state, bounds and metrics shared by every allocator.
 
     Subclasses set `name` (registry key), `kind` ("fill": exactly the budget; "save": at most),
-    `lower` / `upper` (bounds on a non-zero count; upper None = unbounded), `allow_skip` (whether a
-    count may be 0), and implement `_run`.
+    `aggregation_aware` (its objective is derived per loss aggregation), `lower` / `upper` (bounds
+    on a non-zero count; upper None = unbounded), `allow_skip` (whether a count may be 0), and
+    implement `_run`.
     """
 
     name: str = "base"
     kind: ClassVar[AllocatorKind] = "fill"
+    # whether the objective is derived per loss aggregation, so a trainer's ``aggregation`` is passed
+    # on (VIP takes one too but then leaves the paper's variance objective, so it says no)
+    aggregation_aware: ClassVar[bool] = False
     lower: int = 1
     upper: int | None = None
     allow_skip: bool = False

@@ -99,6 +99,7 @@ class PosteriorProgressive(BaseAllocator):
     """
 
     name = "posterior-progressive"
+    aggregation_aware = True
 
     def __init__(
         self,

@@ -150,6 +150,7 @@ class SavingProgressive(BaseAllocator):
     HISTORY = 10  # steps over which R_run is measured
     name = "saving-progressive"
     kind = "save"
+    aggregation_aware = True
     lower = 2
     allow_skip = True
 

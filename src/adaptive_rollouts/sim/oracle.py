@@ -14,12 +14,24 @@ import numpy as np
 
 from adaptive_rollouts.allocators.base import SingleShotAllocator
 from adaptive_rollouts.checks.validation import check_choice
+from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.solvers import allocate
 from adaptive_rollouts.types import Prediction, Prompt
 
 TruthFn = Callable[[Sequence[Prompt]], tuple[np.ndarray, np.ndarray]]
 
-__all__ = ["OracleAllocator", "SkipOracle", "TruePredictor", "fill_allocate"]
+__all__ = ["OracleAllocator", "SkipOracle", "TruePredictor", "fill_allocate", "problem_truth"]
+
+
+def problem_truth(problem: Problem) -> TruthFn:
+    """``truth(prompts) -> (mean, var)`` of a `sim.problem.Problem` under its initial policy: the
+    prompts are the problem's integer prompt indices."""
+
+    def truth(prompts):
+        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
+        return problem.success(idx), problem.reward_variance(idx)
+
+    return truth
 
 
 def fill_allocate(weights: np.ndarray, budget: int, upper: int) -> np.ndarray:

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from adaptive_rollouts.sim.speedup import rollouts_to_target
+from adaptive_rollouts.experiments.speedup import rollouts_to_target
 
 __all__ = ["SummaryConfig", "summarize"]
 
