@@ -71,3 +71,19 @@ def test_it_runs_outside_the_repository_from_an_installed_package(tmp_path, capf
     monkeypatch.undo()
     assert qs.main([str(readme), "--python", sys.executable, "--workdir", str(tmp_path / "run")]) == 0
     assert "ran" in capfd.readouterr().out
+
+
+def test_make_test_runs_the_wheel_check_as_ci_does():
+    makefile = (ROOT / "Makefile").read_text()
+    test_line = next(line for line in makefile.splitlines() if line.startswith("test:"))
+    assert "test-wheel" in test_line.split()
+    recipe = makefile.split("\ntest-wheel:", 1)[1].split("\n\n", 1)[0]
+    torch_at, wheel_at = recipe.index("torch==2.13.0"), recipe.index("-c constraints.txt")
+    assert torch_at < wheel_at  # torch first, then the wheel under the constraints
+    assert (
+        "mktemp -d" in recipe
+        and "-m venv" in recipe
+        and "pip --disable-pip-version-check wheel" in recipe.replace("$(PIP)", "pip --disable-pip-version-check")
+    )
+    assert "$(TEST_ENV)" in recipe and "HF_HUB_OFFLINE=1" in makefile.split("TEST_ENV :=", 1)[1].split("\n", 1)[0]
+    assert "scripts/readme_quickstart.py README.md" in recipe
