@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_rollouts.experiments.results import git_commit, write_result
+from adaptive_rollouts.solvers import equal_split
 
 TUNE_SEEDS = (10, 11)
 TEST_SEEDS = (0, 1, 2)
@@ -358,8 +359,7 @@ def trace(scenario: str, seed: int, n_prompts: int, steps: int, batch: int, budg
     class Recorder:
         def run(self, prompts, budget_, sample):
             idx = np.asarray(prompts, dtype=np.int64)
-            counts = np.full(len(prompts), budget_ // len(prompts))
-            counts[: budget_ - counts.sum()] += 1
+            counts = equal_split(budget_, len(prompts))
             rewards = sample(np.arange(len(prompts)), counts)
             log.append((list(prompts), rewards, problem.success(idx)))
             return rewards

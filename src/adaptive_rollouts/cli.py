@@ -24,7 +24,9 @@ from adaptive_rollouts.checks.arguments import (
     probability_list,
     reports_usage_errors,
 )
+from adaptive_rollouts.checks.validation import ESTIMATORS
 from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
+from adaptive_rollouts.objectives import get_estimator
 from adaptive_rollouts.sim.cli import BENCH_DESCRIPTION, add_bench_arguments, run_bench
 from adaptive_rollouts.solvers import allocate
 
@@ -62,8 +64,8 @@ def _check_allocate_budget(q: int, budget: int, lower: int, upper: int | None) -
 def _cmd_allocate(args: argparse.Namespace) -> int:
     p = np.array(args.p, dtype=float)
     _check_allocate_budget(p.size, args.budget, args.lower, args.upper)
-    # GRPO's variance already contains the reward-variance factor; the others are weighted by it
-    weights = np.ones_like(p) if args.objective == "grpo" else p * (1 - p)
+    # the estimator's weights from the reward variance p(1-p) (ones for GRPO, whose cost holds it)
+    weights = get_estimator(args.objective).weights(p * (1 - p))
     try:
         counts = allocate(
             weights,
@@ -145,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     alloc.add_argument(
         "--objective",
         default="rloo",
-        choices=["rloo", "drgrpo", "grpo"],
+        choices=ESTIMATORS,
         help="the advantage estimator whose gradient variance is minimised",
     )
     alloc.set_defaults(func=reports_usage_errors(_cmd_allocate), parser=alloc)

@@ -46,16 +46,17 @@ from typing import Any
 
 import numpy as np
 
+from .checks.rewards import ZERO_VARIANCE_TOL, all_equal
 from .checks.validation import check_rewards_flat
 from .types import Prediction, Prompt
 
 __all__ = ["step_metrics", "group_has_signal"]
 
 
-def group_has_signal(rewards: np.ndarray, tol: float = 1e-8) -> bool:
-    """True when a group's rewards are not all equal (span > tol); needs >= 2 rollouts."""
+def group_has_signal(rewards: np.ndarray, tol: float = ZERO_VARIANCE_TOL) -> bool:
+    """True when a group's rewards are not all equal (`checks.rewards.all_equal`); needs >= 2 rollouts."""
     rewards = np.asarray(rewards, dtype=float)
-    return rewards.size >= 2 and float(np.ptp(rewards)) > tol
+    return rewards.size >= 2 and not bool(all_equal(rewards.min(), rewards.max(), tol))
 
 
 def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.ndarray]) -> np.ndarray:
@@ -85,7 +86,7 @@ def step_metrics(
     rewards: Sequence[np.ndarray],
     prediction: Prediction | None = None,
     wall_time_s: float | None = None,
-    tol: float = 1e-8,
+    tol: float = ZERO_VARIANCE_TOL,
     flat: np.ndarray | None = None,
     budget: int | None = None,
     spent: int | None = None,
@@ -107,10 +108,10 @@ def step_metrics(
     used = counts > 0
     low, high, total = _group_extremes(flat, counts)
     with np.errstate(invalid="ignore"):
-        signal = (counts >= 2) & (high - low > tol)
+        signal = (counts >= 2) & ~all_equal(low, high, tol)
         solve_all = used & (low >= 1.0 - tol)
         solve_none = used & (high <= tol)
-    all_equal = used & ~signal
+    flat_groups = used & ~signal
     values, freq = np.unique(counts, return_counts=True)
     out: dict[str, Any] = {
         "num_prompts": len(prompts),
@@ -120,7 +121,7 @@ def step_metrics(
         "rollouts_saved": None if budget is None else int(budget) - spent,
         "skipped": int(np.sum(~used)),
         "singletons": int(np.sum(counts == 1)),
-        "zero_variance_groups": int(all_equal.sum()),
+        "zero_variance_groups": int(flat_groups.sum()),
         "signal_groups": int(signal.sum()),
         "effective_rollouts": int(counts[signal].sum()),
         "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,

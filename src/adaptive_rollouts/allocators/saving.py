@@ -12,18 +12,18 @@ import numpy as np
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_integer, check_range
 from ..fingerprints import RegimeTracker
+from ..metrics import group_has_signal
 from ..objectives import beta_from_moments
 from ..objectives.signal import expected_group_signal, group_signal
+from ..solvers import equal_split
 from ..state.checks import StateReader
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from .base import BaseAllocator, RolloutCollector
-from .guarded import equal_split, measured_persistence
+from .guarded import measured_persistence
 from .posterior_progressive import beta_prior
 from .predictive import PredictorSlot
 
 __all__ = ["SavingProgressive", "population_prior", "worth_continuing"]
-
-_TIE = 1e-8
 
 
 def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: float) -> tuple[float, float]:
@@ -273,7 +273,7 @@ class SavingProgressive(BaseAllocator):
         k = collector.scored
         rewards = collector.rewards()
         s = self._successes(rewards)
-        varied = np.array([r.size >= 2 and float(np.ptp(r)) > _TIE for r in rewards])
+        varied = np.array([group_has_signal(r) for r in rewards])
         open_ = keep & (collector.counts > 0) & (collector.counts < target)
         if not self.saving:
             return np.where(open_, np.minimum(target - collector.counts, self._chunk(target, collector.counts)), 0)
@@ -310,7 +310,7 @@ class SavingProgressive(BaseAllocator):
         agg = self._aggregation()
         for r in rewards:
             n = int(r.size)
-            if n >= 2 and float(np.ptp(r)) > _TIE:
+            if group_has_signal(r):
                 total += float(group_signal(self.estimator, n, agg)[int(np.clip(round(float(r.sum())), 1, n - 1))])
         return total
 
