@@ -324,8 +324,8 @@ def speedups(runs: list[dict], target_frac: float = 0.9, select_seeds=None) -> d
             "final": float(np.mean(final)) if final else float("nan"),
             "lr": best[key],
             "skipped": float(np.mean([r["skipped_frac"] for r in by_seed.values()])),
-            "zero_var": float(np.mean([r["zero_var_frac"] for r in by_seed.values()])),
-            "alloc_ms": float(np.median([r["alloc_ms"] for r in by_seed.values()])),
+            "zero_variance_fraction": float(np.mean([r["zero_variance_fraction"] for r in by_seed.values()])),
+            "allocator_seconds": float(np.median([r["allocator_seconds"] for r in by_seed.values()])),
             "calib_mae": float(calib),
         }
     return out
@@ -535,7 +535,7 @@ def main(argv=None) -> int:
                     cells.append(f"{fmt(v['speedup']) if v else '-':>18s}")
                 extra = [table.get((sc, agg, m, "")) for agg in aggs]
                 mae = np.nanmean([v["calib_mae"] for v in extra if v]) if any(extra) else float("nan")
-                ms = np.nanmedian([v["alloc_ms"] for v in extra if v]) if any(extra) else float("nan")
+                ms = 1e3 * np.nanmedian([v["allocator_seconds"] for v in extra if v]) if any(extra) else float("nan")
                 print(f"| {sc:10s} | {m:33s} | " + " | ".join(cells) + f" | {mae:.2f} | {ms:.1f} |")
     payload = {
         "mode": args.mode,

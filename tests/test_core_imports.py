@@ -40,7 +40,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "adaptive_rollouts"
 # the core: what any trainer, the simulator and the demo build on; it imports none of them
 CORE_PACKAGES = ("objectives", "solvers", "predictors", "allocators", "checks", "state")
-CORE_MODULES = ("types", "metrics", "advantages", "keys", "success", "fingerprints")
+CORE_MODULES = ("types", "metrics", "clock", "advantages", "keys", "success", "fingerprints")
 EDGE = ("bridge", "integrations", "sim", "experiments", "reporting", "demo", "cli")
 
 

@@ -51,7 +51,7 @@ def test_tiny_bench_end_to_end(tmp_path):
     assert rows["uniform"]["speedup_mean"] == pytest.approx(1.0)
     for r in data["runs"]:
         assert r["final"] > r["accuracy0"]  # every run learns
-    assert rows["oracle-fill"]["zero_var_frac"] < rows["uniform"]["zero_var_frac"]
+    assert rows["oracle-fill"]["zero_variance_fraction"] < rows["uniform"]["zero_variance_fraction"]
     assert len(data["runs"]) == 3 * 2
 
 

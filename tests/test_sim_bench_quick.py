@@ -39,10 +39,10 @@ def _trace(lr, peak, rollouts_per_step=100, steps=5, signal=1.0):
         "rollouts": [rollouts_per_step * (i + 1) for i in range(steps)],
         "accuracy": [level * (i + 1) / steps for i in range(steps)],
         "accuracy0": 0.0,
-        "zero_var_frac": [0.5],
+        "zero_variance_fraction": [0.5],
         "wasted_frac": [0.5],
         "skipped_frac": [0.0],
-        "alloc_seconds": [0.001],
+        "allocator_seconds": [0.001],
         "probe_var": [1.0, 1.0],
         "probe_signal": [-1e-9, signal],  # one probe's debiased signal below zero, as noise makes it
         "probe_oracle_var": [1.0, 1.0],

@@ -2,8 +2,9 @@
 
 `run(prompts, budget, sample)` spends exactly `budget` rollouts (a "save" allocator - GRESO,
 Pilot, PilotCommit, SGPO - at most `budget`) and returns the rewards per prompt;
-single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, rewards)`.
-After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
+single-shot allocators also offer `plan(prompts, budget)` and `observe(plan, rewards)`.
+After each step `allocator.last_metrics` holds `metrics.step_metrics(...)` of what was generated
+(`types.ReportsMetrics`; unscored rollouts count as generated, not as skipped).
 
 `make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks);
 `make_allocator()` with no name builds the recommended default, `SavingProgressive` (a "save"

@@ -246,10 +246,10 @@ def run_summary(tr: dict[str, Any]) -> dict[str, Any]:
         "accuracy0": tr["accuracy0"],
         "auc": float(acc.mean()),
         "final": float(acc[-5:].mean()),
-        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
         "wasted_frac": float(np.mean(tr["wasted_frac"])),
         "skipped_frac": float(np.mean(tr["skipped_frac"])),
-        "alloc_ms": float(np.median(tr["alloc_seconds"]) * 1e3),
+        "allocator_seconds": float(np.median(tr["allocator_seconds"])),  # median over steps
         "grad_var_ratio": float(np.mean(pv) / np.mean(po)) if pv.size and np.mean(po) > 0 else float("nan"),
         "noise_to_signal_ratio": float(nsr / nsr_oracle) if finite else float("nan"),
         "calib_pred": tr["calib_pred"],

@@ -93,10 +93,10 @@ def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
                 "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
                 # nan (no measurable signal) in every run: nan, without numpy's empty-mean warning
                 "noise_to_signal_ratio": _finite_mean([r["noise_to_signal_ratio"] for r in rs]),
-                "zero_var_frac": float(np.mean([r["zero_var_frac"] for r in rs])),
+                "zero_variance_fraction": float(np.mean([r["zero_variance_fraction"] for r in rs])),
                 "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
                 "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),
-                "alloc_ms": float(np.median([r["alloc_ms"] for r in rs])),
+                "allocator_seconds": float(np.median([r["allocator_seconds"] for r in rs])),
                 "calib_brier": float(np.mean((calib_p - calib_t) ** 2)) if calib_p.size else float("nan"),
                 "calib_mae": float(np.mean(np.abs(calib_p - calib_t))) if calib_p.size else float("nan"),
             }

@@ -230,7 +230,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "probe": {k: tr[k] for k in ("probe_var", "probe_signal", "probe_oracle_var", "probe_oracle_signal")},
         "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
         "regime": {k: float(v) for k, v in tr["regime"].items()},
-        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
         "seconds": time.perf_counter() - t0,
         "settings": run_settings(cfg, cell, method),
     }

@@ -106,10 +106,16 @@ def _method_cells(r: dict[str, Any]) -> list[str]:
         _fmt(r["accuracy_at_half"], 3),
         *(
             _fmt(r[k])
-            for k in ("grad_var_ratio", "noise_to_signal_ratio", "zero_var_frac", "wasted_frac", "skipped_frac")
+            for k in (
+                "grad_var_ratio",
+                "noise_to_signal_ratio",
+                "zero_variance_fraction",
+                "wasted_frac",
+                "skipped_frac",
+            )
         ),
         _fmt(r["calib_mae"], 3),
-        _fmt(r["alloc_ms"], 2),
+        _fmt(r["allocator_seconds"] * 1e3, 2),  # shown in ms
     ]
 
 
