@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-core test-verl lint venv bench fuzz soak docs results clean
+.PHONY: demo test test-core test-verl test-wheel lint venv bench fuzz soak docs results clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ $(VERL_STAMP): pyproject.toml constraints.txt
 	$(VERL_PIP) install -q -c constraints.txt -e '.[verl]' pytest hypothesis
 	touch $(VERL_STAMP)
 
-test: test-core test-verl
+test: test-core test-verl test-wheel
 
 # ruff (lint + format check) and mypy (config in pyproject.toml); test-core runs them first
 LINT_PATHS := src tests benchmarks scripts examples
@@ -50,6 +50,20 @@ test-core: lint
 
 test-verl: $(VERL_STAMP)
 	$(TEST_ENV) $(VERL_VENV)/bin/python -m pytest -q tests/verl_plugin tests/test_advantages.py
+
+# The installed-wheel check: the wheel built from this tree (build/ removed first, so no stale file
+# rides along), installed into a fresh venv in a temporary folder outside the repository (torch
+# first, then the wheel with the quick start's extra under constraints.txt), runs README's quick
+# start, extracted from README.md itself; it fails if the wheel misses a file the quick start needs.
+test-wheel: $(STAMP)
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	rm -rf build; \
+	$(PIP) wheel -q --no-deps --no-build-isolation -w "$$tmp/dist" .; \
+	rm -rf build; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check torch==2.13.0; \
+	"$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check -c constraints.txt "$$(ls "$$tmp"/dist/adaptive_rollouts-*.whl)[embed]"; \
+	$(TEST_ENV) $(PY) scripts/readme_quickstart.py README.md --python "$$tmp/venv/bin/python" --workdir "$$tmp/run"
 
 bench: $(STAMP)
 	$(TEST_ENV) $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench

@@ -22,12 +22,20 @@ def test_allocate_command_prints_worked_example(capsys):
         )
         == 0
     )
-    assert capsys.readouterr().out.split() == "4 7 10 12 12 10 5 4".split()
+    out = capsys.readouterr().out
+    assert "objective: drgrpo" in out and "budget: 64 rollouts over 8 prompts, lower 4, upper 12" in out
+    assert _rollouts(out) == [4, 7, 10, 12, 12, 10, 5, 4]
+
+
+def _rollouts(out):
+    """The counts of the `rollouts:` line of `allocate`'s output."""
+    line = next(line for line in out.splitlines() if line.startswith("rollouts:"))
+    return [int(c) for c in line.split()[1:]]
 
 
 def test_allocate_command_grpo_sums_to_budget(capsys):
     assert main(["allocate", "--p", "0.1,0.5,0.9", "--budget", "24", "--lower", "2", "--objective", "grpo"]) == 0
-    counts = [int(c) for c in capsys.readouterr().out.split()]
+    counts = _rollouts(capsys.readouterr().out)
     assert sum(counts) == 24 and counts[1] == max(counts)
 
 

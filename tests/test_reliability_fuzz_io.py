@@ -267,7 +267,8 @@ def check_cli_case(argv: list[str]) -> None:
             status = exit_.code
     assert "Traceback" not in err.getvalue()
     if status == 0:
-        counts = [int(c) for c in out.getvalue().split()]
+        rollouts = next(line for line in out.getvalue().splitlines() if line.startswith("rollouts:"))
+        counts = [int(c) for c in rollouts.split()[1:]]
         budget = int(argv[argv.index("--budget") + 1])
         assert sum(counts) == budget and min(counts) >= 1, (argv, counts)
     else:

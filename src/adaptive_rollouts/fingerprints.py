@@ -35,7 +35,14 @@ from .checks.validation import check_range, check_rewards_flat
 from .state.checks import StateReader
 from .types import StateDict
 
-__all__ = ["noise_to_signal", "batch_variance_stats", "zero_variance_fraction", "p_persistence", "RegimeTracker"]
+__all__ = [
+    "noise_to_signal",
+    "batch_variance_stats",
+    "batch_noise_to_signal",
+    "zero_variance_fraction",
+    "p_persistence",
+    "RegimeTracker",
+]
 
 
 def noise_to_signal(grads: np.ndarray) -> float:
@@ -55,6 +62,26 @@ def noise_to_signal(grads: np.ndarray) -> float:
     trace_cov = float(((g - mean) ** 2).sum() / (n - 1))
     signal = float(mean @ mean) - trace_cov / n
     return trace_cov / signal if signal > 0 else float("inf")
+
+
+def batch_noise_to_signal(traces: Any, signals: Any) -> float:
+    """The batch noise/signal of several probes: the sum of their covariance traces over the sum of
+    their debiased squared means (`batch_variance_stats`), ``inf`` when that sum is <= 0 (the mean
+    gradient is indistinguishable from zero) and nan without probes. A ratio of sums, not a mean of
+    ratios: one probe whose debiased signal is near 0 cannot blow it up.
+
+    >>> batch_noise_to_signal([1.0, 3.0], [1.0, 1.0]), batch_noise_to_signal([1.0, 3.0], [1.0, 1e-300])
+    (2.0, 4.0)
+    >>> batch_noise_to_signal([1.0], [-0.5]), batch_noise_to_signal([], [])
+    (inf, nan)
+    """
+    v, s = np.asarray(traces, dtype=float), np.asarray(signals, dtype=float)
+    if v.shape != s.shape:
+        raise ValueError(f"traces and signals must have one entry per probe, got shapes {v.shape} and {s.shape}")
+    if v.size == 0:
+        return float("nan")
+    signal = float(s.sum())
+    return float(v.sum()) / signal if signal > 0 else float("inf")
 
 
 def batch_variance_stats(grads: np.ndarray) -> tuple[float, float]:

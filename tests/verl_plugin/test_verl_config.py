@@ -95,7 +95,7 @@ def test_allocator_kwargs_override_is_accepted():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["algorithm.filter_groups.enable=true"], "dynamic-sampling"),
+        (["algorithm.filter_groups.enable=true"], r"filter_groups.enable=false and keep the default allocator"),
         (["trainer.v1.sampler.sync_refill_failed_groups=true"], "sync_refill_failed_groups"),
         (["adaptive.allocator=no-such-allocator"], "unknown allocator"),
         (["adaptive.allocator_kwargs={lower: 2}"], "does not accept"),
@@ -146,3 +146,61 @@ def test_docstring_examples_run(module):
     mod = importlib.import_module(f"adaptive_rollouts.integrations.verl.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_filter_groups_is_refused_with_the_saving_default_as_the_way_out():
+    cfg = compose([*MINIMAL, "algorithm.filter_groups.enable=true"])
+    with pytest.raises(ValueError) as refused:
+        main.check(cfg)
+    message = str(refused.value)
+    assert "the saving one" in message and "adaptive.allocator=null" in message
+    # the saving default is the first way out named; VIGOR is no longer suggested
+    assert message.index("adaptive.allocator=null") < message.index("dynamic-sampling")
+    assert "VIGOR" not in message and "drop_zero_variance" not in message
+
+
+# An existing verl set-up switched on as docs/verl.md says: a config of its own built on verl's
+# ppo_trainer, with no `adaptive:` section (so the adaptive options take Hydra's `+` prefix).
+SWITCH_ON = [
+    "trainer.use_v1=true",
+    "trainer.v1.trainer_mode=adaptive",
+    "algorithm.adv_estimator=adaptive_grpo",
+    "+adaptive.allocator=default",
+    "+adaptive.validate_only=true",
+]
+
+
+def _own_config(tmp_path):
+    folder = tmp_path / "my_conf"
+    folder.mkdir()
+    (folder / "my_grpo.yaml").write_text(
+        "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n"
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "algorithm:\n  adv_estimator: grpo\n"
+        "actor_rollout_ref:\n  rollout:\n    n: 8\n"
+    )
+    return folder
+
+
+def _compose_own(folder, overrides):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        return hydra_compose("my_grpo", overrides=list(overrides))
+
+
+def test_an_existing_config_is_switched_on_as_the_docs_say(tmp_path, capsys):
+    docs = open(os.path.join(REPO, "docs", "verl.md")).read()
+    for override in SWITCH_ON:
+        assert override in docs, f"docs/verl.md does not show {override}"
+    folder = _own_config(tmp_path)
+    base = [o for o in MINIMAL if not o.startswith("adaptive.")]
+    main.run(_compose_own(folder, [*base, *SWITCH_ON]))
+    assert "config OK" in capsys.readouterr().out
+    # without the switch the check says which setting to change
+    with pytest.raises(ValueError, match="trainer.v1.trainer_mode must be 'adaptive'"):
+        main.check(_compose_own(folder, base))
+    # without the `+`, Hydra refuses a key the config does not have
+    with pytest.raises(Exception, match="adaptive"):
+        _compose_own(folder, [*base, "trainer.v1.trainer_mode=adaptive", "adaptive.validate_only=true"])

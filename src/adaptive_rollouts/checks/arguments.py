@@ -9,6 +9,7 @@ import argparse
 import functools
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +17,11 @@ from pathlib import Path
 from .validation import INT64_MAX, check_integer
 
 __all__ = [
+    "HelpFormatter",
     "UsageError",
     "check_output_folder",
     "integer_at_least",
+    "name_list",
     "nonnegative_int",
     "positive_float",
     "positive_float_list",
@@ -26,6 +29,19 @@ __all__ = [
     "probability_list",
     "reports_usage_errors",
 ]
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help with its default: ``(default: X)`` appended unless the help already says
+    what the default is, or there is none to show (a flag, or None, whose help then says what is used).
+    The description keeps its own line breaks (a list of what a command runs stays a list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = "(default" in text or action.default is None or action.default is False
+        if shown or action.default is argparse.SUPPRESS or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 class UsageError(ValueError):
@@ -74,13 +90,42 @@ def nonnegative_int(text: str) -> int:
     return integer_at_least(text, 0)
 
 
-def _number_list(text: str, example: str, one: Callable[[str], float]) -> list[float]:
-    """Comma-separated numbers, each read by ``one`` (an argparse type); its error names the list."""
-    items = [t.strip() for t in text.split(",")]
+def _items(text: str, example: str) -> list[str]:
+    """The one comma-list rule: items split at commas (not at those inside ``[...]``, which hold a
+    method's options such as ``default[round_fractions=(0.5,0.5)]``), stripped; an empty list or an
+    empty item is refused."""
+    items = [t.strip() for t in re.split(r",(?![^\[]*\])", text)]
     if not text.strip() or any(not t for t in items):
         raise argparse.ArgumentTypeError(f"expected comma-separated {example}, got {text!r}")
+    return items
+
+
+def name_list(example: str) -> Callable[[str], list[str]]:
+    """argparse type: comma-separated names (`_items`), none repeated; ``example`` shows a valid
+    list in the error.
+
+    >>> name_list("methods such as uniform,default")("uniform, default")
+    ['uniform', 'default']
+    >>> name_list("methods such as uniform,default")("default,default")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'default' given twice in 'default,default'
+    """
+
+    def parse(text: str) -> list[str]:
+        items = _items(text, example)
+        repeated = sorted({t for t in items if items.count(t) > 1})
+        if repeated:
+            raise argparse.ArgumentTypeError(f"{', '.join(map(repr, repeated))} given twice in {text!r}")
+        return items
+
+    return parse
+
+
+def _number_list(text: str, example: str, one: Callable[[str], float]) -> list[float]:
+    """Comma-separated numbers (`_items`), each read by ``one`` (an argparse type); its error names the list."""
     values = []
-    for t in items:
+    for t in _items(text, example):
         try:
             values.append(one(t))
         except argparse.ArgumentTypeError as err:

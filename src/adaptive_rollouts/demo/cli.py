@@ -10,8 +10,10 @@ import warnings
 from pathlib import Path
 
 from adaptive_rollouts.checks.arguments import (
+    HelpFormatter,
     UsageError,
     check_output_folder,
+    name_list,
     nonnegative_int,
     positive_int,
     reports_usage_errors,
@@ -27,23 +29,31 @@ from .tasks import TASKS
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     d = DemoConfig()
-    parser.add_argument("--out", default="runs/demo", help="report folder (default runs/demo)")
+    parser.add_argument("--out", default="runs/demo", help="report folder")
     parser.add_argument(
         "--methods",
+        type=name_list("arms such as uniform,default"),
         default=",".join(d.methods),
         help="comma list of arms (uniform, default, null, oracle, oracle-skip, vip-paper, uniform-drgrpo, vigor, "
-        "or any allocator name); default: Uniform vs the default",
+        "or any allocator name): Uniform vs the saving default",
     )
     parser.add_argument(
-        "--seeds", type=positive_int, default=1, help="number of seeds (first-seed .. first-seed + seeds - 1)"
+        "--seeds", type=positive_int, default=1, help="number of seeds: first-seed .. first-seed + seeds - 1"
     )
-    parser.add_argument("--first-seed", type=nonnegative_int, default=0)
+    parser.add_argument("--first-seed", type=nonnegative_int, default=0, help="the first seed")
     parser.add_argument("--steps", type=positive_int, default=d.steps, help="RL steps per run")
-    parser.add_argument("--prompts-per-step", type=positive_int, default=d.prompts_per_step)
     parser.add_argument(
-        "--mean-rollouts", type=_group_size, default=d.mean_rollouts, help="budget per step / prompts (>= 2)"
+        "--prompts-per-step", type=positive_int, default=d.prompts_per_step, help="prompts in each RL step"
     )
-    parser.add_argument("--eval-every", type=positive_int, default=d.eval_every)
+    parser.add_argument(
+        "--mean-rollouts",
+        type=_group_size,
+        default=d.mean_rollouts,
+        help="rollouts per prompt on average: the step's budget / prompts (>= 2)",
+    )
+    parser.add_argument(
+        "--eval-every", type=positive_int, default=d.eval_every, help="RL steps between held-out evaluations"
+    )
     parser.add_argument(
         "--lr", type=float, default=None, help="one rate for every method (default: each its tuned rate)"
     )
@@ -76,7 +86,9 @@ def _group_size(text: str) -> int:
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
     """The DemoConfig of parsed ``add_demo_arguments`` arguments; `UsageError` (a ValueError) names a bad one."""
 
-    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    methods = tuple(
+        name_list("arms such as uniform,default")(args.methods) if isinstance(args.methods, str) else args.methods
+    )
     unknown = [m for m in methods if m not in known_arms()]
     if unknown or not methods:
         raise UsageError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
@@ -125,7 +137,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    parser = add_demo_arguments(argparse.ArgumentParser(prog="adaptive-rollouts demo"))
+    parser = add_demo_arguments(argparse.ArgumentParser(prog="adaptive-rollouts demo", formatter_class=HelpFormatter))
     args = parser.parse_args(argv)
     args.parser = parser
     return reports_usage_errors(run_demo)(args)

@@ -5,6 +5,10 @@ aggregation's base rate ``BASE_LR``); the best rate per (scenario, aggregation, 
 with the highest mean held-out accuracy over the run (area under the learning curve, averaged
 over seeds), and all reported numbers come from that rate. Uniform is run the same way.
 
+When a method's best rate is at an edge of the grid, the grid grows on that side (x ``lr_step``) and
+the method runs there, until the best rate is interior or ``max_lr_extensions`` extensions are spent
+(`tuning.tune_grid`); the report marks a rate still at an edge.
+
 Speedup = rollouts Uniform needs to reach ``target_frac`` (90%) of its final gain / rollouts the
 method needs, per seed (same problem instance and sampling seed for every method).
 
@@ -29,12 +33,21 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, registry_key, takes_keyword
+from adaptive_rollouts.allocators import (
+    ALLOCATORS,
+    DEFAULT_ALLOCATOR,
+    VIP,
+    make_allocator,
+    registry_key,
+    takes_keyword,
+)
 from adaptive_rollouts.bridge import build_allocator as build_allocator_from
 from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.experiments.bench_summary import summarize
 from adaptive_rollouts.experiments.speedup import rollouts_to_target
+from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.fingerprints import batch_noise_to_signal
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor, problem_truth
 from adaptive_rollouts.sim.problem import Problem, make_problem
@@ -89,10 +102,24 @@ class BenchConfig:
     # other seeds run only at that seed's best rate (cheaper; used by --quick).
     lr_select: str = "all"
     base_lr: dict = field(default_factory=lambda: dict(BASE_LR))
+    # a best rate at an edge of the grid: the grid grows on that side by this factor, at most
+    # max_lr_extensions times (then the report marks the rate with `*`)
+    lr_step: float = 3.0
+    max_lr_extensions: int = 3
 
 
 QUICK = BenchConfig(
     scenarios=("hard-heavy", "bimodal", "pareto"),
+    # the default (saving) and a published saving baseline next to the fixed-budget methods
+    methods=(
+        "uniform",
+        DEFAULT_ALLOCATOR,
+        "pilot-commit",
+        "vip-paper",
+        "vigor",
+        "oracle-vip",
+        "oracle-fill",
+    ),
     n_prompts=1000,
     n_test=500,
     steps=40,
@@ -100,6 +127,10 @@ QUICK = BenchConfig(
     budget=256,
     seeds=(0, 1),
     lr_select="first-seed",
+    # Where the grid starts only sets the cost: it grows at an edge until the best rate is interior.
+    # From 0.03 nearly every method of this configuration needed three extensions (its best rates
+    # sit near 0.8), so the quick sweep starts at 0.81 x {1/3, 1, 3}.
+    base_lr={agg: 0.81 for agg in BASE_LR},
 )
 # Every registered allocator by its own name (the default runs under both its names in the regime map).
 REGISTERED = tuple(name for name in ALLOCATORS if name not in ("default", "saving-progressive"))
@@ -204,9 +235,13 @@ def build_allocator(
 
 def run_summary(tr: dict[str, Any]) -> dict[str, Any]:
     pv, po = np.asarray(tr["probe_var"]), np.asarray(tr["probe_oracle_var"])
-    ps, pso = np.asarray(tr["probe_signal"]), np.asarray(tr["probe_oracle_signal"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        nsr = np.mean(pv / np.maximum(ps, 1e-300)) / np.mean(po / np.maximum(pso, 1e-300)) if pv.size else float("nan")
+    # the run's batch noise/signal (sums over its probes) over the oracle's; nan where either has no
+    # measurable signal (a debiased squared mean <= 0), instead of a division by a clamped 1e-300
+    nsr, nsr_oracle = (
+        batch_noise_to_signal(pv, tr["probe_signal"]),
+        batch_noise_to_signal(po, tr["probe_oracle_signal"]),
+    )
+    finite = pv.size and np.isfinite(nsr) and np.isfinite(nsr_oracle) and nsr_oracle > 0
     acc = np.asarray(tr["accuracy"])
     return {
         "rollouts": tr["rollouts"],
@@ -219,7 +254,7 @@ def run_summary(tr: dict[str, Any]) -> dict[str, Any]:
         "skipped_frac": float(np.mean(tr["skipped_frac"])),
         "allocator_seconds": float(np.median(tr["allocator_seconds"])),  # median over steps
         "grad_var_ratio": float(np.mean(pv) / np.mean(po)) if pv.size and np.mean(po) > 0 else float("nan"),
-        "noise_to_signal_ratio": float(nsr),
+        "noise_to_signal_ratio": float(nsr / nsr_oracle) if finite else float("nan"),
         "calib_pred": tr["calib_pred"],
         "calib_true": tr["calib_true"],
         "alloc_p": tr["alloc_p"],
@@ -228,15 +263,19 @@ def run_summary(tr: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Callable | None = None) -> dict[str, Any]:
-    """Run the grid; return {"config", "runs": [...], "summary": {...}}."""
+    """Run the grid; return {"config", "runs": [...], "summary": {...}}.
+
+    Per (scenario, aggregation, method) the rate is tuned on the grid, extended at an edge
+    (`tune_grid`): on every seed (``lr_select="all"``) or on the first seed, the others then running
+    at its best rate (``"first-seed"``)."""
     check_choice("lr_select", cfg.lr_select, ("all", "first-seed"))
-    jobs = [(sc, seed) for sc in cfg.scenarios for seed in cfg.seeds]
     per_cell = len(cfg.aggregations) * len(cfg.methods)
-    if cfg.lr_select == "all":
-        n_runs = len(jobs) * per_cell * len(cfg.lr_multipliers)
-    else:
-        n_runs = len(cfg.scenarios) * per_cell * (len(cfg.lr_multipliers) + len(cfg.seeds) - 1)
-    bar = progress_bar(n_runs, progress)
+    tune_seeds = list(cfg.seeds) if cfg.lr_select == "all" else [cfg.seeds[0]]
+    rest = [s for s in cfg.seeds if s not in tune_seeds]
+    # the bar counts runs on the grid as given (extensions add to the total when they happen)
+    bar = progress_bar(
+        len(cfg.scenarios) * per_cell * (len(tune_seeds) * len(cfg.lr_multipliers) + len(rest)), progress
+    )
     runs: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
     t_start = time.perf_counter()
@@ -249,40 +288,58 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
         estimator=cfg.estimator,
         grad_var_every=cfg.grad_var_every,
     )
-    for sc, seed in jobs:
-        if problem_factory is not None:
-            problem = problem_factory(sc, seed)
-        else:
-            problem = make_problem(sc, n_prompts=cfg.n_prompts, n_test=cfg.n_test, seed=seed)
+    for sc in cfg.scenarios:
+        problems = {
+            seed: problem_factory(sc, seed)
+            if problem_factory is not None
+            else make_problem(sc, n_prompts=cfg.n_prompts, n_test=cfg.n_test, seed=seed)
+            for seed in cfg.seeds
+        }
         for agg in cfg.aggregations:
             for method in cfg.methods:
-                grid = [cfg.base_lr[agg] * m for m in cfg.lr_multipliers]
-                if cfg.lr_select == "first-seed" and seed != cfg.seeds[0]:
-                    first = [
-                        r
-                        for r in runs
-                        if (r["scenario"], r["aggregation"], r["method"], r["seed"]) == (sc, agg, method, cfg.seeds[0])
-                    ]
-                    if first:
-                        grid = [max(first, key=lambda r: r["auc"])["lr"]]
-                for lr in grid:
-                    tcfg = replace(base, lr=lr, aggregation=agg, seed=seed)
-                    try:
-                        alloc, predictor = build_allocator(method, problem, seed, aggregation=agg)
-                    except (ImportError, AttributeError, ValueError, TypeError) as err:
-                        # Reported in the report's "methods not run" list, never silently dropped.
-                        errors.setdefault(method, f"{type(err).__name__}: {err}")
-                        bar.update(1)
-                        continue
+
+                def run(seed: int, lr: float) -> dict[str, Any]:
+                    alloc, predictor = build_allocator(method, problems[seed], seed, aggregation=agg)
                     t0 = time.perf_counter()
-                    tr = train(problem, alloc, tcfg, predictor=predictor)
+                    tr = train(
+                        problems[seed], alloc, replace(base, lr=lr, aggregation=agg, seed=seed), predictor=predictor
+                    )
                     s = run_summary(tr)
                     s.update(
                         scenario=sc, seed=seed, aggregation=agg, method=method, lr=lr, seconds=time.perf_counter() - t0
                     )
                     runs.append(s)
-                    bar.set_postfix_str(f"{sc} {agg} {method}", refresh=False)
+                    bar.set_postfix_str(f"{sc} {agg} {method} lr={lr:.3g}", refresh=False)
                     bar.update(1)
+                    return s
+
+                def score(lr: float) -> float:
+                    if lr not in tuned:
+                        if lr not in grid and getattr(bar, "total", None) is not None:  # an extension
+                            bar.total += len(tune_seeds)
+                        tuned[lr] = float(np.mean([run(seed, lr)["auc"] for seed in tune_seeds]))
+                    return tuned[lr]
+
+                grid = [cfg.base_lr[agg] * m for m in cfg.lr_multipliers]
+                tuned: dict[float, float] = {}
+                try:
+                    build_allocator(method, problems[cfg.seeds[0]], cfg.seeds[0], aggregation=agg)
+                except (ImportError, AttributeError, ValueError, TypeError) as err:
+                    # Reported in the report's "methods not run" list, never silently dropped.
+                    errors.setdefault(method, f"{type(err).__name__}: {err}")
+                    bar.update(len(tune_seeds) * len(grid) + len(rest))
+                    continue
+                try:
+                    if len(grid) >= 3:
+                        tune_grid(score, grid, cfg.lr_step, cfg.max_lr_extensions)
+                    else:  # too few rates to have an interior: the best of those given
+                        for lr in grid:
+                            score(lr)
+                except LearningRateAtEdge:  # kept, and marked in the report as a rate at the grid's edge
+                    pass
+                best = max(tuned, key=lambda lr: tuned[lr])
+                for seed in rest:
+                    run(seed, best)
     bar.close()
     out = {"config": asdict(cfg), "runs": runs, "errors": errors, "seconds": time.perf_counter() - t_start}
     out["summary"] = summarize(runs, cfg)

@@ -20,6 +20,11 @@ class SummaryConfig(Protocol):
     target_frac: float
 
 
+def _finite_mean(values: list[float]) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
 def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
     """Best learning rate per (scenario, aggregation, method) and the metrics at that rate."""
     by: dict[tuple, list] = {}
@@ -36,7 +41,7 @@ def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
     table = []
     for (sc, agg, m), (_, rs) in sorted(best.items()):
         ref = best.get((sc, agg, "uniform"))
-        speed, r_m, r_u, finals, eq_acc = [], [], [], [], []
+        speed, r_m, r_u, finals, eq_acc, share = [], [], [], [], [], []
         for r in sorted(rs, key=lambda r: r["seed"]):
             finals.append(r["final"])
             if ref is None:
@@ -45,6 +50,8 @@ def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
             target = u["accuracy0"] + cfg.target_frac * (u["final"] - u["accuracy0"])
             ru = rollouts_to_target(u["rollouts"], u["accuracy"], target)
             rm = rollouts_to_target(r["rollouts"], r["accuracy"], target)
+            # what the method spent over the run, as a share of Uniform's rollouts (same seed)
+            share.append(float(r["rollouts"][-1]) / float(u["rollouts"][-1]) if u["rollouts"][-1] else float("nan"))
             r_u.append(ru)
             r_m.append(rm)
             speed.append(ru / rm if np.isfinite(rm) else 0.0)
@@ -80,10 +87,12 @@ def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
                 "speedup_max": float(np.max(speed)) if speed else float("nan"),
                 "rollouts_to_target": r_m,
                 "uniform_rollouts_to_target": r_u,
+                "rollouts_share": float(np.mean(share)) if share else float("nan"),
                 "final_accuracy": float(np.mean(finals)),
                 "accuracy_at_half": float(np.mean(eq_acc)) if eq_acc else float("nan"),
                 "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
-                "noise_to_signal_ratio": float(np.nanmean([r["noise_to_signal_ratio"] for r in rs])),
+                # nan (no measurable signal) in every run: nan, without numpy's empty-mean warning
+                "noise_to_signal_ratio": _finite_mean([r["noise_to_signal_ratio"] for r in rs]),
                 "zero_variance_fraction": float(np.mean([r["zero_variance_fraction"] for r in rs])),
                 "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
                 "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),

@@ -15,6 +15,7 @@ from adaptive_rollouts.experiments.gain_speedup import (
 )
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
+from adaptive_rollouts.fingerprints import batch_noise_to_signal
 
 __all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
 
@@ -39,11 +40,6 @@ def _nanmean(values) -> float:
     return float(v.mean()) if v.size else float("nan")
 
 
-def _ratio_of_sums(num: list[float], den: list[float]) -> float:
-    n, d = float(np.sum(num)), float(np.sum(den))
-    return n / d if d > 0 else float("inf")
-
-
 def uniform_fingerprints(uni: Sequence[dict], budget: int) -> dict[str, float]:
     """The map's fingerprints of a cell from Uniform's runs (each with ``nsr_rollout``, ``probe`` and
     ``regime`` as `regime_map` records them): median per-rollout noise/signal (and over the step's
@@ -53,7 +49,9 @@ def uniform_fingerprints(uni: Sequence[dict], budget: int) -> dict[str, float]:
     nsr = float(np.median([x for r in uni for x in r["nsr_rollout"] if np.isfinite(x)] or [np.nan]))
     probes = [r["probe"] for r in uni if r["probe"]["probe_var"]]
     batch = (
-        _ratio_of_sums([x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]])
+        batch_noise_to_signal(
+            [x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]]
+        )
         if probes
         else float("nan")
     )
@@ -139,10 +137,10 @@ def summarize_map(result: dict) -> dict[str, Any]:
                     entry.update(_gain_entry(u_same, same, fractions, resamples, prefix="same_rate_"))
             probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
             if probes:
-                nsr = _ratio_of_sums(
+                nsr = batch_noise_to_signal(
                     [x for p in probes for x in p["probe_var"]], [x for p in probes for x in p["probe_signal"]]
                 )
-                nsr_o = _ratio_of_sums(
+                nsr_o = batch_noise_to_signal(
                     [x for p in probes for x in p["probe_oracle_var"]],
                     [x for p in probes for x in p["probe_oracle_signal"]],
                 )

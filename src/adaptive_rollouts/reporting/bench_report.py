@@ -87,7 +87,8 @@ def _verdicts(table: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-_METHOD_COLUMNS = ["scenario", "method", "lr", "speedup", "speedup at Uniform's lr", "final acc", "acc @ half"]
+_METHOD_COLUMNS = ["scenario", "method", "lr", "speedup", "share of Uniform's rollouts", "speedup at Uniform's lr"]
+_METHOD_COLUMNS += ["final acc", "acc @ half"]
 _METHOD_COLUMNS += ["grad var / oracle", "noise-to-signal / oracle", "zero-var groups", "wasted rollouts", "skipped"]
 _METHOD_COLUMNS += ["calib MAE", "alloc ms/step"]
 
@@ -99,6 +100,7 @@ def _method_cells(r: dict[str, Any]) -> list[str]:
         r["method"],
         f"{r['lr']:g}{'*' if r.get('lr_at_grid_edge') else ''}",
         f"{_fmt(r['speedup_mean'])} [{_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])}]",
+        _fmt(r.get("rollouts_share", float("nan"))),
         _fmt(r.get("speedup_at_uniform_lr", float("nan"))),
         _fmt(r["final_accuracy"], 3),
         _fmt(r["accuracy_at_half"], 3),
@@ -243,10 +245,14 @@ def write_report(result: dict[str, Any], out: str | Path, theory: dict[str, Any]
         "each method at its best rate (highest mean held-out accuracy over the run)."
     )
     L.append(
-        "`*` after a learning rate: the best rate sits at an edge of the grid (the grid may not bracket it). "
+        f"A best rate at an edge of the grid grows the grid on that side (x{cfg.get('lr_step', 3.0):g}, at most "
+        f"{cfg.get('max_lr_extensions', 0)} times); `*` after a learning rate: still at an edge after that. "
+        "'share of Uniform's rollouts': the rollouts the method spent over the run / Uniform's (below 1: a "
+        "saving method spent less). "
         "'grad var / oracle' and 'noise-to-signal / oracle': trace of the batch-gradient covariance (and that "
-        "over the squared norm of its mean) for the method's counts vs the oracle VIP (RLOO objective, true p) "
-        "counts on the same prompts and policy, by resampling rollouts with the counts fixed."
+        "over the squared norm of its mean, summed over the run's probes) for the method's counts vs the oracle "
+        "VIP (RLOO objective, true p) counts on the same prompts and policy, by resampling rollouts with the "
+        "counts fixed; '-' where the mean gradient is indistinguishable from zero."
     )
     L.append(
         f"Speedup = Uniform's rollouts to {int(cfg['target_frac'] * 100)}% of its final gain / the method's "

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
 from adaptive_rollouts.checks.arguments import (
     UsageError,
     check_output_folder,
+    name_list,
     positive_float_list,
     positive_int,
     reports_usage_errors,
@@ -28,7 +29,7 @@ from adaptive_rollouts.sim.problem import SCENARIOS
 from adaptive_rollouts.sim.regimes import select_cells
 from adaptive_rollouts.sim.theory import theory_checks
 
-__all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
+__all__ = ["BENCH_DESCRIPTION", "add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
 
 THEORY_DRAWS = 200_000
 # options of the per-scenario benchmark that the regime map has no use for (its cells fix them)
@@ -45,17 +46,29 @@ _NOT_FOR_MAP = (
 )
 
 
-def _csv(text: str) -> list[str]:
-    """Comma list; commas inside [...] (method options such as default[round_fractions=(0.5,0.5)]) stay."""
-    return [t.strip() for t in re.split(r",(?![^\[]*\])", text) if t.strip()]
+BENCH_DESCRIPTION = f"""\
+The learning simulator: a small policy trained with every allocator at equal rollout budget.
+
+bench --quick (the default without --map): the per-scenario sweep, small. Methods
+  {", ".join(QUICK.methods)}
+  (the default is {DEFAULT_ALLOCATOR}; pilot-commit a published saving method) on
+  {", ".join(QUICK.scenarios)}, {len(QUICK.seeds)} seeds, {QUICK.steps} steps. Each method at its best learning
+  rate (the grid grows at an edge until the best is interior); the table has the speedup over
+  Uniform and each method's share of Uniform's rollouts. --full: every registered allocator.
+bench --map [--quick]: the regime map that docs/benchmark.md reports: methods over regime cells,
+  paired seeds, resumable (runs.jsonl in --out); --quick runs its {len(QUICK_MAP.cells)}-cell version
+  ({", ".join(QUICK_MAP.methods)}); --saving the saving evidence of docs/saving.md.
+List options take comma-separated names, each at most once; a bad value is refused before any work.
+"""
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="runs/bench", help="run folder for report.md, results.json, PNGs")
+    parser.add_argument("--out", default="runs/bench", help="run folder for report.md, results.json and the PNGs")
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="the small configuration (the default without --map; with --map: the 4-cell map instead of the full one)",
+        help="the small configuration: without --map the per-scenario sweep (the default), with --map the "
+        "4-cell map instead of the full one",
     )
     parser.add_argument(
         "--map",
@@ -63,55 +76,77 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="the regime map: every method over regime cells, AdamW at each method's best rate; "
         "resumable (runs.jsonl in --out); --quick for the small map",
     )
-    parser.add_argument("--full", action="store_true", help="the full sweep documented in docs/benchmark.md")
+    parser.add_argument("--full", action="store_true", help="the full per-scenario sweep (all registered allocators)")
     parser.add_argument(
         "--saving",
         action="store_true",
         help="with --map: the saving evidence (the default, the null control, a Uniform replicate, Pilot-Commit and the known-p skip rule at Uniform's rate)",
     )
-    parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
-    parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")
     parser.add_argument(
-        "--cells", type=_csv, help="with --map: comma list of cells (hard-heavy/d16-Q32) or regimes (d128-Q16-L16)"
+        "--scenarios",
+        type=name_list(f"scenarios such as {','.join(SCENARIOS[:2])}"),
+        help=f"comma list from {','.join(SCENARIOS)} (default: {','.join(QUICK.scenarios)}; --full: all five)",
     )
-    parser.add_argument("--aggregations", type=_csv, help=f"comma list from {','.join(AGGREGATIONS)}")
-    parser.add_argument("--seeds", type=positive_int, help="number of seeds")
-    parser.add_argument("--steps", type=positive_int, help="training steps per run")
-    parser.add_argument("--prompts", type=positive_int, help="train-pool size")
-    parser.add_argument("--budget", type=positive_int, help="rollouts per step")
-    parser.add_argument("--batch-prompts", type=positive_int, help="prompts per step")
-    parser.add_argument("--estimator", choices=ESTIMATORS, help="advantage estimator (default grpo)")
     parser.add_argument(
-        "--lr-grid", type=positive_float_list, help="multipliers of the base learning rate, e.g. 0.333,1,3"
+        "--methods",
+        type=name_list("methods such as uniform,default"),
+        help="comma list of allocator names (docs/benchmark.md) (default: "
+        f"{','.join(QUICK.methods)}; with --map the map's own list)",
+    )
+    parser.add_argument(
+        "--cells",
+        type=name_list("cells such as hard-heavy/d16-Q32"),
+        help="with --map: comma list of cells (hard-heavy/d16-Q32) or regimes (d128-Q16-L16) (default: every cell "
+        "of the map)",
+    )
+    parser.add_argument(
+        "--aggregations",
+        type=name_list("aggregations such as prompt-mean,seq-mean"),
+        help=f"comma list from {','.join(AGGREGATIONS)} (default: {','.join(QUICK.aggregations)}; with --map "
+        "one, default seq-mean)",
+    )
+    parser.add_argument("--seeds", type=positive_int, help=f"number of seeds (default: {len(QUICK.seeds)})")
+    parser.add_argument(
+        "--steps", type=positive_int, help=f"training steps per run (default: {QUICK.steps}; --map: the map's)"
+    )
+    parser.add_argument("--prompts", type=positive_int, help=f"train-pool size (default: {QUICK.n_prompts})")
+    parser.add_argument("--budget", type=positive_int, help=f"rollouts per step (default: {QUICK.budget})")
+    parser.add_argument("--batch-prompts", type=positive_int, help=f"prompts per step (default: {QUICK.batch_prompts})")
+    parser.add_argument("--estimator", choices=ESTIMATORS, help="advantage estimator (default: grpo)")
+    parser.add_argument(
+        "--lr-grid",
+        type=positive_float_list,
+        help="multipliers of the base learning rate, e.g. 0.333,1,3; extended at an edge until the best is interior "
+        f"(default: {','.join(f'{m:.3g}' for m in QUICK.lr_multipliers)})",
     )
     parser.add_argument(
         "--features",
         choices=["synthetic", "minilm"],
-        help="prompt features: synthetic clusters (default) or MiniLM embeddings of reasoning-gym questions",
+        help="prompt features: synthetic clusters or MiniLM embeddings of reasoning-gym questions (default: synthetic)",
     )
     parser.add_argument(
         "--lr-select",
         choices=["all", "first-seed"],
-        help="pick the best learning rate on all seeds, or on the first seed only",
+        help="pick the best learning rate on all seeds, or on the first seed only (default: first-seed; --full: all)",
     )
     parser.add_argument(
         "--theory-draws",
         type=positive_int,
-        help=f"Monte Carlo draws per cell of the variance-formula check (default {THEORY_DRAWS:,})",
+        help=f"Monte Carlo draws per cell of the variance-formula check (default: {THEORY_DRAWS:,})",
     )
     parser.add_argument(
         "--results-dir",
         default="results/map",
         help="with --map: also write map.json as <this folder>/<name of --out>.json, the file the docs "
-        "render from ('' to skip)",
+        "render from ('' to skip) (default: results/map)",
     )
     parser.add_argument(
         "--allow-mixed-commits",
         action="store_true",
         help="with --map: summarise runs.jsonl even if its runs ran at several commits (the tables say so)",
     )
-    parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-plots", action="store_true", help="write report.md and results.json only, no PNGs")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -199,11 +234,13 @@ def _check_methods(methods: Any, steps: set[tuple[int, int]]) -> None:
 def run_map_command(args: argparse.Namespace) -> int:
     _check_common(args)
     cfg = _map_config(args)
+    results_dir = getattr(args, "results_dir", "")
+    if results_dir:
+        check_output_folder(results_dir, "--results-dir")
     try:
         result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
     except ValueError as err:  # runs.jsonl of other settings, a damaged line: named, nothing mixed
         raise UsageError(str(err)) from None
-    results_dir = getattr(args, "results_dir", "")
     copy = Path(results_dir) / f"{Path(args.out).resolve().name}.json" if results_dir else None
     command = "adaptive-rollouts " + shlex.join(sys.argv[1:])  # the console script's or `python -m`'s arguments
     try:
@@ -215,9 +252,8 @@ def run_map_command(args: argparse.Namespace) -> int:
             results_copy=copy,
             allow_mixed_commits=getattr(args, "allow_mixed_commits", False),
         )
-    except MixedResultsError as err:
-        print(f"adaptive-rollouts bench --map: {Path(args.out) / 'runs.jsonl'}: {err}", file=sys.stderr)
-        return 2
+    except MixedResultsError as err:  # names --out and --allow-mixed-commits
+        raise UsageError(f"--out {Path(args.out) / 'runs.jsonl'}: {err}") from None
     print(f"map: {report}" + (f"; result file for the docs: {copy}" if copy else ""))
     if result["errors"]:
         print(f"{len(result['errors'])} method/cell pairs not reported (see {report})", file=sys.stderr)

@@ -8,7 +8,8 @@ when the budget forces them). Paths, all exact:
 * 1-rollout groups: the fewest the budget allows is computed directly; if there are none the
   problem is solved with ``lower = 2``; if some are forced (budget below 2 per prompt, no
   skipping), every other prompt gets exactly 2 and the 1-rollout groups go to the prompts that
-  lose least, ``w_q (c0 - c_q(2))``.
+  lose least, ``w_q (c0 - c_q(2))``, and among equal losses (every prompt's, at the default c0 =
+  f(2)) to the prompts whose group of 2 carries the least signal.
 * An estimator whose cost is one convex curve from ``lower`` on (`Estimator.convex_from`: RLOO from
   2, Dr. GRPO from 3): the smallest marginal costs (`shared`), with f evaluated on demand when the
   count range is too long to tabulate.
@@ -63,9 +64,6 @@ class _Rows:
         with np.errstate(invalid="ignore"):
             return np.where(np.isinf(unit), np.inf, self.w[rows] * unit)
 
-    def at_two(self) -> np.ndarray:
-        return self(np.arange(self.w.size), np.full(self.w.size, 2.0))
-
 
 def forced_singletons(q: int, budget: int, upper: int, skipping: bool) -> int:
     """The fewest 1-rollout groups an allocation of `budget` over q prompts can have (counts in
@@ -75,6 +73,22 @@ def forced_singletons(q: int, budget: int, upper: int, skipping: bool) -> int:
     if not skipping:
         return max(0, 2 * q - budget)
     return 1 if budget == 1 or (upper == 2 and budget % 2 == 1) else 0
+
+
+def _singleton_loss(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Per prompt, (w (c(1) - c(2)), the signal a group of 2 carries), in closed form so that ties are
+    exact: c(1) = c0 and c(2) = f(2) m + c0 (1 - m), m = P(mixed | 2) (a cost that depends on p, as
+    GRPO's; m = 1 otherwise), so the loss is w m (c0 - f(2)); the signal is w m (RLOO, Dr. GRPO: the
+    reward variance; GRPO: the chance of a group with signal, times the importance weight).
+
+    >>> from adaptive_rollouts.objectives import get_estimator
+    >>> rows = _Rows(get_estimator("rloo"), np.array([0.0, 0.25, 0.0]), None, None)
+    >>> [x.tolist() for x in _singleton_loss(rows)]
+    [[0.0, 0.0, 0.0], [0.0, 0.25, 0.0]]
+    """
+    m = np.ones_like(rows.w) if rows.p is None else mixed_probability(rows.p, 2.0)
+    signal = rows.w * m
+    return signal * (rows.c0 - float(rows.estimator.unit_cost(2.0))), signal
 
 
 def _g_function(estimator: Estimator, start: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -245,8 +259,10 @@ def solve_builtin(
         if forced and (skipping or upper < 2):
             return _dense(rows, budget, lower, upper, skipping)  # a budget of 1, or upper <= 2
         if forced:  # every other prompt gets exactly 2
-            key = w * rows.c0 - rows.at_two()
-            singles = np.lexsort((-np.arange(q), key))[:forced]
+            loss, signal = _singleton_loss(rows)
+            # the least loss first; on a tie (always, at the default no-signal price c0 = f(2)) the
+            # prompt with the least signal at 2 rollouts: one with signal never gets 1 while one without gets 2
+            singles = np.lexsort((-np.arange(q), signal, loss))[:forced]
             counts = np.full(q, 2, dtype=np.int64)
             counts[singles] = 1
             return counts

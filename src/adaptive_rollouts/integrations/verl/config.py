@@ -143,9 +143,12 @@ def check_verl_config(config: Any) -> None:
         raise ValueError(
             "algorithm.filter_groups.enable=true (DAPO dynamic sampling) cannot be combined with adaptive "
             "allocation: its refills are new prompts with no allocated rollout count, so the step's budget "
-            "would no longer be the allocator's. Use adaptive.allocator=dynamic-sampling (DAPO's rule as an "
-            "allocator, exact budget) or a progressive allocator such as VIGOR with "
-            "adaptive.allocator_kwargs.drop_zero_variance=true, and set algorithm.filter_groups.enable=false"
+            "would no longer be the allocator's. Set algorithm.filter_groups.enable=false and keep the default "
+            "allocator (adaptive.allocator=null, or default), the saving one: it pilots every prompt with 2 "
+            "rollouts, completes the groups whose rewards varied and pays for more of a flat group only while "
+            "its expected signal is worth the rollouts, so the all-equal groups DAPO filters out cost less "
+            "instead of more (at most the budget; docs/saving.md). DAPO's own rule at an exact budget: "
+            "adaptive.allocator=dynamic-sampling"
         )
     if trainer.v1.get("sampler", {}).get("sync_refill_failed_groups", False):
         raise ValueError(
