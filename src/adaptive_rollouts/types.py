@@ -142,6 +142,15 @@ class PlanningAllocator(Allocator, Protocol):
     def observe(self, plan: Plan | Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None: ...
 
 
+@runtime_checkable
+class PolicyAware(Protocol):
+    """An allocator that also learns from the policy's own view of the step's prompts: one feature
+    vector per prompt (e.g. the trainer's model's last-layer hidden state at the prompt's last
+    token, from a no-grad prefill), given once per step before ``run``."""
+
+    def observe_policy(self, prompts: Sequence[Prompt], features: np.ndarray) -> None: ...
+
+
 def allocator_kind(allocator: Any) -> AllocatorKind:
     """The declared kind of an allocator object or class; "fill" when it declares none."""
     kind = getattr(allocator, "kind", "fill")
