@@ -64,8 +64,9 @@ def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: fl
     mean = float(np.clip(s.sum() / k.sum(), 0.5 / k.sum(), 1.0 - 0.5 / k.sum()))
     h = float(np.mean(1.0 / k))
     between = float((np.var(s / k) - mean * (1.0 - mean) * h) / (1.0 - h)) if k.size > 1 and h < 1 else 0.0
-    a, b = beta_from_moments([mean], [max(between, mean * (1.0 - mean) / (max_strength + 1.0))], min_strength=0.1,
-                             max_strength=max_strength)
+    a, b = beta_from_moments(
+        [mean], [max(between, mean * (1.0 - mean) / (max_strength + 1.0))], min_strength=0.1, max_strength=max_strength
+    )
     return float(a[0]), float(b[0])
 
 
@@ -138,8 +139,9 @@ class Recorder:
 def one_trace(cell: Any, seed: int, steps: int) -> dict[str, Any]:
     problem = cell.problem(seed)
     rec = Recorder(problem, seed)
-    cfg = TrainConfig(steps=steps, batch_prompts=cell.batch_prompts, budget=cell.budget, lr=0.4, seed=seed,
-                      grad_var_every=0)
+    cfg = TrainConfig(
+        steps=steps, batch_prompts=cell.batch_prompts, budget=cell.budget, lr=0.4, seed=seed, grad_var_every=0
+    )
     train(problem, rec, cfg)
     return {"outcome": np.concatenate(rec.outcome), **{m: np.concatenate(v) for m, v in rec.pred.items()}}
 
@@ -154,8 +156,13 @@ def reliability_png(pooled: dict[str, dict], path: Path) -> None:
     ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--", label="calibrated")
     for name, s in pooled.items():
         used = np.array(s["count"]) > 0
-        ax.plot(np.array(s["mean_prediction"])[used], np.array(s["frequency"])[used], marker="o", ms=3,
-                label=f"{name} (ECE {s['ece']:.3f})")
+        ax.plot(
+            np.array(s["mean_prediction"])[used],
+            np.array(s["frequency"])[used],
+            marker="o",
+            ms=3,
+            label=f"{name} (ECE {s['ece']:.3f})",
+        )
     ax.set_xlabel("predicted P(all-equal at n)")
     ax.set_ylabel("observed share of all-equal groups")
     ax.set_title("Reliability of P(all-equal), simulator traces")
@@ -197,8 +204,14 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     reliability_png(pooled, out / "reliability.png")
-    settings = {"seeds": args.seeds, "steps": args.steps, "cells": [c.key for c in cells], "n": 8,
-                "policy_view_auroc": TrainConfig().policy_view_auroc, "predictors": list(PREDICTORS)}
+    settings = {
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "cells": [c.key for c in cells],
+        "n": 8,
+        "policy_view_auroc": TrainConfig().policy_view_auroc,
+        "predictors": list(PREDICTORS),
+    }
     path = write_result(out / "flatness_calibration.json", {"cells": per_cell, "pooled": pooled}, settings=settings)
     print(f"wrote {path}")
 

@@ -24,21 +24,24 @@ from .predictive import PredictorSlot
 __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
 
 _TIE = 1e-8
-LOSS_SHARE = 0.1
+LOSS_SHARE = 0.05
 """The share of a step's expected signal (under the belief) the default may give up by skipping
 and cutting: what it saves is bought with at most this much signal (docs/saving.md)."""
 
 
-def affordable_losses(value: np.ndarray, cost: np.ndarray, allowance: float) -> np.ndarray:
+def affordable_losses(
+    value: np.ndarray, cost: np.ndarray, allowance: float, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Which options to give up (skip or cut) so that as many rollouts as possible are saved while the
-    signal given up stays within ``allowance``: in ascending order of value per rollout value / cost,
-    the longest prefix whose values sum to at most ``allowance``, never splitting options of equal
-    ratio (prompts the belief cannot tell apart are treated alike, so a belief that knows nothing
-    particular about any prompt gives nothing up). Options of cost 0 are never given up.
+    signal given up stays within ``allowance``: among the options worth less per rollout than the
+    average option (value / cost below sum value / sum cost), in ascending order of value / cost
+    (ties in random order, by ``rng``), the longest prefix whose values sum to at most
+    ``allowance``. Options the belief cannot tell apart are all average: a belief that knows nothing
+    particular about any prompt gives nothing up. Options of cost 0 are never given up.
 
     >>> affordable_losses(np.array([0.3, 0.01, 0.02, 2.0]), np.array([8, 8, 8, 8]), 0.05).tolist()
     [False, True, True, False]
-    >>> affordable_losses(np.array([0.01, 0.01, 0.01]), np.array([8, 8, 8]), 0.025).tolist()  # a tie: all or none
+    >>> affordable_losses(np.array([0.01, 0.01, 0.01]), np.array([8, 8, 8]), 0.025).tolist()  # all alike
     [False, False, False]
     """
     value, cost = np.asarray(value, dtype=float), np.asarray(cost, dtype=float)
@@ -47,10 +50,12 @@ def affordable_losses(value: np.ndarray, cost: np.ndarray, allowance: float) -> 
     if ok.size == 0:
         return give
     ratio = value[ok] / cost[ok]
-    order = np.argsort(ratio, kind="stable")
-    total = np.cumsum(value[ok][order])
-    distinct = np.r_[ratio[order][1:] - ratio[order][:-1] > _TIE * np.maximum(ratio[order][1:], 1e-12), True]
-    fits = np.flatnonzero((total <= allowance) & distinct)
+    average = float(value[ok].sum() / cost[ok].sum())
+    below = ratio < average - _TIE * max(average, 1e-12)
+    tiebreak = (rng if rng is not None else np.random.default_rng(0)).random(ok.size)
+    order = np.lexsort((tiebreak, ratio))
+    order = order[below[order]]
+    fits = np.flatnonzero(np.cumsum(value[ok][order]) <= allowance)
     if fits.size:
         give[ok[order[: int(fits[-1]) + 1]]] = True
     return give
@@ -73,8 +78,9 @@ class SavingProgressive(BaseAllocator):
        the run's own groups; so V_q, the expected signal of the prompt's full group, prices
        P(all-equal at n_q) and how sure that is;
     2. before any rollout: the prompts whose V_q / n_q is lowest are skipped while the V_q they give
-       up sum to at most ``LOSS_SHARE`` (1/20) of the step's sum_q V_q (`affordable_losses`; prompts
-       the belief cannot tell apart are never split, so a belief that knows nothing skips nothing).
+       up sum to at most ``LOSS_SHARE`` (1/20) of the step's sum_q V_q, among those worth less per
+       rollout than the step's average (`affordable_losses`: a belief that cannot tell prompts
+       apart, as at a cold start, skips nothing).
        A skipped prompt is still piloted when a draw of p from its belief says it would be worth
        its rollouts (Thompson exploration: drift and rare successes get noticed at the rate the
        belief leaves room for them);
@@ -178,9 +184,7 @@ class SavingProgressive(BaseAllocator):
         return self.aggregation or "seq-mean"
 
     def _value(self, target: np.ndarray, k: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return expected_group_signal(
-            target, k, s, a, b, estimator=self.estimator, aggregation=self._aggregation()
-        )
+        return expected_group_signal(target, k, s, a, b, estimator=self.estimator, aggregation=self._aggregation())
 
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         start = time.perf_counter()
@@ -245,20 +249,18 @@ class SavingProgressive(BaseAllocator):
         self, target: np.ndarray, value: np.ndarray, a0: np.ndarray, b0: np.ndarray, allowance: float
     ) -> tuple[np.ndarray, int]:
         """Step 2: which prompts are piloted, and how many of them only by exploration."""
-        skip = affordable_losses(value, target, allowance)
+        skip = affordable_losses(value, target, allowance, self.rng)
         keep = ~skip
         if skip.any():
             # a draw of p from the belief: explore the skipped prompt if at that p its group would
             # be worth at least what the cheapest kept prompt is expected to bring per rollout
             bar = float(np.min(value[keep] / np.maximum(target[keep], 1))) if keep.any() else 0.0
             rows = np.flatnonzero(skip)
-            draw = self.rng.beta(a0[rows], b0[rows])
-            worth = np.array(
-                [
-                    float(known_p_group_signal(int(n), [x], estimator=self.estimator, aggregation=self._aggregation())[0])
-                    for n, x in zip(target[rows].tolist(), draw.tolist())
-                ]
-            )
+            draw = np.clip(self.rng.beta(a0[rows], b0[rows]), 1e-9, 1.0 - 1e-9)
+            worth = np.zeros(rows.size)
+            for n in np.unique(target[rows]).tolist():
+                at = target[rows] == n
+                worth[at] = known_p_group_signal(n, draw[at], estimator=self.estimator, aggregation=self._aggregation())
             keep[rows[worth / np.maximum(target[rows], 1) >= bar]] = True
         if not keep.any():  # always learn something: the prompt most worth it
             keep[int(np.argmax(value / np.maximum(target, 1)))] = True
@@ -288,7 +290,7 @@ class SavingProgressive(BaseAllocator):
         tied = np.flatnonzero(open_ & ~varied)
         if tied.size:
             rest = self._value(target[tied], k[tied], s[tied], a0[tied] + s[tied], b0[tied] + k[tied] - s[tied])
-            cut = affordable_losses(rest, (target - collector.counts)[tied], allowance - lost)
+            cut = affordable_losses(rest, (target - collector.counts)[tied], allowance - lost, self.rng)
             lost += float(rest[cut].sum())
             go = tied[~cut]
             inc[go] = chunk[go]

@@ -22,7 +22,7 @@ __all__ = ["FlatnessPredictor", "STRENGTHS", "TEMPERS"]
 
 STRENGTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 """Candidate spreads of p around the model's mean: Beta strength kappa (pseudo-rollouts)."""
-TEMPERS = (0.0, 0.25, 0.5, 1.0)
+TEMPERS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 """Candidate weights of a prompt's own (discounted) history in its belief."""
 _SCORE_DECAY = 0.99  # per update: the candidates are scored on the recent run
 _TEXT_CLIP = 1e-3  # the text model's mean enters as logit(clip(mean)): finite at 0 and 1

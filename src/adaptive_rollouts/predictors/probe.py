@@ -53,7 +53,9 @@ class OnlineLogistic:
         cov = np.linalg.inv(self.precision)
         return z @ self.mean, np.einsum("ij,jk,ik->i", z, cov, z)
 
-    def update(self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray, weight: np.ndarray | None = None) -> None:
+    def update(
+        self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray, weight: np.ndarray | None = None
+    ) -> None:
         z = self._check(z)
         s, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
         c = np.ones(n.size) if weight is None else np.asarray(weight, dtype=float)

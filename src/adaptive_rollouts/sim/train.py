@@ -59,7 +59,9 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
     order_rng = np.random.default_rng(cfg.seed + 7919)
     probe_rng = np.random.default_rng(cfg.seed + 104729)
     observe_policy = getattr(allocator, "observe_policy", None)
-    view = PolicyView(problem, cfg.policy_view_auroc, seed=cfg.seed) if cfg.policy_view_auroc and observe_policy else None
+    view = (
+        PolicyView(problem, cfg.policy_view_auroc, seed=cfg.seed) if cfg.policy_view_auroc and observe_policy else None
+    )
     N = problem.n_prompts
     perm, pos = order_rng.permutation(N), 0
     snapshot = cfg.snapshot_step if cfg.snapshot_step is not None else cfg.steps // 2
