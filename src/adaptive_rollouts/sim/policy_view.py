@@ -42,8 +42,8 @@ _MAX_PROMPTS = 800  # the AUROC is computed on at most this many prompts (pairs 
 def view_auroc(p: np.ndarray, sigma: float, margin: np.ndarray | None = None) -> float:
     """The expected AUROC for success of z = margin + N(0, sigma^2) (margin: logit p by default)."""
     p = np.asarray(p, dtype=float)
-    l = logit(np.clip(p, _P_CLIP, 1 - _P_CLIP)) if margin is None else np.asarray(margin, dtype=float)
-    diff = l[:, None] - l[None, :]
+    lg = logit(np.clip(p, _P_CLIP, 1 - _P_CLIP)) if margin is None else np.asarray(margin, dtype=float)
+    diff = lg[:, None] - lg[None, :]
     win = np.where(diff > 0, 1.0, np.where(diff < 0, 0.0, 0.5)) if sigma == 0 else norm.cdf(diff / (sigma * np.sqrt(2)))
     np.fill_diagonal(win, 0.5)
     pairs = p[:, None] * (1.0 - p)[None, :]

@@ -20,8 +20,8 @@ import numpy as np
 from adaptive_rollouts.allocators import VIP
 from adaptive_rollouts.fingerprints import RegimeTracker, batch_variance_stats, noise_to_signal
 from adaptive_rollouts.sim.optim import make_optimizer
-from adaptive_rollouts.sim.policy_view import PolicyView
 from adaptive_rollouts.sim.oracle import TruePredictor
+from adaptive_rollouts.sim.policy_view import PolicyView
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 from adaptive_rollouts.types import Allocator
