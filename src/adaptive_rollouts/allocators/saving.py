@@ -83,7 +83,8 @@ class SavingProgressive(BaseAllocator):
        apart, as at a cold start, skips nothing).
        A skipped prompt is still piloted when a draw of p from its belief says it would be worth
        its rollouts (Thompson exploration: drift and rare successes get noticed at the rate the
-       belief leaves room for them);
+       belief leaves room for them), and with chance ``LOSS_SHARE`` in any case (a belief that has
+       grown sure still meets drift);
     3. pilot: m = min(``pilot``, n_q) rollouts each (4: a 2-rollout pilot is flat for 81% of the
        prompts with p = 0.1); at n_q <= 4 the pilot is the group, and step 2 is where it saves;
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
@@ -253,7 +254,9 @@ class SavingProgressive(BaseAllocator):
         keep = ~skip
         if skip.any():
             # a draw of p from the belief: explore the skipped prompt if at that p its group would
-            # be worth at least what the cheapest kept prompt is expected to bring per rollout
+            # be worth at least what the cheapest kept prompt is expected to bring per rollout; and
+            # at least one skipped prompt in 1 / LOSS_SHARE anyway, so that a belief that has become
+            # sure (a history no longer refreshed) still meets drift
             bar = float(np.min(value[keep] / np.maximum(target[keep], 1))) if keep.any() else 0.0
             rows = np.flatnonzero(skip)
             draw = np.clip(self.rng.beta(a0[rows], b0[rows]), 1e-9, 1.0 - 1e-9)
@@ -261,7 +264,8 @@ class SavingProgressive(BaseAllocator):
             for n in np.unique(target[rows]).tolist():
                 at = target[rows] == n
                 worth[at] = known_p_group_signal(n, draw[at], estimator=self.estimator, aggregation=self._aggregation())
-            keep[rows[worth / np.maximum(target[rows], 1) >= bar]] = True
+            anyway = self.rng.random(rows.size) < LOSS_SHARE
+            keep[rows[(worth / np.maximum(target[rows], 1) >= bar) | anyway]] = True
         if not keep.any():  # always learn something: the prompt most worth it
             keep[int(np.argmax(value / np.maximum(target, 1)))] = True
         return keep, int(np.sum(keep & skip))
@@ -337,7 +341,10 @@ class SavingProgressive(BaseAllocator):
         spent = reader.array("history_spent", (signal.size,), dtype=np.int64, low=0)
         tracker = RegimeTracker()
         tracker.load_state_dict(state["tracker"])
-        self.belief.load_state_dict(state["belief"])
+        try:
+            self.belief.load_state_dict(state["belief"])
+        except ValueError as err:
+            raise reader.error("belief", str(err)) from None
         self.slot.load_state_dict(state["predictor"])
         self.tracker = tracker
         self.history = [(float(v), int(c)) for v, c in zip(signal, spent)][-self.HISTORY :]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
+from adaptive_rollouts.reporting.flatness_tables import render_flatness_calibration, render_saving_pool
 from adaptive_rollouts.reporting.map_tables import render_map, render_saving_summary
 from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_cost,
@@ -161,5 +162,7 @@ RENDERERS = {
     "saving-summary": render_saving_summary,
     "saving-signal": render_saving_signal,
     "demo-saving": render_demo_saving,
+    "flatness-calibration": render_flatness_calibration,
+    "saving-pool": render_saving_pool,
     **RELIABILITY_RENDERERS,
 }
