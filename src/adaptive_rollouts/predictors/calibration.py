@@ -22,7 +22,7 @@ def calibration_scores(prob: Any, outcome: Any, bins: int = 10) -> dict[str, Any
 
     >>> s = calibration_scores([0.1, 0.1, 0.9, 0.9], [0, 0, 1, 0], bins=2)
     >>> round(s["brier"], 4), round(s["ece"], 4), s["count"]
-    (0.215, 0.2, [2, 2])
+    (0.21, 0.25, [2, 2])
     """
     p, y = np.asarray(prob, dtype=float).ravel(), np.asarray(outcome, dtype=float).ravel()
     if p.shape != y.shape or p.size == 0:
