@@ -216,3 +216,25 @@ def test_guarded_trust_scale_must_be_a_number(value):
 
     with pytest.raises(ValueError, match="trust_scale must be a real number"):
         GuardedProgressive(trust_scale=value)
+
+
+@pytest.mark.parametrize("predictor", ["beta", "cumulative"])
+def test_a_resumed_default_continues_identically_with_the_policy_view(predictor):
+    """Saved between steps (npz/JSON-safe state), loaded into a fresh allocator: the same counts
+    and the same belief afterwards, whether the history is the predictor or kept beside it."""
+    rng = np.random.default_rng(8)
+    p = rng.beta(0.3, 0.3, 24)
+    view = np.log(np.clip(p, 1e-3, 1 - 1e-3) / (1 - np.clip(p, 1e-3, 1 - 1e-3)))[:, None]
+    a = SavingProgressive(predictor, seed=1)
+    for step in range(6):
+        a.observe_policy(list(range(24)), view)
+        a.run(list(range(24)), 96, _sampler(p, step))
+    b = SavingProgressive(predictor, seed=1)
+    b.load_state_dict(a.state_dict())
+    for step in range(6, 10):
+        counts = []
+        for alloc in (a, b):
+            alloc.observe_policy(list(range(24)), view)
+            counts.append([r.size for r in alloc.run(list(range(24)), 96, _sampler(p, step))])
+        assert counts[0] == counts[1]
+    assert np.array_equal(a.belief.predict(list(range(24))).mean, b.belief.predict(list(range(24))).mean)

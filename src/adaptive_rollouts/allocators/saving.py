@@ -318,10 +318,17 @@ class SavingProgressive(BaseAllocator):
         return total
 
     # -- state ----------------------------------------------------------------------------------
+    def _own_history(self) -> DiscountedBeta | None:
+        history = self.belief.history
+        return None if history is None or history is self.predictor else history
+
     def _extra_state(self) -> StateDict:
+        own = self._own_history()
         return {
             "predictor": self.slot.state_dict(),
             "belief": self.belief.state_dict(sources=False),
+            # the belief's own history when the predictor is its text source (else it is the predictor)
+            "belief_history": None if own is None else own.state_dict(),
             "tracker": self.tracker.state_dict(),
             "history_signal": [float(v) for v, _ in self.history],
             "history_spent": [int(c) for _, c in self.history],
@@ -341,10 +348,23 @@ class SavingProgressive(BaseAllocator):
         spent = reader.array("history_spent", (signal.size,), dtype=np.int64, low=0)
         tracker = RegimeTracker()
         tracker.load_state_dict(state["tracker"])
+        own, saved = self._own_history(), state.get("belief_history")
+        if (own is None) != (saved is None):
+            raise reader.error("belief_history", "saved with another predictor than this allocator has")
+        # each part checks before it changes; the ones loaded first are put back if a later one refuses
+        before = self.belief.state_dict(sources=False), None if own is None else own.state_dict()
         try:
-            self.belief.load_state_dict(state["belief"])
-        except ValueError as err:
-            raise reader.error("belief", str(err)) from None
-        self.slot.load_state_dict(state["predictor"])
+            try:
+                self.belief.load_state_dict(state["belief"])
+                if own is not None and saved is not None:
+                    own.load_state_dict(saved)
+            except ValueError as err:
+                raise reader.error("belief", str(err)) from None
+            self.slot.load_state_dict(state["predictor"])
+        except ValueError:
+            self.belief.load_state_dict(before[0])
+            if own is not None and before[1] is not None:
+                own.load_state_dict(before[1])
+            raise
         self.tracker = tracker
         self.history = [(float(v), int(c)) for v, c in zip(signal, spent)][-self.HISTORY :]
