@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from adaptive_rollouts.advantages import group_advantages, group_ids_from_counts
-from adaptive_rollouts.reporting.results import git_commit, write_result
+from adaptive_rollouts.experiments.results import git_commit, write_result
 
 TARGET_MS = 20.0
 OUT = Path(__file__).resolve().parents[1] / "results" / "advantages" / "advantages.json"

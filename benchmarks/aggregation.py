@@ -5,7 +5,7 @@
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py tune --out runs/aggregation
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/aggregation.py sim --out runs/aggregation
 
-Every mode writes a result file (`reporting.results`: command, commit, settings) to ``--out``:
+Every mode writes a result file (`experiments.results`: command, commit, settings) to ``--out``:
 ``timing.json``, ``gp.json``, ``tune.json`` or ``sim.json``; docs/objectives.md renders
 ``results/aggregation/timing.json``.
 
@@ -47,7 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.reporting.results import git_commit, write_result
+from adaptive_rollouts.experiments.results import git_commit, write_result
+from adaptive_rollouts.solvers import equal_split
 
 TUNE_SEEDS = (10, 11)
 TEST_SEEDS = (0, 1, 2)
@@ -139,10 +140,9 @@ def timing() -> list[dict]:
 def build(method: str, problem, seed: int, aggregation: str, options: dict):
     from adaptive_rollouts.allocators import VIGOR, VIP, PosteriorProgressive, Uniform
     from adaptive_rollouts.embeddings import FeatureTable
-    from adaptive_rollouts.sim.bench import _truth_fn
-    from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
+    from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor, problem_truth
 
-    truth = _truth_fn(problem)
+    truth = problem_truth(problem)
     base, _, variant = method.partition("@")
     table = FeatureTable(list(range(problem.n_prompts)), problem.features)
     predictor = TruePredictor(truth) if variant == "true-p" else "gp"
@@ -174,7 +174,7 @@ def build(method: str, problem, seed: int, aggregation: str, options: dict):
 
 
 def one_run(job: dict) -> dict:
-    from adaptive_rollouts.sim.bench import _run_summary
+    from adaptive_rollouts.experiments.bench import run_summary
     from adaptive_rollouts.sim.problem import make_problem
     from adaptive_rollouts.sim.train import TrainConfig, train
 
@@ -196,7 +196,7 @@ def one_run(job: dict) -> dict:
     )
     t0 = time.perf_counter()
     tr = train(problem, alloc, cfg, predictor=predictor)
-    s = _run_summary(tr)
+    s = run_summary(tr)
     for k in ("alloc_p", "alloc_n"):
         s.pop(k, None)
     s.update(
@@ -208,7 +208,7 @@ def one_run(job: dict) -> dict:
 
 def run_grid(seeds, scenarios, aggregations, methods, args, tag_options) -> list[dict]:
     """Two passes: the lr grid on seeds[0], then the other seeds at that best rate."""
-    from adaptive_rollouts.sim.bench import BASE_LR, LR_MULTIPLIERS
+    from adaptive_rollouts.experiments.bench import BASE_LR, LR_MULTIPLIERS
 
     common = dict(
         n_prompts=args.prompts, n_test=args.test, steps=args.steps, batch_prompts=args.batch, budget=args.budget
@@ -285,7 +285,7 @@ def best_lr(runs: list[dict], select_seeds=None) -> dict:
 def speedups(runs: list[dict], target_frac: float = 0.9, select_seeds=None) -> dict:
     """(scenario, aggregation, method, tag) -> per-seed speedups at the best rate (chosen on
     `select_seeds`, the seeds that ran the whole grid), vs Uniform at its own best rate."""
-    from adaptive_rollouts.sim.bench import rollouts_to_target
+    from adaptive_rollouts.experiments.bench import rollouts_to_target
 
     best = best_lr(runs, select_seeds)
     at_best: dict = {}
@@ -324,8 +324,8 @@ def speedups(runs: list[dict], target_frac: float = 0.9, select_seeds=None) -> d
             "final": float(np.mean(final)) if final else float("nan"),
             "lr": best[key],
             "skipped": float(np.mean([r["skipped_frac"] for r in by_seed.values()])),
-            "zero_var": float(np.mean([r["zero_var_frac"] for r in by_seed.values()])),
-            "alloc_ms": float(np.median([r["alloc_ms"] for r in by_seed.values()])),
+            "zero_variance_fraction": float(np.mean([r["zero_variance_fraction"] for r in by_seed.values()])),
+            "allocator_seconds": float(np.median([r["allocator_seconds"] for r in by_seed.values()])),
             "calib_mae": float(calib),
         }
     return out
@@ -359,8 +359,7 @@ def trace(scenario: str, seed: int, n_prompts: int, steps: int, batch: int, budg
     class Recorder:
         def run(self, prompts, budget_, sample):
             idx = np.asarray(prompts, dtype=np.int64)
-            counts = np.full(len(prompts), budget_ // len(prompts))
-            counts[: budget_ - counts.sum()] += 1
+            counts = equal_split(budget_, len(prompts))
             rewards = sample(np.arange(len(prompts)), counts)
             log.append((list(prompts), rewards, problem.success(idx)))
             return rewards
@@ -536,7 +535,7 @@ def main(argv=None) -> int:
                     cells.append(f"{fmt(v['speedup']) if v else '-':>18s}")
                 extra = [table.get((sc, agg, m, "")) for agg in aggs]
                 mae = np.nanmean([v["calib_mae"] for v in extra if v]) if any(extra) else float("nan")
-                ms = np.nanmedian([v["alloc_ms"] for v in extra if v]) if any(extra) else float("nan")
+                ms = 1e3 * np.nanmedian([v["allocator_seconds"] for v in extra if v]) if any(extra) else float("nan")
                 print(f"| {sc:10s} | {m:33s} | " + " | ".join(cells) + f" | {mae:.2f} | {ms:.1f} |")
     payload = {
         "mode": args.mode,

@@ -20,22 +20,24 @@ results are saved as they finish and reused on a rerun.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.run_store import read_json, write_json
 
 RATE_SAMPLES = 16
 
 
 def _per_checkpoint(path: Path, checkpoints: list[int], compute) -> dict[str, object]:
     """{step: compute(step)} for every checkpoint, saved to ``path`` after each one and reused on a rerun."""
-    done = json.loads(path.read_text()) if path.exists() else {}
+    done = read_json(path) or {}
     for step in checkpoints:
         if str(step) not in done:
             done[str(step)] = compute(step)
-            path.write_text(json.dumps(done) + "\n")
+            write_json(path, done)
     return done
 
 
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     with one_thread():
         if not run_path.exists():
             res = run_one("uniform", 0, cfg, None, pool, held_out, out, save_models=models)
-            run_path.write_text(json.dumps({"result": asdict(res)}) + "\n")
+            write_json(run_path, {"result": asdict(res)})
         checkpoints = sorted({*range(0, cfg.steps + 1, cfg.eval_every), cfg.steps})  # where run_one saved weights
 
         tok = build_tokenizer()
@@ -102,7 +104,7 @@ def main(argv=None) -> int:
     run_files = sorted(Path(args.runs).glob("*.json")) if args.runs else [run_path]
     rewards = {}
     for path in run_files:
-        res = RunResult(**json.loads(path.read_text())["result"])
+        res = RunResult(**read_json(path)["result"])
         rewards[f"{res.method}-{res.seed}"] = reward_fingerprints(res.groups)
     by_method: dict[str, list[dict]] = {}
     for name, fp in rewards.items():
@@ -143,9 +145,7 @@ def main(argv=None) -> int:
         )
     text = "\n".join(lines)
     (out / "fingerprints.md").write_text(text + "\n")
-    (out / "fingerprints.json").write_text(
-        json.dumps({"gradients": grads, "persistence": persistence, "rewards": rewards}, indent=1) + "\n"
-    )
+    write_result(out / "fingerprints.json", {"gradients": grads, "persistence": persistence, "rewards": rewards})
     print(text)
     return 0
 

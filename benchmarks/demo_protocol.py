@@ -61,11 +61,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def default_arms() -> tuple[str, ...]:
-    """The protocol's arms, plus the saving baselines the library has."""
-    from adaptive_rollouts.allocators import ALLOCATORS
+    """The protocol's arms, plus every other saving allocator of the registry."""
     from adaptive_rollouts.demo.protocol import ARMS, SAVING_BASELINES
 
-    return (*ARMS, *(name for name in SAVING_BASELINES if name in ALLOCATORS))
+    return (*ARMS, *SAVING_BASELINES)
 
 
 def main(argv=None) -> int:

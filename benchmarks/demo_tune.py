@@ -12,10 +12,11 @@ means the grid must be widened before the rate is trusted).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+
+from adaptive_rollouts.experiments.results import write_result
 
 
 def main(argv=None) -> int:
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     head = f"Final held-out greedy accuracy, mean over tune seeds {seeds}, {args.steps} steps.\n\n"
     (out / "tune.md").write_text(head + text + "\n")
-    (out / "tune.json").write_text(json.dumps({"grid": grid, "seeds": seeds, "scores": scores, "best": best}, indent=1))
+    write_result(out / "tune.json", {"grid": grid, "seeds": seeds, "scores": scores, "best": best})
     print(head + text)
     return 0
 

@@ -33,14 +33,14 @@ from adaptive_rollouts.allocators import Uniform
 from adaptive_rollouts.allocators.guarded import measured_persistence
 from adaptive_rollouts.allocators.posterior_progressive import beta_prior
 from adaptive_rollouts.embeddings import FeatureTable
+from adaptive_rollouts.experiments.regime_map import SAVING_MAP
+from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.objectives.beta import all_equal_beta, beta_from_moments
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess
 from adaptive_rollouts.predictors.calibration import calibration_scores
 from adaptive_rollouts.predictors.flatness import FlatnessPredictor
-from adaptive_rollouts.reporting.results import write_result
-from adaptive_rollouts.sim.progress import progress_bar
-from adaptive_rollouts.sim.regime_map import SAVING_MAP
+from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import select_cells
 from adaptive_rollouts.sim.train import TrainConfig, train
 

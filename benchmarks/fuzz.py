@@ -51,7 +51,7 @@ from test_reliability_fuzz_io import (  # noqa: E402
     state_dict_cases,
 )
 
-from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
+from adaptive_rollouts.experiments.results import git_commit, write_result  # noqa: E402
 
 
 def run_target(name: str, strategy, check, cases: int, seed: int) -> tuple[int, str | None, float]:

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
+from adaptive_rollouts.experiments.results import git_commit, write_result  # noqa: E402
 from adaptive_rollouts.predictors import (  # noqa: E402
     CumulativeMean,
     DiscountedBeta,
@@ -43,7 +44,6 @@ from adaptive_rollouts.predictors import (  # noqa: E402
 )
 from adaptive_rollouts.predictors.history_blend import LastVisitBlend  # noqa: E402
 from adaptive_rollouts.predictors.synthetic import evaluate, synthetic_trace  # noqa: E402
-from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "predictors"
 

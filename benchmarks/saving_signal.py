@@ -29,18 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators.guarded import equal_split
+from adaptive_rollouts.allocators import saving_allocators
+from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.regime_map import SAVING_MAP
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
-from adaptive_rollouts.reporting.results import write_result
-from adaptive_rollouts.sim.bench import build_allocator
-from adaptive_rollouts.sim.progress import progress_bar
-from adaptive_rollouts.sim.regime_map import SAVING_MAP
+from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, select_cells
-from adaptive_rollouts.sim.speedup import final_level
 from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.solvers import equal_split
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
-METHODS = ("uniform", "oracle-skip", "default", "uniform-rounds", "pilot", "pilot-commit", "sgpo", "greso")
+METHODS = ("uniform", "oracle-skip", "uniform-rounds", *saving_allocators())  # every registered saving allocator
 ESTIMATOR, AGGREGATION = "grpo", "seq-mean"
 
 

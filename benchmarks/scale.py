@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
+from adaptive_rollouts.experiments.results import git_commit, write_result  # noqa: E402
 
 
 def _peak_mib() -> float:

@@ -26,7 +26,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: threaded BLA
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -35,8 +34,9 @@ import numpy as np  # noqa: E402
 
 from adaptive_rollouts.allocators import make_allocator  # noqa: E402
 from adaptive_rollouts.embeddings import FeatureTable  # noqa: E402
+from adaptive_rollouts.experiments.results import git_commit, write_result  # noqa: E402
+from adaptive_rollouts.experiments.run_store import write_json  # noqa: E402
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess  # noqa: E402
-from adaptive_rollouts.reporting.results import git_commit, write_result  # noqa: E402
 from adaptive_rollouts.sim.problem import make_problem  # noqa: E402
 from adaptive_rollouts.sim.train import Simulator, TrainConfig  # noqa: E402
 from adaptive_rollouts.state import load_state, save_state  # noqa: E402
@@ -168,7 +168,7 @@ def main() -> None:
         f"{windows[-1]['cpu_ms_per_step']}; mean train success {result['train_success']}"
     )
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        write_json(args.json, result, indent=1)
     if args.results:
         settings = {k: v for k, v in vars(args).items() if k not in ("json", "results")}
         print(f"wrote {write_result(args.results, result, settings=settings, commit=commit)}")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from adaptive_rollouts.reporting.results import git_commit, write_result
+from adaptive_rollouts.experiments.results import git_commit, write_result
 from adaptive_rollouts.solvers import allocate, objective_function, solve_kkt
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "solver" / "solver.json"

@@ -1,9 +1,12 @@
 """A third trainer on the bridge: what a plug-in for another RL framework (OpenRLHF, a home-made
-loop) has to write. Everything between its hooks and the allocator comes from
-`adaptive_rollouts.bridge`; the framework's own parts are two callables:
+loop) has to write. The framework's own parts are two callables:
 
 - ``generate(prompt, n)``: n completions of one prompt (an inference engine, vLLM, ...);
 - ``reward(prompt, completion)``: a verifier's score in any range (None when it failed).
+
+Everything else (the allocator's rounds, the budget guard, rewards -> success in [0, 1], unscored
+rollouts, the allocator clock, metrics, regime fingerprints, running totals) is
+`adaptive_rollouts.bridge.TrainerStep`; `bridge.PerPrompt` turns the two callables into its rounds.
 
 Run: python examples/third_trainer.py (a toy task: the "model" answers prompt q right with a
 probability of its own, so every step logs what the default spent, saved and skipped).
@@ -20,47 +23,17 @@ from adaptive_rollouts import bridge
 from adaptive_rollouts.success import SuccessSignal
 
 
-class BridgeStep:
-    """One training step's rollouts for any trainer: the allocator decides how many completions
-    each prompt gets (in rounds, for a saving allocator), the rewards reach it as success in [0, 1],
-    and the step returns the completions to train on, their rewards and the metrics to log."""
+def BridgeStep(allocator: Any = "default", signal: SuccessSignal | None = None, **options: Any) -> Callable:
+    """One training step's rollouts: ``step(prompts, budget, generate, reward)`` -> the completions
+    to train on, their raw rewards (per prompt) and the step's values to log."""
+    step = bridge.TrainerStep(bridge.build_allocator(allocator, options or None), signal)
 
-    def __init__(self, allocator: Any = "default", signal: SuccessSignal | None = None, **options: Any):
-        self.allocator = bridge.build_allocator(allocator, options or None)
-        self.kind = bridge.allocator_kind(self.allocator)
-        self.signal = signal or SuccessSignal()
+    def one_step(prompts: Sequence[Hashable], budget: int, generate: Callable, reward: Callable) -> tuple:
+        rounds = bridge.PerPrompt(prompts, generate, reward)
+        result = step.run(prompts, budget, rounds)
+        return rounds.completions, rounds.rewards, {**result.values, **result.totals}
 
-    def __call__(
-        self,
-        prompts: Sequence[Hashable],
-        budget: int,
-        generate: Callable[[Hashable, int], list],
-        reward: Callable[[Hashable, Any], float | None],
-    ) -> tuple[list[list], list[list], dict[str, Any]]:
-        completions: list[list] = [[] for _ in prompts]
-        rewards: list[list] = [[] for _ in prompts]
-        successes: list[list[float]] = [[] for _ in prompts]  # what the allocator saw
-
-        def sample(indices: Any, counts: Any) -> Any:  # the allocator asks; the framework generates
-            idx, cnt = bridge.check_request(indices, counts, len(prompts))
-            groups = []
-            for i, n in zip(idx.tolist(), cnt.tolist()):
-                new = generate(prompts[i], n) if n else []
-                scores = [reward(prompts[i], c) for c in new]
-                completions[i] += new
-                rewards[i] += scores
-                groups.append(scores)
-            draw = bridge.scored_draw(self.signal, groups, [prompts[i] for i in idx.tolist()])
-            for i, scored in zip(idx.tolist(), draw):
-                successes[i] += scored.tolist()
-            return draw
-
-        self.allocator.run(list(prompts), budget, sample)
-        counts = np.array([len(c) for c in completions], dtype=np.int64)
-        bridge.check_spent(counts, budget, self.kind)  # "fill": exactly the budget; "save": at most
-        seen = [np.asarray(x, dtype=float) for x in successes]
-        log = bridge.step_values(list(prompts), counts, seen, self.allocator.last_metrics, budget)
-        return completions, rewards, log
+    return one_step
 
 
 def main() -> None:
@@ -78,7 +51,9 @@ def main() -> None:
         prompts = [int(q) for q in rng.choice(64, size=16, replace=False)]
         _, _, log = step(prompts, 16 * 8, generate, reward)
         print(
-            f"step {t}: spent {log['rollouts_spent']} of 128, saved {log['rollouts_saved']}, skipped {log['skipped']}"
+            f"step {t}: spent {log['rollouts_spent']} of 128 (saved {log['rollouts_saved']}, skipped "
+            f"{log['skipped']}); since the start: saved {log['rollouts_saved_total']}, "
+            f"{log['budget_share_total']:.0%} of the budget spent"
         )
 
 

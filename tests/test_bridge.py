@@ -137,8 +137,9 @@ def test_scored_successes_leave_out_unscored_rollouts():
 def test_step_values_and_log_keep_the_trainers_counts_and_add_the_regime():
     counts = np.array([3, 0, 2])  # prompt a: one of its 3 rollouts unscored
     success = [np.array([0.0, 1.0]), np.array([]), np.array([1.0, 1.0])]
-    values = step_values(["a", "b", "c"], counts, success, {"brier": 0.1, "rollouts": 99, "note": "x"})
-    assert values["rollouts"] == 5 and values["skipped"] == 1 and values["brier"] == 0.1
+    values = step_values(["a", "b", "c"], counts, success, {"brier": 0.1, "rollouts_spent": 99, "note": "x"})
+    assert values["rollouts_spent"] == 5 and values["skipped"] == 1 and values["brier"] == 0.1
+    assert "rollouts" not in values  # one key per quantity: no copy of rollouts_spent
     assert values["mean_reward"] == pytest.approx(0.75)  # over the scored rollouts
     log = step_log({**values, "unscored": 1, "flag": True}, RegimeTracker(), ["a", "b", "c"], success, drop=("brier",))
     assert log["adaptive/unscored"] == 1.0 and log["adaptive/flag"] == 1.0 and "adaptive/brier" not in log
@@ -217,7 +218,7 @@ def test_a_trainer_is_its_hooks_plus_the_bridge(name):
         assert check_spent(spent, budget, allocator_kind(allocator)) == spent.sum()
         successes = [np.concatenate(s) if s else np.zeros(0) for s in seen]
         log = step_log(step_values(keys, spent, successes, allocator.last_metrics, budget), regime, keys, successes)
-        assert log["adaptive/rollouts"] == spent.sum() and log["adaptive/unscored"] == spent.sum() - sum(
+        assert log["adaptive/rollouts_spent"] == spent.sum() and log["adaptive/unscored"] == spent.sum() - sum(
             map(len, successes)
         )
         assert all(0.0 <= x <= 1.0 for s in successes for x in s)  # +-1 rewards reach the allocator as {0, 1}

@@ -17,6 +17,8 @@ CORE = [
     "adaptive_rollouts.metrics",
     "adaptive_rollouts.state",
     "adaptive_rollouts.sim",
+    "adaptive_rollouts.experiments",
+    "adaptive_rollouts.reporting",
 ]
 FRAMEWORKS = ["torch", "transformers", "trl", "verl", "ray", "sentence_transformers"]
 
@@ -38,8 +40,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "adaptive_rollouts"
 # the core: what any trainer, the simulator and the demo build on; it imports none of them
 CORE_PACKAGES = ("objectives", "solvers", "predictors", "allocators", "checks", "state")
-CORE_MODULES = ("types", "metrics", "advantages", "keys", "success", "fingerprints")
-EDGE = ("bridge", "integrations", "sim", "demo", "cli")
+CORE_MODULES = ("types", "metrics", "clock", "advantages", "keys", "success", "fingerprints")
+EDGE = ("bridge", "integrations", "sim", "experiments", "reporting", "demo", "cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -192,3 +194,157 @@ def test_the_late_import_scan_sees_every_package():
     tree = ast.parse("def f():\n    from .tasks import make_problems\n")
     node = tree.body[0].body[0]
     assert _target("adaptive_rollouts.demo.jobs", node, False) == ["adaptive_rollouts.demo.tasks"]
+
+
+# ---------------------------------------------------------------------------- the research wing
+# Three rooms, imports one way: reporting (tables, reports) -> experiments (runs, stores, result
+# files) -> sim (the simulator). The `bench` command line (`sim.cli`, `sim.bench_checks`) drives all
+# three, so it sits above them.
+WING = ("reporting", "experiments", "sim")
+WING_COMMAND_LINE = (f"{PACKAGE}.sim.cli", f"{PACKAGE}.sim.bench_checks")
+
+
+def wing_back_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, what it imports) for every import from a room of the wing into a room listed before
+    it in `WING` (or into the command line), and every import of the demo from the wing."""
+    out = []
+    for module, targets in graph.items():
+        if module in WING_COMMAND_LINE:
+            continue
+        for i, room in enumerate(WING):
+            if _in(module, (room,)):
+                above = WING[:i]
+                out += [(module, t) for t in sorted(targets) if _in(t, above) or t in WING_COMMAND_LINE]
+                out += [(module, t) for t in sorted(targets) if _in(t, ("demo",))]
+    return out
+
+
+def test_the_research_wing_imports_one_way():
+    graph = _graph()
+    assert any(_in(m, ("experiments",)) for m in graph), "the experiments package is missing"
+    assert wing_back_imports(graph) == []
+
+
+def test_the_wing_check_finds_a_back_import():
+    graph = {
+        f"{PACKAGE}.sim.train": {f"{PACKAGE}.reporting.markdown"},
+        f"{PACKAGE}.experiments.bench": {f"{PACKAGE}.sim.train", f"{PACKAGE}.reporting.tables"},
+        f"{PACKAGE}.reporting.tables": {f"{PACKAGE}.experiments.results", f"{PACKAGE}.sim.problem"},
+        f"{PACKAGE}.sim.cli": {f"{PACKAGE}.reporting.tables"},
+    }
+    assert wing_back_imports(graph) == [
+        (f"{PACKAGE}.sim.train", f"{PACKAGE}.reporting.markdown"),
+        (f"{PACKAGE}.experiments.bench", f"{PACKAGE}.reporting.tables"),
+    ]
+
+
+# ---------------------------------------------------------------------------- private names
+# The demo, the benchmarks, the scripts and the examples use the library through its public names:
+# nothing whose module path or name starts with an underscore, from another package.
+OUTSIDE = [SRC / PACKAGE / "demo", SRC.parent / "benchmarks", SRC.parent / "scripts", SRC.parent / "examples"]
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+
+
+def private_imports(path: Path, own: str | None) -> list[str]:
+    """``module.name`` for every private name ``path`` takes from the package outside its own
+    package ``own``: imported (``from a._b import c``, ``from a.b import _c``, ``import a._b``) or
+    read as an attribute of an imported module (``b._c``)."""
+    tree = ast.parse(path.read_text())
+    found, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(PACKAGE):
+            mod = node.module or ""
+            if own and (mod == own or mod.startswith(own + ".")):
+                continue
+            for alias in node.names:
+                full = f"{mod}.{alias.name}"
+                if _private(full):
+                    found.append(full)
+                if full in MODULES:
+                    modules[alias.asname or alias.name] = full
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE) and not (own and alias.name.startswith(own + ".")):
+                    if _private(alias.name):
+                        found.append(alias.name)
+                    modules[alias.asname or alias.name] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = ast.unparse(node.value)
+            if base in modules:
+                found.append(f"{modules[base]}.{node.attr}")
+    return found
+
+
+def test_demo_benchmarks_scripts_and_examples_use_no_private_name():
+    files = [p for folder in OUTSIDE for p in sorted(folder.rglob("*.py"))]
+    assert len(files) > 20
+    own = {folder: f"{PACKAGE}.demo" if folder.name == "demo" else None for folder in OUTSIDE}
+    wrong = {
+        str(p.relative_to(SRC.parent)): names
+        for folder in OUTSIDE
+        for p in sorted(folder.rglob("*.py"))
+        if (names := private_imports(p, own[folder]))
+    }
+    assert wrong == {}
+
+
+def test_the_private_name_scan_finds_each_form(tmp_path):
+    code = (
+        "import adaptive_rollouts.experiments.bench as bench\n"
+        "from adaptive_rollouts.allocators import _pilot\n"
+        "from adaptive_rollouts.experiments.bench import run_summary, _hidden\n"
+        "from adaptive_rollouts.demo.tasks import _mine\n"
+        "x = bench._truth(1)\n"
+    )
+    (tmp_path / "f.py").write_text(code)
+    assert private_imports(tmp_path / "f.py", f"{PACKAGE}.demo") == [
+        f"{PACKAGE}.allocators._pilot",
+        f"{PACKAGE}.experiments.bench._hidden",
+        f"{PACKAGE}.experiments.bench._truth",
+    ]
+
+
+def test_one_progress_bar():
+    """tqdm is imported in one module, `progress`, which every long loop of the package and the
+    benchmarks calls."""
+    users = []
+    for path in [*sorted((SRC / PACKAGE).rglob("*.py")), *sorted((SRC.parent / "benchmarks").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n.split(".")[0] == "tqdm" for n in names):
+                users.append(str(path.relative_to(SRC.parent)))
+    assert sorted(set(users)) == ["src/adaptive_rollouts/progress.py"]
+
+
+def documented_modules() -> set[str]:
+    """The paths in the first column of docs/architecture.md's module table (``sim/``, ``cli.py``)."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text()
+    section = text.split("## Modules", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {name for cell in rows for name in cell.split("`")[1::2]}
+
+
+def undocumented(root: Path, documented: set[str]) -> list[str]:
+    """Every package under ``root`` (``integrations/trl/``) and top-level module (``cli.py``) that
+    the module table leaves out; a package counts as in when one of its sub-packages is."""
+    packages = [p.parent.relative_to(root).as_posix() + "/" for p in root.rglob("__init__.py") if p.parent != root]
+    modules = [p.name for p in root.glob("*.py") if p.name != "__init__.py"]
+    return sorted(
+        [p for p in packages if not any(d.startswith(p) for d in documented)]
+        + [m for m in modules if m not in documented]
+    )
+
+
+def test_every_package_and_module_is_in_the_architecture_table(tmp_path):
+    assert undocumented(SRC / PACKAGE, documented_modules()) == []
+    (tmp_path / "newroom").mkdir()
+    (tmp_path / "newroom" / "__init__.py").write_text("")
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "__init__.py").write_text("")
+    (tmp_path / "tool.py").write_text("")
+    assert undocumented(tmp_path, {"sim/"}) == ["newroom/", "tool.py"]

@@ -24,6 +24,7 @@ from adaptive_rollouts.demo.tasks import (  # noqa: E402
     split_of,
 )
 from adaptive_rollouts.demo.tokenizer import ALPHABET, build_tokenizer  # noqa: E402
+from adaptive_rollouts.experiments.results import load_result  # noqa: E402
 
 SMALL = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=1)
 
@@ -203,7 +204,7 @@ def test_demo_runs_two_steps_resumes_and_reports(tmp_path):
     assert [r.held_out for r in again] == [r.held_out for r in results]
     text = write_report(results, {}, tmp_path / "report")
     assert "vigor" in text and "pass@8" in text
-    summary = json.loads((tmp_path / "report" / "results.json").read_text())["summary"]
+    summary = load_result(tmp_path / "report" / "results.json").data["summary"]
     assert {"held_out_start", "held_out_final", "mean@8_final"} <= set(summary[0])
     for name in ("held_out.png", "pass_at_k.png", "allocation.png", "report.md"):
         assert (tmp_path / "report" / name).exists()

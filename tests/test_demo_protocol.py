@@ -23,6 +23,7 @@ from adaptive_rollouts.demo.protocol import (  # noqa: E402
     run_settings,
 )
 from adaptive_rollouts.demo.tokenizer import build_tokenizer  # noqa: E402
+from adaptive_rollouts.experiments.results import write_result  # noqa: E402
 
 SMALL = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=1)
 CFG = ProtocolConfig(
@@ -96,7 +97,7 @@ def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path):
     run = fake_run(CFG, "uniform", 0, 1e-4)
     run["settings"]["weights"] = "other"
     store.add(run)
-    from adaptive_rollouts.reporting.results import load_result
+    from adaptive_rollouts.experiments.results import load_result
 
     assert load_result(store.path("uniform", 0, 1e-4)).settings["arm"] == "uniform"  # a result file
     with pytest.raises(ValueError, match=r"uniform/lr0.0001-seed0.json was made with other settings \(weights"):
@@ -268,12 +269,12 @@ def test_regime_is_placed_on_the_nearest_map_cell_from_a_map_result_file(tmp_pat
         },
     ]
     (tmp_path / "map").mkdir()
-    (tmp_path / "map" / "map.json").write_text(json.dumps({"header": {}, "data": {"rows": rows}}))
+    write_result(tmp_path / "map" / "map.json", {"rows": rows}, command="cmd", commit="unknown")
     text = write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")
     assert "nearest map cell noisy" in text and "The cell's other methods: default 1.30" in text
     assert "| uniform | (not on the map) | 1.00 (90% 1.00-1.00) | - |" in text
     (tmp_path / "map" / "bad.json").write_text("{")
-    with pytest.raises(ValueError, match="bad.json is not JSON"):
+    with pytest.raises(ValueError, match="bad.json: not readable JSON"):
         write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "map")
 
 

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptive_rollouts.reporting.map_tables import render_map
-from adaptive_rollouts.reporting.render_docs import MarkerError, doc_files, render_docs, render_text
-from adaptive_rollouts.reporting.results import (
+from adaptive_rollouts.experiments.results import (
     HEADER_KEYS,
     MixedResultsError,
     ResultFileError,
@@ -22,6 +20,8 @@ from adaptive_rollouts.reporting.results import (
     provenance,
     write_result,
 )
+from adaptive_rollouts.reporting.map_tables import render_map
+from adaptive_rollouts.reporting.render_docs import MarkerError, doc_files, render_docs, render_text
 from adaptive_rollouts.reporting.tables import RENDERERS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 
-from adaptive_rollouts.sim.map_store import run_settings
-from adaptive_rollouts.sim.regime_map import QUICK_MAP, run_map
+from adaptive_rollouts.experiments.map_store import run_settings
+from adaptive_rollouts.experiments.regime_map import QUICK_MAP, run_map
+from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.sim.regimes import Cell
-from adaptive_rollouts.sim.run_store import append_jsonl, read_jsonl
 
 CELL = Cell(scenario="bimodal", dim=8, batch_prompts=6, n_prompts=60)
 

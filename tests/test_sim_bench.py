@@ -1,13 +1,13 @@
 """A tiny benchmark run end to end: report.md, results.json and plots."""
 
 import argparse
-import json
 
 import pytest
 
-from adaptive_rollouts.sim.bench import BenchConfig, rollouts_to_target, run_benchmark
+from adaptive_rollouts.experiments.bench import BenchConfig, rollouts_to_target, run_benchmark
+from adaptive_rollouts.experiments.results import load_result
+from adaptive_rollouts.reporting.bench_report import write_report
 from adaptive_rollouts.sim.cli import add_bench_arguments, config_from_args, run_bench
-from adaptive_rollouts.sim.report import write_report
 
 
 def test_rollouts_to_target_interpolates():
@@ -46,12 +46,12 @@ def test_tiny_bench_end_to_end(tmp_path):
     assert "| hard-heavy | oracle-fill |" in text and "Verdict" in text
     for name in ("results.json", "calibration.png", "allocation.png", "curves_seq-mean.png"):
         assert (tmp_path / name).stat().st_size > 0
-    data = json.loads((tmp_path / "results.json").read_text())
+    data = load_result(tmp_path / "results.json").data
     rows = {r["method"]: r for r in data["summary"]["table"]}
     assert rows["uniform"]["speedup_mean"] == pytest.approx(1.0)
     for r in data["runs"]:
         assert r["final"] > r["accuracy0"]  # every run learns
-    assert rows["oracle-fill"]["zero_var_frac"] < rows["uniform"]["zero_var_frac"]
+    assert rows["oracle-fill"]["zero_variance_fraction"] < rows["uniform"]["zero_variance_fraction"]
     assert len(data["runs"]) == 3 * 2
 
 

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from adaptive_rollouts.reporting.results import MixedResultsError
-from adaptive_rollouts.sim.map_report import write_map_report
+from adaptive_rollouts.experiments.regime_map import QUICK_MAP, LearningRateAtEdge, run_map, tune_grid
+from adaptive_rollouts.experiments.results import MixedResultsError
+from adaptive_rollouts.reporting.map_report import write_map_report
 from adaptive_rollouts.sim.optim import SGD, AdamW, clip_by_norm
 from adaptive_rollouts.sim.problem import make_problem
-from adaptive_rollouts.sim.regime_map import QUICK_MAP, LearningRateAtEdge, run_map, tune_grid
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
 from adaptive_rollouts.sim.train import Simulator, TrainConfig
 
@@ -194,7 +194,7 @@ def _curve_run(acc, seed=0):
 
 
 def test_bootstrap_interval_is_paired_and_brackets_the_speedup():
-    from adaptive_rollouts.sim.regime_map import bootstrap_speedup, speedup
+    from adaptive_rollouts.experiments.regime_map import bootstrap_speedup, speedup
 
     rng = np.random.default_rng(0)
     uni = [_curve_run(np.linspace(0.1, 0.6, 12) + rng.normal(0, 0.01, 12), s) for s in range(8)]
@@ -211,7 +211,7 @@ def test_bootstrap_interval_is_paired_and_brackets_the_speedup():
 
 
 def test_running_max_target_ignores_a_late_dip():
-    from adaptive_rollouts.sim.regime_map import speedup
+    from adaptive_rollouts.experiments.regime_map import speedup
 
     uni = [_curve_run([0.2, 0.4, 0.6, 0.8])]
     dips = [_curve_run([0.45, 0.3, 0.3, 0.3])]  # pooled running max at half the run: 0.35
@@ -224,7 +224,7 @@ def test_a_method_that_allocates_like_uniform_scores_one():
     """Null control by Monte Carlo: two methods with the same learning curve and independent
     noise; the pooled target makes the speedup's median 1 (a target from Uniform's curve alone
     would include Uniform's own upward noise and score the twin below 1)."""
-    from adaptive_rollouts.sim.regime_map import speedup
+    from adaptive_rollouts.experiments.regime_map import speedup
 
     rng = np.random.default_rng(0)
     base = 0.6 * (1 - np.exp(-np.arange(1, 41) / 12))
@@ -238,7 +238,7 @@ def test_a_method_that_allocates_like_uniform_scores_one():
 
 def test_true_p_optimum_method_is_the_probes_reference():
     from adaptive_rollouts.allocators import VIP
-    from adaptive_rollouts.sim.bench import build_allocator
+    from adaptive_rollouts.experiments.bench import build_allocator
 
     pb = Cell(scenario="pareto", dim=8, batch_prompts=8, n_prompts=40).problem(0, 20)
     alloc, pred = build_allocator("optimum@true-p", pb, 0, aggregation="token-mean", estimator="rloo")
@@ -252,7 +252,7 @@ def test_true_p_optimum_method_is_the_probes_reference():
 
 
 def test_best_learned_allocator_is_never_the_null_control():
-    from adaptive_rollouts.sim.map_summary import _targets
+    from adaptive_rollouts.experiments.map_summary import _targets
 
     row = {
         "cell": "pareto/d128-Q16-L64",
@@ -269,7 +269,7 @@ def test_best_learned_allocator_is_never_the_null_control():
 
 
 def test_method_options_build_a_variant_under_its_own_label():
-    from adaptive_rollouts.sim.bench import build_allocator, method_options
+    from adaptive_rollouts.experiments.bench import build_allocator, method_options
 
     pb = Cell(dim=8, n_prompts=40).problem(0, 10)
     alloc, _ = build_allocator("guarded-progressive[trust_scale=4;round_fractions=(0.25,0.25,0.5)]", pb, 0)

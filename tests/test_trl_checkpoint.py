@@ -48,7 +48,8 @@ def test_checkpoint_holds_allocator_state_and_resume_matches(tmp_path, caplog):
     resumed = trainer_at(tmp_path / "resumed")
     resumed.train(resume_from_checkpoint=str(folder))
     assert [c.tolist() for c in resumed.allocation_history] == [c.tolist() for c in full.allocation_history]
-    for name in ("adaptive/count_max", "regime/revisits", "regime/zero_variance_fraction_mean", "loss"):
+    running = ("adaptive/rollouts_spent_total", "adaptive/budget_share_total", "adaptive/completion_tokens_total")
+    for name in ("adaptive/count_max", "regime/revisits", "regime/zero_variance_fraction_mean", "loss", *running):
         assert logged(resumed, name) == pytest.approx(logged(full, name)[-len(logged(resumed, name)) :])
     ours, theirs = resumed.allocator.state_dict()["predictor"], full.allocator.state_dict()["predictor"]
     assert ours["keys"] == theirs["keys"] and np.allclose(ours["alpha"], theirs["alpha"])
@@ -61,6 +62,27 @@ def test_checkpoint_holds_allocator_state_and_resume_matches(tmp_path, caplog):
         fresh.train(resume_from_checkpoint=str(folder))
     assert "start fresh" in caplog.text
     assert not all(np.array_equal(a, b) for a, b in zip(fresh.allocation_history, full.allocation_history[2:]))
+
+
+def test_a_checkpoint_from_before_the_running_totals_loads_with_them_rebuilt(tmp_path, caplog):
+    from adaptive_rollouts.state import save_state
+
+    full = trainer_at(tmp_path / "full")
+    full.train()
+    folder = tmp_path / "full" / "checkpoint-2"
+    state = load_state(folder / STATE_FILE)
+    old = {k: v for k, v in state.items() if k not in ("totals", "tokens_total")}
+    save_state(folder / STATE_FILE, old)
+    resumed = trainer_at(tmp_path / "resumed")
+    with caplog.at_level(logging.WARNING):
+        resumed.train(resume_from_checkpoint=str(folder))
+    assert "no running totals" in caplog.text
+    name = "adaptive/rollouts_spent_total"
+    assert logged(resumed, name) == logged(full, name) == [12.0, 24.0, 36.0, 48.0]  # rebuilt from the history
+
+    save_state(folder / STATE_FILE, {**state, "totals": {"steps": 2, "rollouts_spent": 30, "budget": 24}})
+    with pytest.raises(ValueError, match="rollouts_spent 30 exceeds budget 24"):
+        trainer_at(tmp_path / "bad").train(resume_from_checkpoint=str(folder))
 
 
 def test_resumed_sampler_replays_the_epoch_order_of_an_uninterrupted_run():

@@ -58,7 +58,11 @@ def test_allocation_metrics_once_each_with_rounds_and_regime(tmp_path):
     assert {"adaptive/num_prompts", "adaptive/skipped", "adaptive/count_min", "adaptive/count_max"} <= names
     assert {"adaptive/unscored", "adaptive/padding_unused", "adaptive/allocator_seconds"} <= names
     assert "adaptive/allocator_wall_time_s" not in names  # measured once, as allocator_seconds
-    assert {"regime/zero_variance_fraction", "regime/p_persistence", "regime/zero_variance_fraction_mean"} <= names
+    assert {"regime/zero_variance_fraction", "regime/zero_variance_fraction_mean"} <= names
+    # nothing None or NaN: p_persistence appears once prompts are revisited; no copy of rollouts_spent
+    assert "regime/p_persistence" not in names and "adaptive/rollouts" not in names
+    assert all(isinstance(entry[k], float) and np.isfinite(entry[k]) for k in names)
+    assert {"adaptive/rollouts_spent_total", "adaptive/rollouts_saved_total", "adaptive/budget_share_total"} <= names
     assert logged(trainer, "adaptive/rounds") == [2.0, 2.0]
     assert logged(trainer, "adaptive/count_max") == [9.0, 9.0]
     rewards = np.array(cap.rewards[-1]["reward_length"])

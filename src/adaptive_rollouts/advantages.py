@@ -25,11 +25,13 @@ Conventions, and where they differ from the trainers:
 * A singleton group (``n = 1``) has no baseline, so every estimator returns **0** for it: the
   rollout carries no learning signal. verl's stock ``grpo`` / ``rloo`` instead return the raw
   reward (mean 0, std 1 for a singleton), which pushes up every singleton by its raw score.
-* A group whose reward spread is zero, ``s <= std_tol``, gets exactly 0 for every estimator. The
-  test uses a tolerance (never ``s == 0``) because the mean of equal floats is not always equal to
-  them; statistics are accumulated in float64 with a two-pass (centred) variance, so equal rewards
-  give ``s`` of order 1e-17, far below the default ``std_tol = 1e-6``. Rewards that genuinely
-  differ by less than ``std_tol`` are treated as equal.
+* A group whose rewards are all equal gets exactly 0 for every estimator. The test is
+  `checks.rewards.all_equal` on the group's smallest and largest reward (span ``<= std_tol``,
+  default ``checks.rewards.ZERO_VARIANCE_TOL = 1e-6``), the test every count of all-equal groups
+  uses; equal rewards span exactly 0, even where their float mean differs from them in the last
+  bit. Rewards that genuinely differ by less than ``std_tol`` are treated as equal.
+* The formula of each estimator is its object's (`objectives.Estimator.from_centred`), shared with
+  the numpy advantages of `objectives.Estimator.advantages`.
 * Overflow-safe: each group is scaled by a power of two (exact in floating point) before its sums,
   so rewards near the float64 limit (``+-1e300``) give the same advantages as ``+-1`` would.
 """
@@ -40,7 +42,10 @@ from collections.abc import Sequence
 
 import torch
 
-from .checks.validation import ESTIMATORS, check_choice
+from .checks.rewards import ZERO_VARIANCE_TOL, all_equal
+from .checks.validation import ESTIMATORS
+from .objectives import Estimator, get_estimator
+from .objectives.estimator import group_scale
 
 __all__ = ["ESTIMATORS", "group_advantages", "group_ids_from_counts"]
 
@@ -48,9 +53,9 @@ __all__ = ["ESTIMATORS", "group_advantages", "group_ids_from_counts"]
 def group_advantages(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
-    estimator: str = "grpo",
+    estimator: str | Estimator = "grpo",
     eps: float = 1e-6,
-    std_tol: float = 1e-6,
+    std_tol: float = ZERO_VARIANCE_TOL,
 ) -> torch.Tensor:
     """Per-rollout advantages for groups of any size, in any order.
 
@@ -58,9 +63,11 @@ def group_advantages(
         rewards: float tensor ``[N]``, one scalar reward per rollout (finite).
         group_ids: integer tensor ``[N]``; rollouts with equal ids form a group. Ids need not be
             contiguous, sorted or start at 0.
-        estimator: ``"grpo"``, ``"drgrpo"`` or ``"rloo"`` (see the module docstring).
+        estimator: a name of ``checks.validation.ESTIMATORS`` (``"grpo"``, ``"drgrpo"``, ``"rloo"``;
+            see the module docstring) or an `objectives.Estimator`, whose formula is used.
         eps: added to the unbiased standard deviation in ``grpo`` (verl: 1e-6, TRL: 1e-4).
-        std_tol: a group whose unbiased std is ``<= std_tol`` counts as zero-variance and gets 0.
+        std_tol: a group whose rewards span ``<= std_tol`` counts as zero-variance and gets 0
+            (`checks.rewards.all_equal`, the test every count of all-equal groups uses).
 
     Returns:
         Tensor ``[N]`` with the dtype of ``rewards`` (float32 for integer or bool rewards), on
@@ -78,7 +85,7 @@ def group_advantages(
     >>> group_advantages(r, g, "drgrpo").tolist()[:3]  # doctest: +ELLIPSIS
     [0.333..., -0.666..., 0.333...]
     """
-    check_choice("estimator", estimator, ESTIMATORS)
+    est = get_estimator(estimator)
     if not (eps >= 0.0):
         raise ValueError(f"eps must be >= 0, got {eps!r}")
     if not (std_tol >= 0.0):
@@ -118,23 +125,18 @@ def group_advantages(
     # and the sum of squares cannot overflow (rewards of +-1e300 still give +-0.707 in grpo).
     # Scaling by a power of two is exact in floating point: for ordinary rewards the results are
     # bit-identical to the unscaled formulas.
-    peak = zeros.clone().scatter_reduce_(0, g, r.abs(), reduce="amax", include_self=True)
-    scale = torch.ldexp(torch.ones_like(peak), torch.frexp(peak).exponent - 1)  # 2^1023 at most
+    low = zeros.clone().scatter_reduce_(0, g, r, reduce="amin", include_self=False)
+    high = zeros.clone().scatter_reduce_(0, g, r, reduce="amax", include_self=False)
+    scale = group_scale(torch.maximum(low.abs(), high.abs()), torch.frexp, torch.ldexp)  # 2^1023 at most
     s = r / scale[g]
     count = zeros.clone().index_add_(0, g, torch.ones_like(r))
     mean = zeros.clone().index_add_(0, g, s) / count
     centred = s - mean[g]
     sq = zeros.clone().index_add_(0, g, centred * centred)
     std = torch.sqrt(sq / (count - 1.0).clamp_min(1.0))  # in units of the group's scale
-    informative = (count >= 2.0) & (std > std_tol / scale)
+    informative = (count >= 2.0) & ~all_equal(low, high, std_tol)  # a span that overflows to inf is not flat
 
-    n = count[g]
-    if estimator == "grpo":
-        adv = centred / (std[g] + eps / scale[g])
-    elif estimator == "drgrpo":
-        adv = centred * scale[g]
-    else:  # rloo: r_i - mean of the others = n / (n - 1) * (r_i - mean)
-        adv = centred * scale[g] * n / (n - 1.0).clamp_min(1.0)
+    adv = est.from_centred(centred, count.clamp_min(2.0)[g], std[g], eps, scale[g])
     adv = torch.where(informative[g], adv, torch.zeros_like(adv))
     return adv.to(out_dtype)
 

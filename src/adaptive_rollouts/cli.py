@@ -24,7 +24,9 @@ from adaptive_rollouts.checks.arguments import (
     probability_list,
     reports_usage_errors,
 )
+from adaptive_rollouts.checks.validation import ESTIMATORS
 from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
+from adaptive_rollouts.objectives import get_estimator
 from adaptive_rollouts.sim.cli import add_bench_arguments, run_bench
 from adaptive_rollouts.solvers import allocate
 
@@ -44,8 +46,8 @@ __all__ = [
 
 def _cmd_allocate(args: argparse.Namespace) -> int:
     p = np.array(args.p, dtype=float)
-    # GRPO's variance already contains the reward-variance factor; the others are weighted by it
-    weights = np.ones_like(p) if args.objective == "grpo" else p * (1 - p)
+    # the estimator's weights from the reward variance p(1-p) (ones for GRPO, whose cost holds it)
+    weights = get_estimator(args.objective).weights(p * (1 - p))
     try:
         counts = allocate(
             weights,
@@ -82,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     alloc.add_argument("--budget", type=nonnegative_int, required=True)
     alloc.add_argument("--lower", type=positive_int, default=2, help="at least this many rollouts per prompt (>= 1)")
     alloc.add_argument("--upper", type=positive_int, default=None)
-    alloc.add_argument("--objective", default="rloo", choices=["rloo", "drgrpo", "grpo"])
+    alloc.add_argument("--objective", default="rloo", choices=ESTIMATORS, help="advantage estimator")
     alloc.set_defaults(func=_cmd_allocate, parser=alloc)
     return parser
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .checks.validation import names
 from .embedding_cache import read_cache, write_chunk
+from .progress import progress_bar
 
 __all__ = ["FeatureTable", "KeyedTexts", "SentenceTransformerEncoder", "default_encoder", "DEFAULT_MODEL_NAME"]
 
@@ -285,11 +286,7 @@ class SentenceTransformerEncoder:
         model = self._load_model()
         items = list(todo.items())
         show = self.show_progress if self.show_progress is not None else len(items) > _PROGRESS_THRESHOLD
-        bar = None
-        if show:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(items), desc=f"embedding prompts ({self.model_name})", unit="prompt")
+        bar = progress_bar(len(items), show, desc=f"embedding prompts ({self.model_name})", unit="prompt")
         try:
             for start in range(0, len(items), _CACHE_CHUNK):
                 chunk = items[start : start + _CACHE_CHUNK]
@@ -300,16 +297,14 @@ class SentenceTransformerEncoder:
                         texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
                     )
                     parts.append(np.asarray(out, dtype=np.float32))
-                    if bar is not None:
-                        bar.update(len(texts))
+                    bar.update(len(texts))
                 vectors = np.concatenate(parts)
                 keys = [h for h, _ in chunk]
                 self._write_chunk(keys, vectors)
                 for h, v in zip(keys, vectors):
                     cache[h] = v
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
 
 
 def default_encoder(cache_dir: str | os.PathLike | None | bool = None, **kwargs: Any) -> SentenceTransformerEncoder:

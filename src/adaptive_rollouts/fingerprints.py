@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks.rewards import ZERO_VARIANCE_TOL, all_equal
 from .checks.validation import check_range, check_rewards
 from .state.checks import StateReader
 from .types import StateDict
@@ -73,13 +74,14 @@ def batch_variance_stats(grads: np.ndarray) -> tuple[float, float]:
     return trace, float(mean @ mean) - trace / g.shape[0]
 
 
-def zero_variance_fraction(rewards: Sequence[np.ndarray], tol: float = 1e-8) -> float:
-    """Share of groups with >= 2 rollouts whose rewards span <= ``tol`` (nan if there are none)."""
+def zero_variance_fraction(rewards: Sequence[np.ndarray], tol: float = ZERO_VARIANCE_TOL) -> float:
+    """Share of groups with >= 2 rollouts whose rewards are all equal (`checks.rewards.all_equal`:
+    span <= ``tol``; nan if there are none)."""
     sizes = [np.asarray(r).size for r in rewards]
     groups = [np.asarray(r, dtype=float) for r, s in zip(rewards, sizes) if s >= 2]
     if not groups:
         return float("nan")
-    return float(np.mean([r.max() <= r.min() + tol for r in groups]))
+    return float(np.mean([all_equal(r.min(), r.max(), tol) for r in groups]))
 
 
 def p_persistence(
@@ -130,7 +132,7 @@ class RegimeTracker:
     (0.5, 1.0)
     """
 
-    def __init__(self, window: int = 4096, tol: float = 1e-8):
+    def __init__(self, window: int = 4096, tol: float = ZERO_VARIANCE_TOL):
         self.window, self.tol = _check_tracker_settings(window, tol)
         self._last: dict[Hashable, tuple[float, float]] = {}  # key -> (mean, sampling variance of the mean)
         self._pairs: list[tuple[float, float, float, float]] = []  # (prev, cur, prev noise, cur noise)
@@ -149,7 +151,7 @@ class RegimeTracker:
             self._low = min(self._low, min(float(r.min()) for r in seen))
             self._high = max(self._high, max(float(r.max()) for r in seen))
         zv = zero_variance_fraction(arrays, self.tol)
-        flat = [r for r in arrays if r.size >= 2 and r.max() <= r.min() + self.tol]
+        flat = [r for r in arrays if r.size >= 2 and all_equal(r.min(), r.max(), self.tol)]
         groups = sum(r.size >= 2 for r in arrays)
         self._step = {
             "regime/zero_variance_fraction": zv,

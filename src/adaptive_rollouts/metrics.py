@@ -26,9 +26,14 @@ Keys (all JSON-able; `allocation_histogram` has int keys, which JSON turns into 
 | predicted_success / observed_success | rollout-weighted means of the prediction and of the rewards |
 | brier | mean over rollouts of (predicted p - reward)^2 (graded rewards: squared error) |
 | brier_group | mean over non-skipped groups of (predicted p - group mean reward)^2 |
-| allocator_wall_time_s | seconds the allocator itself spent (sampling excluded) |
+| allocator_seconds | seconds the allocator itself spent (sampling excluded; `clock.AllocatorClock`) |
 
-The last four are None when no prediction / wall time is given.
+The predictor-quality four are None when no prediction is given, or when it is the same for every
+prompt of the step (a prior: nothing learned about them yet); ``allocator_seconds`` when no time is.
+The counts (``skipped``, ``singletons``, ``count_*``, the histogram) are of the rollouts generated
+(``generated``), which may exceed the rewards scored: a prompt whose rollouts were all generated but
+left unscored is not skipped. Renamed keys stay readable for one release (`DEPRECATED_NAMES`, with a
+``DeprecationWarning``), but are not listed among the keys.
 
 >>> import numpy as np
 >>> m = step_metrics(["a", "b", "c"], [2, 0, 3],
@@ -41,21 +46,48 @@ The last four are None when no prediction / wall time is given.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .checks.rewards import ZERO_VARIANCE_TOL, all_equal
 from .checks.validation import check_rewards_flat
 from .types import Prediction, Prompt
 
-__all__ = ["step_metrics", "group_has_signal"]
+__all__ = ["DEPRECATED_NAMES", "PREDICTION_KEYS", "StepMetrics", "step_metrics", "group_has_signal"]
+
+PREDICTION_KEYS = ("predicted_success", "observed_success", "brier", "brier_group")
+"""What only an allocator that predicts can report: the quality of its prediction."""
+
+DEPRECATED_NAMES = {"allocator_wall_time_s": "allocator_seconds"}
+"""Old metric name -> its name now; the old one is readable for one release (CHANGELOG.md)."""
 
 
-def group_has_signal(rewards: np.ndarray, tol: float = 1e-8) -> bool:
-    """True when a group's rewards are not all equal (span > tol); needs >= 2 rollouts."""
+class StepMetrics(dict):
+    """The metrics dict: a plain dict whose renamed keys (`DEPRECATED_NAMES`) are still readable,
+    with a ``DeprecationWarning``; they are not among its keys, so nothing logs a quantity twice.
+
+    >>> import warnings
+    >>> m = StepMetrics(allocator_seconds=0.5)
+    >>> with warnings.catch_warnings(record=True):
+    ...     m["allocator_wall_time_s"], list(m)
+    (0.5, ['allocator_seconds'])
+    """
+
+    def __missing__(self, key: str) -> Any:
+        new = DEPRECATED_NAMES.get(key)
+        if new is None or new not in self:
+            raise KeyError(key)
+        warnings.warn(f"metric {key!r} is now {new!r}; the old name goes in the next release", DeprecationWarning, 2)
+        return self[new]
+
+
+def group_has_signal(rewards: np.ndarray, tol: float = ZERO_VARIANCE_TOL) -> bool:
+    """True when a group's rewards are not all equal (`checks.rewards.all_equal`); needs >= 2 rollouts."""
     rewards = np.asarray(rewards, dtype=float)
-    return rewards.size >= 2 and float(np.ptp(rewards)) > tol
+    return rewards.size >= 2 and not bool(all_equal(rewards.min(), rewards.max(), tol))
 
 
 def _check(prompts: Sequence[Prompt], counts: np.ndarray, rewards: Sequence[np.ndarray]) -> np.ndarray:
@@ -85,13 +117,15 @@ def step_metrics(
     rewards: Sequence[np.ndarray],
     prediction: Prediction | None = None,
     wall_time_s: float | None = None,
-    tol: float = 1e-8,
+    tol: float = ZERO_VARIANCE_TOL,
     flat: np.ndarray | None = None,
     budget: int | None = None,
     spent: int | None = None,
-) -> dict[str, Any]:
+    generated: Sequence[int] | np.ndarray | None = None,
+) -> StepMetrics:
     """Metrics of one step; `counts[q]` must equal `len(rewards[q])` (the rollouts scored).
-    ``spent``: rollouts generated, when some were left unscored (default: sum of counts).
+    ``generated[q]``: rollouts generated for prompt q, when some were left unscored (default:
+    ``counts``); ``spent``: their sum (default: ``generated.sum()``).
     Vectorised over the concatenated rewards (``flat``: that concatenation, when the caller
     already has it and has checked it)."""
     counts = np.asarray(counts)
@@ -100,48 +134,56 @@ def step_metrics(
             raise ValueError(f"counts must be integers, got {counts.tolist()}")
         counts = counts.astype(np.int64)
     flat = _check(prompts, counts, rewards) if flat is None else flat
+    made = counts if generated is None else np.asarray(generated, dtype=np.int64)
+    if made.shape != counts.shape or np.any(made < counts):
+        raise ValueError(f"generated {made.tolist()} must be >= the scored counts {counts.tolist()}, one per prompt")
     scored = int(counts.sum())
-    spent = scored if spent is None else int(spent)
+    spent = int(made.sum()) if spent is None else int(spent)
     if spent < scored or (budget is not None and spent > budget):
         raise ValueError(f"rollouts spent ({spent}) must lie in [scored ({scored}), budget ({budget})]")
-    used = counts > 0
+    used = counts > 0  # groups with a reward
     low, high, total = _group_extremes(flat, counts)
     with np.errstate(invalid="ignore"):
-        signal = (counts >= 2) & (high - low > tol)
+        signal = (counts >= 2) & ~all_equal(low, high, tol)
         solve_all = used & (low >= 1.0 - tol)
         solve_none = used & (high <= tol)
-    all_equal = used & ~signal
-    values, freq = np.unique(counts, return_counts=True)
-    out: dict[str, Any] = {
-        "num_prompts": len(prompts),
-        "rollouts_spent": spent,
-        "unscored": spent - scored,
-        "budget": None if budget is None else int(budget),
-        "rollouts_saved": None if budget is None else int(budget) - spent,
-        "skipped": int(np.sum(~used)),
-        "singletons": int(np.sum(counts == 1)),
-        "zero_variance_groups": int(all_equal.sum()),
-        "signal_groups": int(signal.sum()),
-        "effective_rollouts": int(counts[signal].sum()),
-        "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
-        "solve_all": int(solve_all.sum()),
-        "solve_none": int(solve_none.sum()),
-        "mean_reward": float(flat.mean()) if scored else float("nan"),
-        "count_min": int(counts[used].min()) if used.any() else 0,
-        "count_max": int(counts[used].max()) if used.any() else 0,
-        "count_mean": float(counts[used].mean()) if used.any() else 0.0,
-        "allocation_histogram": {int(v): int(f) for v, f in zip(values, freq)},
-        "predicted_success": None,
-        "observed_success": None,
-        "brier": None,
-        "brier_group": None,
-        "allocator_wall_time_s": None if wall_time_s is None else float(wall_time_s),
-    }
+    flat_groups = used & ~signal
+    values, freq = np.unique(made, return_counts=True)
+    rolled = made > 0  # prompts given rollouts (scored or not)
+    out = StepMetrics(
+        {
+            "num_prompts": len(prompts),
+            "rollouts_spent": spent,
+            "unscored": spent - scored,
+            "budget": None if budget is None else int(budget),
+            "rollouts_saved": None if budget is None else int(budget) - spent,
+            "skipped": int(np.sum(~rolled)),
+            "singletons": int(np.sum(made == 1)),
+            "zero_variance_groups": int(flat_groups.sum()),
+            "signal_groups": int(signal.sum()),
+            "effective_rollouts": int(counts[signal].sum()),
+            "effective_fraction": float(counts[signal].sum() / spent) if spent else 0.0,
+            "solve_all": int(solve_all.sum()),
+            "solve_none": int(solve_none.sum()),
+            "mean_reward": float(flat.mean()) if scored else float("nan"),
+            "count_min": int(made[rolled].min()) if rolled.any() else 0,
+            "count_max": int(made[rolled].max()) if rolled.any() else 0,
+            "count_mean": float(made[rolled].mean()) if rolled.any() else 0.0,
+            "allocation_histogram": {int(v): int(f) for v, f in zip(values, freq)},
+            "predicted_success": None,
+            "observed_success": None,
+            "brier": None,
+            "brier_group": None,
+            "allocator_seconds": None if wall_time_s is None else float(wall_time_s),
+        }
+    )
     if prediction is not None:
         mean = np.asarray(prediction.mean, dtype=float)
         if mean.shape != (len(prompts),):
             raise ValueError(f"prediction.mean has shape {mean.shape}, expected ({len(prompts)},)")
-        if scored:
+        # a prediction equal for every prompt (a prior: nothing learned about these prompts yet) is not
+        # scored: its Brier score would measure the rewards' spread, not the predictor
+        if scored and float(np.ptp(mean)) > 0.0:
             per_rollout = np.repeat(mean, counts)
             out["predicted_success"] = float(per_rollout.mean())
             out["observed_success"] = float(flat.mean())

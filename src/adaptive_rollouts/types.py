@@ -143,10 +143,22 @@ class PlanningAllocator(Allocator, Protocol):
 
 
 @runtime_checkable
+class ReportsMetrics(Protocol):
+    """An allocator that reports its last step (every `allocators.BaseAllocator`): ``last_metrics`` is
+    `metrics.step_metrics` of the step that just ran (None before the first), with what only the
+    allocator knows (its prediction's quality, its own counts). Trainers read it through
+    `bridge.TrainerStep`, which computes the same set itself for an allocator without it."""
+
+    last_metrics: dict[str, Any] | None
+
+
+@runtime_checkable
 class PolicyAware(Protocol):
-    """An allocator that also learns from the policy's own view of the step's prompts: one feature
-    vector per prompt (e.g. the trainer's model's last-layer hidden state at the prompt's last
-    token, from a no-grad prefill), given once per step before ``run``."""
+    """An allocator that reads the policy's own view of each prompt before it allocates a step.
+
+    ``features[i]`` is one row per prompt of ``prompts`` (e.g. the policy's last-layer hidden state at
+    the prompt's last token), float, finite, of one width for the whole run. `bridge.TrainerStep`
+    calls it once per step, before ``run`` / ``plan``, when the trainer gives ``policy_features``."""
 
     def observe_policy(self, prompts: Sequence[Prompt], features: np.ndarray) -> None: ...
 

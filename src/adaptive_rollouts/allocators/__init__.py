@@ -2,8 +2,9 @@
 
 `run(prompts, budget, sample)` spends exactly `budget` rollouts (a "save" allocator - GRESO,
 Pilot, PilotCommit, SGPO - at most `budget`) and returns the rewards per prompt;
-single-shot allocators also offer `plan(prompts, budget)` and `observe(prompts, rewards)`.
-After each step `allocator.last_metrics` holds `metrics.step_metrics(...)`.
+single-shot allocators also offer `plan(prompts, budget)` and `observe(plan, rewards)`.
+After each step `allocator.last_metrics` holds `metrics.step_metrics(...)` of what was generated
+(`types.ReportsMetrics`; unscored rollouts count as generated, not as skipped).
 
 `make_allocator(name, **kwargs)` builds one by its registry name (CLI and benchmarks);
 `make_allocator()` with no name builds the recommended default, `SavingProgressive` (a "save"
@@ -59,6 +60,7 @@ __all__ = [
     "ALLOCATORS",
     "make_allocator",
     "registry_key",
+    "saving_allocators",
     "takes_keyword",
 ]
 
@@ -89,6 +91,25 @@ ALLOCATORS: dict[str, Any] = {
     "ar3po": AR3PO,
     "speedrl": SpeedRL,
 }
+
+
+def saving_allocators() -> tuple[str, ...]:
+    """Registry names of the saving allocators, in registry order: every entry whose class declares
+    ``kind = "save"`` (at most the budget; a prompt may get no rollouts), one name per class (an alias
+    such as "saving-progressive" of "default" is left out). The saving evidence (the saving map, the
+    saving-signal benchmark, the demo's saving arms and the docs' tables of them) runs exactly these,
+    so a new saving allocator joins it by being registered.
+
+    >>> saving_allocators()
+    ('default', 'greso', 'pilot', 'pilot-commit', 'sgpo')
+    """
+    seen: list[Any] = []
+    names = []
+    for name, factory in ALLOCATORS.items():
+        if getattr(factory, "kind", "fill") == "save" and not any(factory is f for f in seen):
+            seen.append(factory)
+            names.append(name)
+    return tuple(names)
 
 
 def registry_key(name: str | None) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import objectives
 from ..checks.validation import ESTIMATORS, InfeasibleBudgetError, check_choice
-from ..objectives import power_moments, variance_table
+from ..objectives import Estimator, get_estimator, power_moments, variance_table
 from ..solvers.table import solve_masked
 from ..types import Prediction
 
@@ -31,7 +31,7 @@ def cost_table(
     lower: int,
     *,
     objective: str,
-    estimator: str,
+    estimator: str | Estimator,
     variance: str = "expected",
     aggregation: str | None = None,
     skip_cost: float | None = None,
@@ -48,16 +48,17 @@ def cost_table(
     (lr_noise, noise_ratio, eps, constant).
     """
     check_choice("objective", objective, OBJECTIVES)
+    est = get_estimator(estimator)
     if objective == "variance":
         mean = np.clip(np.asarray(prediction.mean, dtype=float), 0.0, 1.0)
-        if estimator == "grpo" and variance == "expected":
-            return _grpo_expected_table(mean, np.asarray(prediction.var, dtype=float), upper, lower, skip_cost)
-        # GRPO's std normalisation cancels the reward variance: its weights are plain importances
-        # (ones), never p(1-p), which its variance (n-1)/n^2 (1 - p^n - q^n) already contains
-        weights = np.ones_like(mean) if estimator == "grpo" else bernoulli_weights(prediction, variance)
+        if est.cost_depends_on_p and variance == "expected":
+            return _expected_table(est, mean, np.asarray(prediction.var, dtype=float), upper, lower, skip_cost)
+        # the estimator's weights: the reward variance (RLOO, Dr. GRPO) or, where the std
+        # normalisation cancels it (GRPO), plain importances (ones)
+        weights = est.weights(bernoulli_weights(prediction, variance))
         return np.asarray(
             objectives.variance_table(
-                estimator,
+                est,
                 success_prob=mean,
                 weights=weights,
                 upper=upper,
@@ -67,7 +68,7 @@ def cost_table(
             ),
             dtype=float,
         )
-    kwargs = {"estimator": estimator, **(options or {})}
+    kwargs = {"estimator": est, **(options or {})}
     if aggregation is not None:
         kwargs["aggregation"] = aggregation
     if budget is not None:
@@ -80,17 +81,18 @@ def cost_table(
     return -gain
 
 
-def _grpo_expected_table(
-    mean: np.ndarray, var: np.ndarray, upper: int, lower: int, skip_cost: float | None
+def _expected_table(
+    est: Estimator, mean: np.ndarray, var: np.ndarray, upper: int, lower: int, skip_cost: float | None
 ) -> np.ndarray:
-    """GRPO allocation cost (eps = 0) averaged over the posterior p ~ Beta(mean, var):
+    """The allocation cost (eps = 0) of an estimator whose cost depends on p (GRPO) averaged over the
+    posterior p ~ Beta(mean, var):
     (n-1)/n^2 P(mixed) + c0 (1 - P(mixed)) with P(mixed) = 1 - E[p^n] - E[q^n] (groups that carry no
     gradient priced as skipped prompts, `objectives.pricing`); the plug-in table when var = 0."""
     n = np.arange(upper + 1, dtype=float)
     mixed = np.where(n[None, :] >= 1, 1.0 - power_moments(mean, np.clip(var, 0.0, None), np.maximum(n, 1.0)), 0.0)
     return variance_table(
-        "grpo",
-        weights=np.ones(mean.size),
+        est,
+        weights=est.weights(np.ones(mean.size)),
         mixed=np.maximum(mixed, 0.0),
         upper=upper,
         lower=lower,

@@ -53,12 +53,16 @@ class BaseAllocator:
     """Seeded randomness, state, bounds and metrics shared by every allocator.
 
     Subclasses set `name` (registry key), `kind` ("fill": exactly the budget; "save": at most),
-    `lower` / `upper` (bounds on a non-zero count; upper None = unbounded), `allow_skip` (whether a
-    count may be 0), and implement `_run`.
+    `aggregation_aware` (its objective is derived per loss aggregation), `lower` / `upper` (bounds
+    on a non-zero count; upper None = unbounded), `allow_skip` (whether a count may be 0), and
+    implement `_run`.
     """
 
     name: str = "base"
     kind: ClassVar[AllocatorKind] = "fill"
+    # whether the objective is derived per loss aggregation, so a trainer's ``aggregation`` is passed
+    # on (VIP takes one too but then leaves the paper's variance objective, so it says no)
+    aggregation_aware: ClassVar[bool] = False
     lower: int = 1
     upper: int | None = None
     allow_skip: bool = False
@@ -104,6 +108,7 @@ class BaseAllocator:
         budget = self._check_budget(prompts, budget)
         self._check_storable(prompts)
         collector = RolloutCollector(prompts, sample)
+        collector.clock.start()
         if first_round:
             collector.draw(np.full(len(prompts), min(first_round, budget // len(prompts)), dtype=np.int64))
         return prompts, budget, collector, start
@@ -192,9 +197,10 @@ class BaseAllocator:
         budget: int | None = None,
     ) -> Rewards:
         rewards = collector.rewards()
-        wall = time.perf_counter() - wall_start - collector.sample_time_s
+        wall = collector.clock.stop()  # since _begin_rounds, sampling out
+        # counts of what was generated (unscored rollouts included), reward statistics of what was scored
         self.last_metrics = step_metrics(
-            prompts, collector.scored, rewards, prediction, wall, budget=budget, spent=int(collector.counts.sum())
+            prompts, collector.scored, rewards, prediction, wall, budget=budget, generated=collector.counts
         )
         if extra:
             self.last_metrics.update(extra)
@@ -248,14 +254,16 @@ class SingleShotAllocator(BaseAllocator):
         counts = np.fromiter(map(len, rewards), dtype=np.int64, count=len(rewards))
         wall = plan.seconds + time.perf_counter() - start
         budget = plan.budget if plan.budget >= 0 else None
+        # what the plan gave each prompt (the rollouts generated), not only those that came back scored
+        made = plan.counts if plan.counts.shape == counts.shape and np.all(plan.counts >= counts) else counts
         self.last_metrics = step_metrics(
-            plan.prompts, counts, rewards, plan.prediction, wall, flat=flat, budget=budget, spent=spent
+            plan.prompts, counts, rewards, plan.prediction, wall, flat=flat, budget=budget, spent=spent, generated=made
         )
 
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         plan = self.plan(prompts, budget)
         collector = RolloutCollector(plan.prompts, sample)
-        collector.draw(plan.counts)
+        collector.draw(plan.counts)  # plan.counts: what was generated, so unscored ones are not "skipped"
         start = time.perf_counter()
         rewards = collector.rewards()
         self._observe_checked(plan, rewards, collector.flat(), start, int(collector.counts.sum()))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..checks.validation import check_rewards_flat
+from ..clock import AllocatorClock
 from ..types import Draw, Prompt, Rewards, SampleFn
 
 __all__ = ["RolloutCollector"]
@@ -40,13 +40,18 @@ class RolloutCollector:
     made-up 0. A plain list answer must hold exactly the rewards asked for.
     """
 
-    def __init__(self, prompts: Sequence[Prompt], sample: SampleFn):
+    def __init__(self, prompts: Sequence[Prompt], sample: SampleFn, clock: AllocatorClock | None = None):
         self.prompts = prompts if type(prompts) is list else list(prompts)
         self.sample = sample
         self.counts = np.zeros(len(self.prompts), dtype=np.int64)
         self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
         self._draws: list[tuple[np.ndarray, list[np.ndarray], np.ndarray]] = []
-        self.sample_time_s = 0.0
+        self.clock = AllocatorClock() if clock is None else clock  # sampling is paused time
+
+    @property
+    def sample_time_s(self) -> float:
+        """Seconds spent inside ``sample`` (the trainer's generation and scoring)."""
+        return self.clock.paused_seconds
 
     def draw(self, increments: np.ndarray) -> None:
         """Sample increments[q] more rollouts for every prompt q with increments[q] > 0 (checked with
@@ -57,9 +62,8 @@ class RolloutCollector:
         indices = np.flatnonzero(increments > 0)
         if indices.size == 0:
             return
-        start = time.perf_counter()
-        answer = self.sample(indices, increments[indices])
-        self.sample_time_s += time.perf_counter() - start
+        with self.clock.paused():
+            answer = self.sample(indices, increments[indices])
         everyone = indices.size == len(self.prompts)
         sub_prompts = self.prompts if everyone else [self.prompts[i] for i in indices.tolist()]
         asked = increments[indices]

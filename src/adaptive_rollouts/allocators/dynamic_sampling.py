@@ -6,14 +6,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..checks.rewards import ZERO_VARIANCE_TOL
 from ..metrics import group_has_signal
+from ..solvers import equal_split
 from ..types import Prediction, Prompt, Rewards, SampleFn
 from .base import SingleShotAllocator
 
 __all__ = ["DynamicSampling"]
 
 
-def drop_flat_groups(rewards: Rewards, tol: float = 1e-8) -> tuple[Rewards, dict]:
+def drop_flat_groups(rewards: Rewards, tol: float = ZERO_VARIANCE_TOL) -> tuple[Rewards, dict]:
     """Replace groups without signal by empty arrays; report what was dropped."""
     keep = [group_has_signal(r, tol) for r in rewards]
     dropped = [r for r, k in zip(rewards, keep) if r.size and not k]
@@ -61,9 +63,7 @@ class DynamicSampling(SingleShotAllocator):
         g = self.group_size or max(2, budget // q)
         order = self.rng.permutation(q)
         if g * q <= budget:  # the pool is smaller than the budget: everybody, evenly
-            counts[:] = budget // q
-            counts[order[: budget % q]] += 1
-            return counts
+            return equal_split(budget, q, order)
         full, rest = divmod(budget, g)
         counts[order[:full]] = g
         if rest >= 2:

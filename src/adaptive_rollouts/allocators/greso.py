@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..checks.validation import check_range
+from ..solvers import equal_split
 from ..state.checks import StateReader, real_number
 from ..types import AllocatorKind, Prediction, StateDict
 from .base import SingleShotAllocator
@@ -167,10 +168,7 @@ class GRESO(StreakSkip):
         return self.lower * num_prompts, None
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
-        q = len(prompts)
-        counts = np.full(q, budget // q, dtype=np.int64)
-        counts[: budget % q] += 1
-        return np.where(self._keep(prompts), counts, 0)
+        return np.where(self._keep(prompts), equal_split(budget, len(prompts)), 0)
 
 
 class GRESOFill(StreakSkip):
@@ -205,6 +203,5 @@ class GRESOFill(StreakSkip):
             drop = [i for i in order if kept[i]][: int(kept.sum()) - most]
             kept[drop] = False
         idx = np.flatnonzero(kept)
-        counts[idx] = budget // idx.size
-        counts[idx[: budget % idx.size]] += 1
+        counts[idx] = equal_split(budget, idx.size)
         return counts

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..checks.validation import check_real
 from ..fingerprints import RegimeTracker
+from ..solvers import equal_split
 from ..state.tree import describe
 from ..types import Prompt, Rewards, SampleFn, StateDict
 from .posterior_progressive import PosteriorProgressive, Round
@@ -21,17 +22,6 @@ def measured_persistence(tracker: RegimeTracker) -> float:
     is measurable (how far a prompt's history may be trusted to predict its next visit)."""
     rho = tracker.metrics()["regime/p_persistence"]
     return float(np.clip(rho, 0.0, 1.0)) if np.isfinite(rho) else 0.0
-
-
-def equal_split(total: int, q: int) -> np.ndarray:
-    """``total`` spread as evenly as possible over ``q`` prompts (the first ``total mod q`` get one more).
-
-    >>> equal_split(10, 4).tolist()
-    [3, 3, 2, 2]
-    """
-    out = np.full(q, total // q, dtype=np.int64)
-    out[: total % q] += 1
-    return out
 
 
 def shrink_toward(reference: np.ndarray, target: np.ndarray, trust: float) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_lower_upper, check_prompts, check_range
-from ..objectives import beta_from_moments
+from ..objectives import beta_from_moments, beta_mean_var
 from ..solvers import reachable_upper
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ._objective import OBJECTIVES, cost_table, solve_increments
@@ -31,9 +31,7 @@ def beta_prior(prediction: Prediction, max_strength: float) -> tuple[np.ndarray,
 def beta_posterior(a: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> Prediction:
     """Posterior mean and variance of p after `successes` in `trials` (graded rewards: their sum
     counts as fractional successes, a pseudo-count approximation)."""
-    a2, b2 = a + successes, b + trials - successes
-    s = a2 + b2
-    return Prediction(a2 / s, a2 * b2 / (s * s * (s + 1)))
+    return Prediction(*beta_mean_var(a + successes, b + trials - successes))
 
 
 class Round(NamedTuple):
@@ -99,6 +97,7 @@ class PosteriorProgressive(BaseAllocator):
     """
 
     name = "posterior-progressive"
+    aggregation_aware = True
 
     def __init__(
         self,

@@ -12,18 +12,20 @@ import numpy as np
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice, check_integer, check_range
 from ..fingerprints import RegimeTracker
+from ..metrics import group_has_signal
 from ..objectives.signal import expected_group_signal, group_signal, known_p_group_signal
 from ..predictors.discounted_beta import DiscountedBeta
 from ..predictors.flatness import FlatnessPredictor
+from ..solvers import equal_split
 from ..state.checks import StateReader
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from .base import BaseAllocator, RolloutCollector
-from .guarded import equal_split, measured_persistence
+from .guarded import measured_persistence
 from .predictive import PredictorSlot
 
 __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
 
-_TIE = 1e-8
+_TIE = 1e-8  # relative: ratios closer than this are equal
 LOSS_SHARE = 0.05
 """The share of a step's expected signal (under the belief) the default may give up by skipping
 and cutting: what it saves is bought with at most this much signal (docs/saving.md)."""
@@ -118,6 +120,7 @@ class SavingProgressive(BaseAllocator):
     HISTORY = 10  # steps over which the logged signal per rollout is measured
     name = "saving-progressive"
     kind = "save"
+    aggregation_aware = True
     lower = 2
     allow_skip = True
 
@@ -285,7 +288,7 @@ class SavingProgressive(BaseAllocator):
         k = collector.scored
         rewards = collector.rewards()
         s = self._successes(rewards)
-        varied = np.array([r.size >= 2 and float(np.ptp(r)) > _TIE for r in rewards])
+        varied = np.array([group_has_signal(r) for r in rewards])
         open_ = keep & (collector.counts > 0) & (collector.counts < target)
         chunk = np.minimum(target - collector.counts, self._chunk(target, collector.counts))
         if not self.saving:
@@ -313,7 +316,7 @@ class SavingProgressive(BaseAllocator):
         agg = self._aggregation()
         for r in rewards:
             n = int(r.size)
-            if n >= 2 and float(np.ptp(r)) > _TIE:
+            if group_has_signal(r):
                 total += float(group_signal(self.estimator, n, agg)[int(np.clip(round(float(r.sum())), 1, n - 1))])
         return total
 

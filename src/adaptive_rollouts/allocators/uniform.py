@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks.validation import check_lower_upper
+from ..solvers import equal_split
 from ..types import Prediction
 from .base import SingleShotAllocator
 
@@ -32,7 +33,4 @@ class Uniform(SingleShotAllocator):
         self.lower, self.upper = check_lower_upper(lower, upper)
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
-        q = len(prompts)
-        counts = np.full(q, budget // q, dtype=np.int64)
-        counts[: budget % q] += 1
-        return counts
+        return equal_split(budget, len(prompts))

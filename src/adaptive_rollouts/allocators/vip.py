@@ -8,12 +8,12 @@ import numpy as np
 
 from ..checks.validation import (
     AGGREGATIONS,
-    ESTIMATORS,
     check_choice,
     check_lower_upper,
     check_probabilities,
     check_weights,
 )
+from ..objectives import get_estimator
 from ..solvers import reachable_upper, solve_allocation, solve_bounded
 from ..types import Prediction
 from ._objective import VARIANCES, bernoulli_weights, cost_table
@@ -86,7 +86,7 @@ class VIP(PredictiveAllocator):
         seed: int | None = 0,
     ):
         super().__init__(predictor, features, seed)
-        check_choice("estimator", estimator, ESTIMATORS)
+        get_estimator(estimator)  # an unknown name is refused here, where it enters
         check_choice("variance", variance, VARIANCES)
         if aggregation is not None:
             check_choice("aggregation", aggregation, AGGREGATIONS)
@@ -102,17 +102,16 @@ class VIP(PredictiveAllocator):
             )
 
     def weights(self, prediction: Prediction) -> np.ndarray:
-        """a_q; ones for GRPO, whose std normalisation cancels the reward variance."""
-        if self.estimator == "grpo":
-            return np.ones(len(prediction.mean))
-        return bernoulli_weights(prediction, self.variance)
+        """a_q: the estimator's weights from the reward variance (ones for GRPO, whose std
+        normalisation cancels it)."""
+        return get_estimator(self.estimator).weights(bernoulli_weights(prediction, self.variance))
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         assert prediction is not None
         if self.aggregation is not None:  # expected improvement for the trainer's aggregation
             return self._solve_table(prediction, budget, "improvement")
-        if self.estimator == "grpo" and self.variance == "expected":
-            return self._solve_table(prediction, budget, "variance")  # posterior-averaged GRPO variance
+        if get_estimator(self.estimator).cost_depends_on_p and self.variance == "expected":
+            return self._solve_table(prediction, budget, "variance")  # posterior-averaged cost (GRPO)
         # the budget was checked by `plan`; the predictor's output is checked here, where it enters
         weights = check_weights(self.weights(prediction), "weights from the prediction")
         p = check_probabilities(np.clip(np.asarray(prediction.mean, dtype=float), 0, 1), "prediction.mean")

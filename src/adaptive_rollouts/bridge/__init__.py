@@ -6,15 +6,21 @@ A trainer plug-in adapts its framework's hooks and calls, for everything else, t
    ``"package.module:Class"`` or an object, with the user's options (`build`);
 2. prompts are dataset rows (`keys.row_key`); their texts reach predictors that embed text through
    `text_features` (`prompts`), and `prompt_text` reads a prompt's text;
-3. per step: ``allocator.run(keys, budget, sample)`` (or ``plan`` / ``observe`` where
-   `is_single_shot`); inside ``sample``, each prompt's raw rewards become the allocator's success
-   signal through `scored_successes`; after it, `check_counts` / `check_spent` hold the counts to
-   the allocator's kind (`steps`);
-4. the step's metrics and regime fingerprints: `step_values`, `step_log` (`logs`).
+3. per step: `TrainerStep` (`step`) owns the whole step: ``run(keys, budget, generate)`` wraps the
+   trainer's own round ``generate(indices, counts) -> raw rewards`` into the allocator's ``sample``
+   (or ``plan`` / ``observe`` where `is_single_shot`), maps each round's raw rewards to the
+   allocator's success signal (`scored_draw`), holds the counts to the allocator's kind
+   (`check_counts` / `check_spent`), times the allocator, runs the ``policy_features`` pass for an
+   allocator that reads it, and returns a `StepResult`: counts, successes, raw rewards, unscored,
+   rounds, allocator seconds, the metrics (computed once), the regime fingerprints and the running
+   totals; `StepResult.log` is what the trainer logs;
+4. `step_values` / `step_log` (`logs`): the standard metrics and log of counts and successes a
+   trainer already has (what `TrainerStep` computes for an allocator without ``last_metrics``).
 """
 
 from __future__ import annotations
 
+from .book import PerPrompt, RoundFn, RoundIncomplete, RunningTotals, StepBook
 from .build import (
     DEFAULT_NAMES,
     OptionsError,
@@ -27,6 +33,7 @@ from .build import (
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
 from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
+from .step import NOT_LOGGED, PlannedStep, StepResult, TrainerStep, check_policy_features
 from .steps import (
     allocator_kind,
     check_counts,
@@ -40,6 +47,16 @@ from .steps import (
 
 __all__ = [
     "DEFAULT_NAMES",
+    "NOT_LOGGED",
+    "PerPrompt",
+    "PlannedStep",
+    "RoundFn",
+    "RoundIncomplete",
+    "RunningTotals",
+    "StepBook",
+    "StepResult",
+    "TrainerStep",
+    "check_policy_features",
     "OptionsError",
     "TEXT_PREDICTORS",
     "allocator_factory",

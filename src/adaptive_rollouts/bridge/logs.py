@@ -41,27 +41,18 @@ def step_values(
     budget: int | None = None,
 ) -> dict[str, Any]:
     """The standard metrics (`metrics.step_metrics`) of a step whose prompts ``keys`` got ``counts``
-    rollouts (``rollouts``, ``rollouts_spent``; ``budget``: the step's, for ``rollouts_saved``), of
+    rollouts (``rollouts_spent``; ``budget``: the step's, for ``rollouts_saved``), of
     which the scored ones gave ``successes`` (reward statistics are over those, ``unscored`` the
     rest); then the allocator's own ``last_metrics`` where the trainer has none.
 
     >>> v = step_values(["a", "b"], np.array([3, 0]), [np.array([0.0, 1.0]), np.array([])], {"brier": 0.2})
-    >>> v["rollouts"], v["unscored"], v["skipped"], v["signal_groups"], v["brier"]
+    >>> v["rollouts_spent"], v["unscored"], v["skipped"], v["signal_groups"], v["brier"]
     (3, 1, 1, 1, 0.2)
     """
     scored = np.array([s.size for s in successes], dtype=np.int64)
     # successes come from `steps.scored_draw` (finite, in [0, 1], one 1-D array per prompt): checked
     flat = np.concatenate(successes) if len(successes) else np.zeros(0)
-    values = dict(step_metrics(keys, scored, successes, flat=flat, spent=int(counts.sum()), budget=budget))
-    used = counts[counts > 0]
-    values.update(
-        rollouts=int(counts.sum()),
-        skipped=int((counts == 0).sum()),
-        singletons=int((counts == 1).sum()),
-        count_min=int(used.min()) if used.size else 0,
-        count_max=int(used.max()) if used.size else 0,
-        count_mean=float(used.mean()) if used.size else 0.0,
-    )
+    values = dict(step_metrics(keys, scored, successes, flat=flat, budget=budget, generated=counts))
     for name, value in (last_metrics or {}).items():
         if values.get(name) is None:
             values[name] = value
@@ -79,7 +70,7 @@ def step_log(
     """``values`` as ``prefix + name`` -> float (non-numbers and ``drop`` left out), and the regime
     fingerprints after ``regime`` sees the step's ``rewards`` per prompt of ``keys``.
 
-    >>> step_log({"rollouts": 8, "histogram": {4: 2}}, RegimeTracker(), ["a"], [np.array([0.0, 1.0])])["adaptive/rollouts"]
+    >>> step_log({"rollouts_spent": 8, "histogram": {4: 2}}, RegimeTracker(), ["a"], [np.array([0.0, 1.0])])["adaptive/rollouts_spent"]
     8.0
     """
     out = {

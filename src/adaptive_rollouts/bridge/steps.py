@@ -9,7 +9,7 @@ the trainer checks of the counts it spent, and what the allocator sees of the re
   `check_request`: one ``sample(indices, counts)`` call of an allocator;
 - `scored_draw`: a sampling round's raw rewards -> the `Draw` the allocator gets (scored successes
   in [0, 1] through `success.SuccessSignal`, and how many rollouts had no reward), the one mapping
-  every trainer calls; `scored_successes` for one prompt.
+  every trainer calls (through `step.StepBook`); `scored_successes` the same for one prompt.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = [
 
 
 def is_single_shot(allocator: Any) -> TypeGuard[PlanningAllocator]:
-    """Whether the allocator offers ``plan(prompts, budget)`` and ``observe(prompts, rewards)``."""
+    """Whether the allocator offers ``plan(prompts, budget)`` and ``observe(plan, rewards)``."""
     return callable(getattr(allocator, "plan", None)) and callable(getattr(allocator, "observe", None))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_rewards", "check_rewards_flat", "group_sums"]
+__all__ = ["ZERO_VARIANCE_TOL", "all_equal", "check_rewards", "check_rewards_flat", "group_sums"]
 
 _REWARD_KINDS = "fiub"  # float, int, unsigned, bool (a success indicator): numbers, never str or complex
 
@@ -118,3 +118,26 @@ def group_sums(flat: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     if used.any():
         out[used] = np.add.reduceat(flat, (np.cumsum(sizes) - sizes)[used])
     return out
+
+
+ZERO_VARIANCE_TOL = 1e-6
+"""The one tolerance of the all-equal test `all_equal`: rewards spanning at most this much count as
+equal. Equal rewards span exactly 0 in floating point (unlike their mean, which can differ from
+them in the last bit), so the tolerance is not there to absorb rounding of equal values: it
+decides that rewards differing by at most 1e-6 (a reward function's float noise) carry no signal.
+Binary and graded rewards in [0, 1] differ by far more than that."""
+
+
+def all_equal(low: Any, high: Any, tol: float = ZERO_VARIANCE_TOL) -> Any:
+    """The zero-variance (all-equal) test of a group: True where its rewards span at most ``tol``,
+    ``high - low <= tol`` with ``low`` / ``high`` the group's smallest and largest reward.
+
+    Elementwise on numpy arrays and torch tensors alike (only arithmetic and a comparison), so the
+    advantages (a group that is all equal gets advantage 0), the step metrics (``zero_variance_groups``)
+    and the regime fingerprints count the same groups. A group of one rollout spans 0: callers that
+    need two rollouts for a signal say so separately.
+
+    >>> all_equal(np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5 + 1e-9, 1.0 + 0.5])).tolist()
+    [True, True, False]
+    """
+    return high - low <= tol

@@ -7,17 +7,19 @@ solvers, objectives and the trainer integrations.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import numpy as np
 
+from .registry import Registry, check_choice
 from .rewards import check_rewards, check_rewards_flat, group_sums
 
 __all__ = [
     "AGGREGATIONS",
     "ESTIMATORS",
     "InfeasibleBudgetError",
+    "Registry",
     "check_bounds",
     "budget_span",
     "check_budget",
@@ -38,8 +40,17 @@ __all__ = [
     "names",
 ]
 
-ESTIMATORS: tuple[str, ...] = ("grpo", "drgrpo", "rloo")
-"""Group advantage estimators: GRPO (std-normalised), Dr. GRPO (mean-centred), RLOO (leave-one-out)."""
+ESTIMATORS: Registry[Any] = Registry("estimator")
+"""Group advantage estimators by name, in registration order: ('grpo', 'drgrpo', 'rloo') (GRPO,
+std-normalised; Dr. GRPO, mean-centred; RLOO, leave-one-out). The one name list: each estimator
+class of `objectives.estimators` registers itself here, and a name resolves to its object with
+`objectives.estimators.get_estimator`.
+
+>>> check_choice("estimator", "ppo", ESTIMATORS)
+Traceback (most recent call last):
+...
+ValueError: estimator must be one of ('grpo', 'drgrpo', 'rloo'), got 'ppo'
+"""
 
 AGGREGATIONS: tuple[str, ...] = ("prompt-mean", "seq-mean", "token-mean", "constant")
 """How a trainer's loss averages the rollouts of a batch (see docs/objectives.md, section 3, "Loss aggregation")."""
@@ -58,19 +69,6 @@ def names(items: Iterable[Any], limit: int = 5) -> str:
     items = list(items)
     shown = ", ".join(repr(p) for p in items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> Any:
-    """`value` if it is one of `allowed`, else a ValueError naming `name` and the choices.
-
-    >>> check_choice("estimator", "ppo", ESTIMATORS)
-    Traceback (most recent call last):
-    ...
-    ValueError: estimator must be one of ('grpo', 'drgrpo', 'rloo'), got 'ppo'
-    """
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r}")
-    return value
 
 
 def check_prompts(

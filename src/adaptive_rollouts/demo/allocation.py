@@ -2,14 +2,14 @@
 
 An *arm* is an allocator plus the TRL loss it trains with. Most arms train with TRL's default
 GRPO configuration (``loss_type="grpo"``, rewards scaled by the group std); there the plug-in
-gives every allocator the GRPO estimator (`integrations.trl.settings.configure_allocator`), so
+gives every allocator the GRPO estimator (`bridge.configure_allocator`), so
 VIP's paper objective would silently become the GRPO one. VIP as published therefore runs under
 Dr. GRPO (``loss_type="dr_grpo"``, ``scale_rewards="none"``), with ``uniform-drgrpo`` as its
 Uniform. `objective_of` says which objective each arm's allocator optimises.
 
 - ``uniform``: stock GRPO groups.
 - ``default``: ``make_allocator()`` with no name (whatever the library's recommended default is).
-- ``null``: the null control, `sim.bench.null_control` (the map's): allocates like Uniform through
+- ``null``: the null control, `experiments.bench.null_control` (the map's): allocates like Uniform through
   the default's code path, so only the sampling noise differs from Uniform.
 - ``oracle``: known p. Each batch prompt's p is estimated from `SampledSuccess` samples of the
   current policy that are not charged to the budget; allocated by the library's objective for the
@@ -33,7 +33,7 @@ from typing import Any
 
 from adaptive_rollouts.allocators import ALLOCATORS
 from adaptive_rollouts.bridge import build_allocator
-from adaptive_rollouts.sim.bench import null_control
+from adaptive_rollouts.experiments.bench import null_control
 from adaptive_rollouts.sim.oracle import SkipOracle
 
 from .oracle import truth_of

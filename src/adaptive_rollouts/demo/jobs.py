@@ -17,7 +17,8 @@ from pathlib import Path
 import scipy.linalg  # noqa: F401  scipy ships its own OpenBLAS: load it so the limit below covers it
 
 from adaptive_rollouts.embeddings import FeatureTable, default_encoder
-from adaptive_rollouts.sim.run_store import read_json, write_json
+from adaptive_rollouts.experiments.run_store import read_json, write_json
+from adaptive_rollouts.progress import progress_bar, progress_write
 
 from .allocation import arm_of
 from .run import DemoConfig, RunResult, config_dict, run_one
@@ -81,9 +82,7 @@ def _job(args, on_step=None) -> RunResult:
 def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int = 1) -> list[RunResult]:
     """Every (method, seed) run of ``cfg``, reusing finished runs saved under ``out_dir/runs``; one
     line per finished run goes to ``log`` (default: written above the progress bar)."""
-    from tqdm.auto import tqdm
-
-    log = tqdm.write if log is None else log
+    log = progress_write if log is None else log
 
     pool, held_out = problem_sets(cfg)
     runs_dir = out_dir / "runs"
@@ -115,12 +114,12 @@ def run_all(cfg: DemoConfig, out_dir: Path, log=None, encoder=None, workers: int
 
     args = [(cfg, m, s, features, pool, held_out, out_dir) for m, s in todo]
     if workers <= 1:  # one bar over every training step of every run
-        bar = tqdm(total=len(jobs) * cfg.steps, initial=(len(jobs) - len(todo)) * cfg.steps, desc="demo", unit="step")
+        bar = progress_bar(len(jobs) * cfg.steps, desc="demo", unit="step", initial=(len(jobs) - len(todo)) * cfg.steps)
         for a in args:
             bar.set_postfix_str(f"{a[1]} seed {a[2]}")
             finish(_job(a, on_step=bar.update))
     else:  # one bar over runs
-        bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="demo runs", unit="run")
+        bar = progress_bar(len(jobs), desc="demo runs", unit="run", initial=len(jobs) - len(todo))
 
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
             for fut in as_completed([ex.submit(_job, a) for a in args]):

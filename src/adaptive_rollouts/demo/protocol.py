@@ -3,8 +3,8 @@
 Per regime (`REGIMES`) and arm, in order (Uniform first, so the null control can use its rate):
 
 1. learning rate: each rate of ``lr_grid`` runs on the tune seeds; the best is the highest mean
-   over tune seeds of the held-out accuracy over the last third of the run (`sim.speedup.final_level`,
-   the map's criterion); a best at the grid's edge extends the grid (`sim.tuning.tune_grid`), and
+   over tune seeds of the held-out accuracy over the last third of the run (`experiments.speedup.final_level`,
+   the map's criterion); a best at the grid's edge extends the grid (`experiments.tuning.tune_grid`), and
    an arm whose best stays at an edge is reported as failed, with no number. Arms in ``same_rate``
    (the null control) run at Uniform's tuned rate: they allocate like Uniform. With ``rates_from``
    every arm takes the rate tuned in that regime instead (its tune runs are read, never made here).
@@ -28,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable, default_encoder
-from adaptive_rollouts.reporting.results import write_result
-from adaptive_rollouts.sim.run_store import check_settings, read_json
-from adaptive_rollouts.sim.speedup import final_level
-from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.run_store import check_settings, read_json
+from adaptive_rollouts.experiments.speedup import final_level
+from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.progress import progress_bar
 
 from .allocation import arm_of
 from .jobs import one_thread, problem_sets
@@ -42,7 +44,7 @@ from .run import DemoConfig, run_one
 
 REGIMES = ("single-pass", "multi-epoch")
 ARMS = ("uniform", "null", "oracle", "default", "uniform-drgrpo", "vip-paper", "oracle-skip")
-SAVING_BASELINES = ("pilot", "greso", "pilot-commit", "sgpo")  # run when the library has them
+SAVING_BASELINES = tuple(name for name in saving_allocators() if name not in ARMS)  # every other saving allocator
 SRC = Path(__file__).resolve().parents[1]  # src/adaptive_rollouts
 
 
@@ -176,7 +178,7 @@ def code_version(root: Path = SRC) -> dict[str, str]:
 
 
 class RunStore:
-    """The runs of one regime under ``folder``, as result files (`reporting.results`: a header with
+    """The runs of one regime under ``folder``, as result files (`experiments.results`: a header with
     command, commit, settings and time, then the data): ``protocol.json`` (the settings every run
     shares) and ``runs/<arm>/lr<rate>-seed<seed>.json`` (one per finished run)."""
 
@@ -274,7 +276,7 @@ def run_protocol(
             res = _train(arm, seed, lr, dcfg, context, bar)
             saved = run_record(res, run_settings(cfg, arm, seed, lr), version)
             store.add(saved)
-        elif bar is not None and (arm, seed, lr) not in state.runs:
+        elif (arm, seed, lr) not in state.runs:
             bar.update(cfg.steps)
         state.runs[arm, seed, lr] = saved
         return saved
@@ -318,18 +320,13 @@ def run_protocol(
                 raise
             state.errors[arm] = f"{type(err).__name__}: {err}"
             traceback.print_exc()
-    if bar is not None:
-        bar.close()
+    bar.close()
     return state
 
 
 def _progress(cfg: ProtocolConfig, show: bool):
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
     runs = len(cfg.arms) * (len(cfg.tune_seeds) * len(cfg.lr_grid) + len(cfg.report_seeds))
-    return tqdm(total=runs * cfg.steps, desc=f"protocol {cfg.regime}", unit="step")
+    return progress_bar(runs * cfg.steps, show, desc=f"protocol {cfg.regime}", unit="step")
 
 
 def _train(arm: str, seed: int, lr: float, dcfg, context: dict, bar):
@@ -345,9 +342,7 @@ def _train(arm: str, seed: int, lr: float, dcfg, context: dict, bar):
             texts = [p.prompt for p in pool]
             context["features"] = FeatureTable(texts, default_encoder().encode(texts))
         features = context["features"]
-    if bar is not None:
-        bar.set_postfix_str(f"{arm} seed {seed} lr {lr:g}")
+    bar.set_postfix_str(f"{arm} seed {seed} lr {lr:g}")
     with one_thread(), tempfile.TemporaryDirectory() as tmp:
-        on_step = None if bar is None else bar.update
         cfg = replace(dcfg, methods=(arm,))
-        return run_one(arm, seed, cfg, features, pool, held_out, Path(tmp), on_step=on_step, learning_rate=lr)
+        return run_one(arm, seed, cfg, features, pool, held_out, Path(tmp), on_step=bar.update, learning_rate=lr)

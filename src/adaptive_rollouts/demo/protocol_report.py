@@ -1,26 +1,25 @@
 """Tables of the demo protocol, read exactly as the regime map reads its runs.
 
 Per arm against Uniform on the seeds both have: rollouts to a common target and completion tokens
-to it (`sim.speedup.rollouts_needed`: the running max of the seed-mean held-out curves, target at
+to it (`experiments.speedup.rollouts_needed`: the running max of the seed-mean held-out curves, target at
 ``target_at`` of the run on the pooled curve), the speedup and its paired bootstrap intervals
-(`sim.speedup.bootstrap_speedup`, 90% as the map reports and 95%). Per regime the map's
-fingerprints of Uniform's runs (`sim.map_summary.uniform_fingerprints`) and the nearest map cell.
+(`experiments.speedup.bootstrap_speedup`, 90% as the map reports and 95%). Per regime the map's
+fingerprints of Uniform's runs (`experiments.map_summary.uniform_fingerprints`) and the nearest map cell.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.experiments.map_summary import summarize_map, uniform_fingerprints
+from adaptive_rollouts.experiments.regime_map import FULL_MAP, run_map
+from adaptive_rollouts.experiments.results import load_result, write_result
+from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_needed, speedup
 from adaptive_rollouts.fingerprints import RegimeTracker
-from adaptive_rollouts.reporting.results import write_result
-from adaptive_rollouts.sim.map_summary import summarize_map, uniform_fingerprints
-from adaptive_rollouts.sim.regime_map import FULL_MAP, run_map
-from adaptive_rollouts.sim.speedup import bootstrap_speedup, rollouts_needed, speedup
 from adaptive_rollouts.state.atomic import atomic_write
 
 from .allocation import arm_of
@@ -161,18 +160,15 @@ def nearest_cell(fingerprints: dict[str, float], map_rows: list[dict]) -> dict |
 
 
 def load_map_summary(path: Path) -> list[dict] | None:
-    """The map's cell rows (`sim.map_summary.summarize_map`) from a map result file (``bench --map``'s
+    """The map's cell rows (`experiments.map_summary.summarize_map`) from a map result file (``bench --map``'s
     ``map.json``: ``{"header", "data": {"rows": ...}}``), a folder of them, or a map's run folder
     (``runs.jsonl`` and ``cell_*.json``, read with the full map's settings); None if there is none."""
     path = Path(path)
     files = [path] if path.is_file() else sorted(path.glob("*.json")) if path.is_dir() else []
     rows: list[dict] = []
     for file in files:
-        try:
-            data = json.loads(file.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"map result {file} is not JSON: {err}") from None
-        rows += (data.get("data") or {}).get("rows", []) if isinstance(data, dict) else []
+        data = load_result(file).data  # ResultFileError (a ValueError) naming a file that is not one
+        rows += data.get("rows", []) if isinstance(data, dict) else []
     if rows:
         return rows
     if path.is_dir() and (path / "runs.jsonl").exists():

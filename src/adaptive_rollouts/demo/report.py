@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.state.atomic import atomic_write
 
 from .evaluate import KS
@@ -185,9 +186,7 @@ def write_report(results, config: dict, out: Path, extra_md: str = "") -> str:
     rows = summarise(results)
     text = table(rows, results)
     runs = [{k: v for k, v in asdict(r).items() if k != "groups"} for r in results]
-    atomic_write(
-        out / "results.json", (json.dumps({"config": config, "summary": rows, "runs": runs}, indent=1) + "\n").encode()
-    )
+    write_result(out / "results.json", {"summary": rows, "runs": runs}, settings=config)
     images = plot(results, out)
     seeds = sorted({r.seed for r in results})
     md = [

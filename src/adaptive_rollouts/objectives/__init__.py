@@ -1,5 +1,8 @@
 """Per-prompt objectives: how the number of rollouts n shapes the policy-gradient estimate.
 
+* `estimator` / `centred` / `grpo` / `registry`: one object per advantage estimator (GRPO, Dr. GRPO,
+  RLOO) holding its advantages, variance, price and moments; `get_estimator` resolves a name.
+
 * `variance`: gradient variance under a per-prompt-mean loss (RLOO, Dr. GRPO, GRPO; graded rewards)
   and its cost table for the solvers.
 * `aggregation`: the weight of a prompt's group in the batch gradient under each loss aggregation,
@@ -14,9 +17,13 @@ from __future__ import annotations
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS
 from .aggregation import aggregation_weight, batch_gradient_moments
-from .beta import beta_from_moments, beta_moment, power_moments
+from .beta import beta_from_moments, beta_mean_var, beta_moment, power_moments
+from .centred import RLOO, DrGRPO
+from .estimator import CentredEstimator, Estimator
+from .grpo import GRPO
 from .improvement import group_moments, grpo_moment_table, improvement_table
 from .mixing import mixed_probability
+from .registry import get_estimator
 from .variance import (
     VARIANCE_OBJECTIVES,
     bernoulli_variance,
@@ -31,12 +38,19 @@ from .variance import (
 
 __all__ = [
     "AGGREGATIONS",
+    "CentredEstimator",
+    "DrGRPO",
     "ESTIMATORS",
+    "Estimator",
+    "GRPO",
+    "RLOO",
+    "get_estimator",
     "VARIANCE_OBJECTIVES",
     "aggregation_weight",
     "batch_gradient_moments",
     "bernoulli_variance",
     "beta_from_moments",
+    "beta_mean_var",
     "beta_moment",
     "drgrpo_variance",
     "group_moments",

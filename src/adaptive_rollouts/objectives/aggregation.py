@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ..checks.validation import AGGREGATIONS, check_choice
+from .estimator import Estimator
+from .registry import get_estimator
 
 __all__ = ["AGGREGATIONS", "aggregation_weight", "batch_gradient_moments"]
 
@@ -50,34 +52,24 @@ def aggregation_weight(
     return np.full(n.shape, 1.0 / (budget if constant is None else constant))
 
 
-def binary_group_terms(estimator: str, n: int, eps: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def binary_group_terms(
+    estimator: str | Estimator, n: int, eps: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per number of successes k = 0..n: (k, A_s(k), A_f(k)), the advantages of a success and of
-    a failure in a binary group of n with k successes.
+    a failure in a binary group of n with k successes (`Estimator.binary_group_terms`; 0 where the
+    group is all equal).
 
     >>> [x.tolist() for x in binary_group_terms("drgrpo", 2)]
-    [[0.0, 1.0, 2.0], [1.0, 0.5, 0.0], [-0.0, -0.5, -1.0]]
+    [[0.0, 1.0, 2.0], [0.0, 0.5, 0.0], [0.0, -0.5, 0.0]]
     """
-    check_choice("estimator", estimator, ESTIMATORS)
-    k = np.arange(n + 1, dtype=float)
-    if n < 2:
-        return k, np.zeros(n + 1), np.zeros(n + 1)
-    mean = k / n
-    a_s, a_f = 1.0 - mean, -mean
-    if estimator == "rloo":
-        a_s, a_f = a_s * n / (n - 1.0), a_f * n / (n - 1.0)
-    elif estimator == "grpo":
-        sd = np.sqrt(k * (n - k) / (n * (n - 1.0)))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a_s = np.where(sd > 0, a_s / (sd + eps), 0.0)
-            a_f = np.where(sd > 0, a_f / (sd + eps), 0.0)
-    return k, a_s, a_f
+    return get_estimator(estimator).binary_group_terms(n, eps)
 
 
 def batch_gradient_moments(
     counts: Any,
     success_prob: Any,
     *,
-    estimator: str,
+    estimator: str | Estimator,
     aggregation: str,
     eps: float = 0.0,
     constant: float | None = None,
@@ -101,6 +93,7 @@ def batch_gradient_moments(
     >>> m.tolist()  # RLOO under prompt-mean: E G = g over the one prompt that got rollouts
     [1.0, 0.0]
     """
+    est = get_estimator(estimator)
     counts = np.asarray(counts, dtype=np.int64)
     p = np.asarray(success_prob, dtype=float)
     if counts.shape != p.shape or counts.ndim != 1:
@@ -119,7 +112,7 @@ def batch_gradient_moments(
         pq = pi * (1 - pi)
         if n < 2 or pq == 0:
             continue
-        k, a_s, a_f = binary_group_terms(estimator, n, eps)
+        k, a_s, a_f = est.binary_group_terms(n, eps)
         w = binom.pmf(k, n, pi)
         a = k * a_s * (1 - pi) - (n - k) * a_f * pi  # sum_i A_i (r_i - p)
         a2 = k * a_s**2 * (1 - pi) ** 2 + (n - k) * a_f**2 * pi**2

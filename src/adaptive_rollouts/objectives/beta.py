@@ -13,7 +13,7 @@ from scipy.special import betaln
 
 from .mixing import mixed_probability
 
-__all__ = ["beta_from_moments", "beta_moment", "power_moments", "all_equal_beta"]
+__all__ = ["beta_from_moments", "beta_mean_var", "beta_moment", "power_moments", "all_equal_beta"]
 
 _MEAN_EPS = 1e-12  # the mean is kept inside (0, 1) so that both Beta parameters are positive
 _POINT_STRENGTH = 1e8  # above this alpha + beta, betaln differences cancel: treat as a point mass
@@ -38,6 +38,18 @@ def beta_from_moments(
         strength = np.where(v > 0, m * (1 - m) / np.where(v > 0, v, 1.0) - 1.0, np.inf)
     strength = np.clip(strength, min_strength, max_strength)
     return m * strength, (1 - m) * strength
+
+
+def beta_mean_var(alpha: Any, beta: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Mean alpha / (alpha + beta) and variance alpha beta / ((alpha + beta)^2 (alpha + beta + 1)) of
+    Beta(alpha, beta): the inverse of `beta_from_moments` (a posterior's prediction).
+
+    >>> [x.tolist() for x in beta_mean_var(np.array([2.0]), np.array([2.0]))]
+    [[0.5], [0.05]]
+    """
+    alpha, beta = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+    total = alpha + beta
+    return alpha / total, alpha * beta / (total * total * (total + 1.0))
 
 
 def _is_point(alpha: np.ndarray, var: np.ndarray) -> np.ndarray:

@@ -7,41 +7,24 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from ..checks.validation import AGGREGATIONS, check_choice
 from ..types import Prediction
 from .aggregation import aggregation_weight
-from .beta import beta_from_moments, beta_moment, power_moments
+from .estimator import Estimator
+from .grpo import EXACT_UP_TO, grpo_moment_table
+from .registry import get_estimator
 
 __all__ = ["group_moments", "grpo_moment_table", "improvement_table"]
 
-_EXACT_UP_TO = 128  # GRPO: exact sum over successes up to this n, the S_k ~ sqrt(pq) form above
-
-
-def _falling(n: np.ndarray, j: int) -> np.ndarray:
-    out = np.ones_like(n, dtype=float)
-    for i in range(j):
-        out = out * np.maximum(n - i, 0.0)
-    return out
-
-
-def _centred_moments(
-    estimator: str, n: np.ndarray, mean: np.ndarray, var: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`group_moments` of Dr. GRPO / RLOO in closed form (binomial factorial moments)."""
-    m11, m22 = beta_moment(mean, var, 1, 1), beta_moment(mean, var, 2, 2)
-    n2, n3, n4 = _falling(n, 2), _falling(n, 3), _falling(n, 4)
-    live = n >= 2
-    safe = np.where(live, n, 2.0)
-    # a_dr = k(n-k)/n: E = (n-1) pq; E[k^2 (n-k)^2] = n4 p^2q^2 + (n3 + n2) pq
-    scale = 1.0 if estimator == "drgrpo" else safe / (safe - 1.0)
-    sig = scale * (safe - 1.0) * m22
-    sec = scale**2 * (n4 * m22 + (n3 + n2) * m11) / safe**2
-    noi = scale**2 * (safe - 1.0) * m11
-    return np.where(live, sig, 0.0), np.where(live, sec, 0.0), np.where(live, noi, 0.0)
-
 
 def group_moments(
-    estimator: str, n: Any, mean: Any, var: Any = 0.0, *, eps: float = 0.0, exact_up_to: int = _EXACT_UP_TO
+    estimator: str | Estimator,
+    n: Any,
+    mean: Any,
+    var: Any = 0.0,
+    *,
+    eps: float = 0.0,
+    exact_up_to: int = EXACT_UP_TO,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Posterior moments of one binary-reward group of n rollouts (p ~ Beta(mean, var)).
 
@@ -57,92 +40,9 @@ def group_moments(
     >>> [round(float(x), 4) for x in group_moments("drgrpo", 4, 0.5)]  # E[pq a] = (n-1) p^2 q^2
     [0.1875, 0.6562, 0.75]
     """
-    check_choice("estimator", estimator, ESTIMATORS)
+    est = get_estimator(estimator)
     n, mean, var = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n, mean, var)))
-    if estimator != "grpo":
-        return _centred_moments(estimator, n, mean, var)
-    out = (np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape))
-    live = n >= 2
-    if not live.any():
-        return out
-    # every distinct (mean, var) gets one row of the table over n = 0..max n, then gathered
-    pairs = np.stack([mean[live], var[live]], axis=1)
-    rows, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    tables = grpo_moment_table(rows[:, 0], rows[:, 1], int(n[live].max()), eps=eps, exact_up_to=exact_up_to)
-    cols = n[live].astype(np.int64)
-    for dst, table in zip(out, tables):
-        dst[live] = table[inverse.reshape(-1), cols]
-    return out
-
-
-def _advantage_stats(top: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per (n, k), n, k = 0..top, of a binary GRPO group: a(k) = sum_i A_i (r_i - rbar) and
-    sum_i A_i^2 (0 where the group is all equal or n < 2)."""
-    nn = np.arange(top + 1, dtype=float)[:, None]
-    kk = np.arange(top + 1, dtype=float)[None, :]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sd2 = np.where((kk <= nn) & (nn >= 2), kk * (nn - kk) / (nn * (nn - 1.0)), 0.0)
-        sd = np.sqrt(np.maximum(sd2, 0.0))
-        adv_sum = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps), 0.0)
-        adv_sq = np.where(sd > 0, (nn - 1.0) * sd2 / (sd + eps) ** 2, 0.0)
-    return adv_sum, adv_sq
-
-
-def _beta_binomial_rows(alpha: np.ndarray, inv_total: np.ndarray, top: int) -> np.ndarray:
-    """[R, top + 1, top + 1]: P(k successes among n) for n, k = 0..top by the Polya-urn recursion;
-    inv_total[:, n] = 1 / (alpha + beta + n)."""
-    w = np.zeros((alpha.shape[0], top + 1, top + 1))
-    w[:, 0, 0] = 1.0
-    kk = np.arange(top + 1, dtype=float)[None, :]
-    for n in range(1, top + 1):
-        prev = w[:, n - 1, :n]
-        grow = prev * (alpha + kk[:, :n]) * inv_total[:, n - 1 : n]  # P(next is a success | k of n-1)
-        w[:, n, :n] = prev - grow
-        w[:, n, 1 : n + 1] += grow
-    return w
-
-
-def grpo_moment_table(
-    mean: Any, var: Any, upper: int, *, eps: float = 0.0, exact_up_to: int = _EXACT_UP_TO
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`group_moments` of GRPO for every n = 0..upper at once: three [R, upper + 1] arrays.
-
-    Exact part (n <= exact_up_to, or every n when eps > 0): the Beta-binomial distribution of the
-    number of successes for every n by its Polya-urn recursion (a point mass is the binomial),
-    O(R upper^2) in `upper` vectorised steps; E[C(n,k) p^(k+1) q^(n-k+1)] = E[pq] BB(k; n,
-    alpha + 1, beta + 1) gives the signal weights. Above exact_up_to (eps = 0): S_k ~ sqrt(pq).
-    """
-    mean, var = np.asarray(mean, dtype=float).reshape(-1), np.asarray(var, dtype=float).reshape(-1)
-    r = mean.size
-    sig, sec, noi = (np.zeros((r, upper + 1)) for _ in range(3))
-    if upper < 2 or r == 0:
-        return sig, sec, noi
-    al, be = beta_from_moments(mean, var)
-    point = ~(np.isfinite(al) & (var > 0))
-    # a point mass is a Beta of strength 1e15: its urn rates equal p to ~1e-14
-    strength = np.where(point, 1e15, al + be)
-    a0 = np.where(point, np.clip(mean, 0.0, 1.0) * 1e15, al)
-    m11 = beta_moment(mean, var, 1, 1)
-    top = upper if eps > 0.0 else min(upper, exact_up_to)
-    adv_sum, adv_sq = _advantage_stats(top, eps)
-    # rows 0..r-1: BetaBinomial(alpha, beta); rows r..2r-1: BetaBinomial(alpha + 1, beta + 1)
-    alpha = np.concatenate([a0, a0 + 1.0])[:, None]
-    inv_total = 1.0 / (np.concatenate([strength, strength + 2.0])[:, None] + np.arange(top, dtype=float)[None, :])
-    chunk = max(1, 4_000_000 // max(1, (top + 1) ** 2))  # bound the [rows, n, k] buffer
-    for lo in range(0, r, chunk):
-        hi = min(r, lo + chunk)
-        rows = np.r_[lo:hi, r + lo : r + hi]
-        w = _beta_binomial_rows(alpha[rows], inv_total[rows], top)
-        half = hi - lo
-        sig[lo:hi, : top + 1] = np.einsum("rnk,nk->rn", w[half:], adv_sum) * m11[lo:hi, None]
-        sec[lo:hi, : top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sum * adv_sum)
-        noi[lo:hi, : top + 1] = np.einsum("rnk,nk->rn", w[:half], adv_sq)
-    if top < upper:  # eps = 0, large n: S_k ~ sqrt(pq)
-        big = np.arange(top + 1, upper + 1, dtype=float)
-        sig[:, top + 1 :] = (big - 1.0)[None, :] * beta_moment(mean, var, 1.5, 1.5)[:, None]
-        sec[:, top + 1 :] = (big - 1.0)[None, :] ** 2 * m11[:, None]
-        noi[:, top + 1 :] = (big - 1.0)[None, :] * (1.0 - power_moments(mean, var, big))
-    return sig, sec, noi
+    return est.group_moments(n, mean, var, eps=eps, exact_up_to=exact_up_to)
 
 
 def _belief(prediction_or_p: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +73,7 @@ def improvement_table(
     upper: int,
     *,
     aggregation: str = "seq-mean",
-    estimator: str = "grpo",
+    estimator: str | Estimator = "grpo",
     lr_noise: float = 0.01,
     noise_ratio: float = 0.25,
     total_budget: int | None = None,
@@ -200,7 +100,7 @@ def improvement_table(
     """
     mean, var = _belief(prediction_or_p)
     check_choice("aggregation", aggregation, AGGREGATIONS)
-    check_choice("estimator", estimator, ESTIMATORS)
+    est = get_estimator(estimator)
     if upper < 0:
         raise ValueError(f"upper must be >= 0, got upper={upper}")
     if lr_noise < 0 or noise_ratio < 0:
@@ -214,10 +114,7 @@ def improvement_table(
         aggregation, n, num_prompts=q, budget=budget, constant=None if constant is None else constant * budget
     )
     w = c / aggregation_weight("seq-mean", 1.0, num_prompts=q, budget=budget)  # C c(n), exactly 1 for seq-mean
-    if estimator == "grpo":
-        sig, sec, noi = grpo_moment_table(mean, var, upper, eps=eps)
-    else:
-        sig, sec, noi = group_moments(estimator, n[None, :], mean[:, None], var[:, None], eps=eps)
+    sig, sec, noi = est.moment_table(mean, var, upper, eps=eps)
     gain = w * sig - lr_noise * w**2 * (sec + noise_ratio * noi)
     gain[:, 0] = 0.0
     return gain

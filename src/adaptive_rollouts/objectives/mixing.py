@@ -1,4 +1,5 @@
-"""Whether a group of binary rollouts carries any learning signal: the chance it is not all equal.
+"""Whether a group of binary rollouts carries any learning signal: the chance it is not all equal,
+and the reward variance of a binary reward.
 Every variance and improvement objective weighs a group by it (GRPO, Dr. GRPO and RLOO give an
 all-equal group zero advantage)."""
 
@@ -8,7 +9,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["mixed_probability"]
+__all__ = ["bernoulli_variance", "mixed_probability"]
+
+
+def bernoulli_variance(p: Any, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """Variance of a reward that is `high` with probability p and `low` otherwise:
+    (high - low)^2 p (1 - p). {0, 1}: p(1-p); {-1, +1}: 4 p(1-p).
+
+    >>> float(bernoulli_variance(0.5, -1.0, 1.0))
+    1.0
+    """
+    p = np.asarray(p, dtype=float)
+    return (high - low) ** 2 * p * (1.0 - p)
 
 
 def mixed_probability(p: Any, n: Any) -> np.ndarray:

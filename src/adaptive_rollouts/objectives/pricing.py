@@ -29,50 +29,43 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import ESTIMATORS, check_choice
-from .mixing import mixed_probability
+from .estimator import Estimator
+from .registry import get_estimator
 
 __all__ = ["no_signal_cost", "allocation_cost", "unit_cost", "unit_marginal", "singleton_penalty"]
 
-_AT_TWO = {"rloo": 1.0, "drgrpo": 0.25, "grpo": 0.25}  # f(2): the noisiest informative group
 
-
-def no_signal_cost(estimator: str, skip_cost: float | None = None) -> float:
+def no_signal_cost(estimator: str | Estimator, skip_cost: float | None = None) -> float:
     """c0: the price per unit weight of a group that carries no gradient.
 
     >>> no_signal_cost("rloo"), no_signal_cost("grpo"), no_signal_cost("grpo", skip_cost=0.5)
     (1.0, 0.25, 0.5)
     """
-    check_choice("estimator", estimator, ESTIMATORS)
-    return _AT_TWO[estimator] if skip_cost is None else float(skip_cost)
+    return get_estimator(estimator).no_signal_cost(skip_cost)
 
 
-def unit_cost(estimator: str, n: Any) -> np.ndarray:
+def unit_cost(estimator: str | Estimator, n: Any) -> np.ndarray:
     """f(n) for n >= 2 (1/(n-1) RLOO, (n-1)/n^2 Dr. GRPO and GRPO), as float; other n are not
     defined here (`allocation_cost` prices them).
 
     >>> unit_cost("rloo", [2, 3]).tolist(), unit_cost("drgrpo", [2, 4]).tolist()
     ([1.0, 0.5], [0.25, 0.1875])
     """
-    n = np.maximum(np.asarray(n, dtype=float), 2.0)
-    return 1.0 / (n - 1.0) if estimator == "rloo" else (n - 1.0) / (n * n)
+    return get_estimator(estimator).unit_cost(n)
 
 
-def unit_marginal(estimator: str, n: Any) -> np.ndarray:
+def unit_marginal(estimator: str | Estimator, n: Any) -> np.ndarray:
     """f(n + 1) - f(n) for n >= 2, in closed form (no cancellation at large n): -1/(n (n-1)) for
     RLOO, (1 + n - n^2) / (n^2 (n+1)^2) for Dr. GRPO and GRPO.
 
     >>> unit_marginal("rloo", [2, 3]).tolist(), float(unit_marginal("drgrpo", 2))
     ([-0.5, -0.16666666666666666], -0.027777777777777776)
     """
-    n = np.maximum(np.asarray(n, dtype=float), 2.0)
-    if estimator == "rloo":
-        return -1.0 / (n * (n - 1.0))
-    return (1.0 + n - n * n) / (n * n * (n + 1.0) ** 2)
+    return get_estimator(estimator).unit_marginal(n)
 
 
 def allocation_cost(
-    estimator: str, n: Any, success_prob: Any = None, skip_cost: float | None = None, mixed: Any = None
+    estimator: str | Estimator, n: Any, success_prob: Any = None, skip_cost: float | None = None, mixed: Any = None
 ) -> np.ndarray:
     """c(n) per unit weight (module docstring); p and n broadcast. GRPO needs ``success_prob`` (or
     ``mixed``, the chance the group is not all equal, e.g. averaged over a posterior). n = 0 costs
@@ -83,22 +76,7 @@ def allocation_cost(
     >>> allocation_cost("grpo", [1, 2, 3], success_prob=0.5).round(4).tolist()
     [0.25, 0.25, 0.2292]
     """
-    check_choice("estimator", estimator, ESTIMATORS)
-    n = np.asarray(n, dtype=float)
-    c0 = no_signal_cost(estimator, skip_cost)
-    if estimator == "grpo":
-        if mixed is None:
-            if success_prob is None:
-                raise ValueError("estimator 'grpo' needs success_prob (its chance of a group with signal)")
-            mixed = mixed_probability(success_prob, n)
-        m = np.asarray(mixed, dtype=float)
-        f = (np.maximum(n, 1.0) - 1.0) / np.maximum(n, 1.0) ** 2
-        cost = f * m + c0 * (1.0 - m)
-    else:
-        cost = np.broadcast_to(unit_cost(estimator, n), n.shape).copy()
-        cost = np.where(n == 1, c0, cost)
-    skip = np.inf if skip_cost is None else float(skip_cost)
-    return np.where(n <= 0, skip, cost)
+    return get_estimator(estimator).allocation_cost(n, success_prob, skip_cost, mixed)
 
 
 def singleton_penalty(costs: np.ndarray) -> float:

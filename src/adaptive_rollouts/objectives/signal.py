@@ -23,15 +23,16 @@ from typing import Any
 import numpy as np
 from scipy.stats import betabinom, binom
 
-from ..checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
-from .aggregation import binary_group_terms
+from ..checks.validation import AGGREGATIONS, check_choice
+from .estimator import Estimator
+from .registry import get_estimator
 
 __all__ = ["group_signal", "expected_group_signal", "known_p_group_signal"]
 
 
 @lru_cache(maxsize=256)
-def _signal_row(estimator: str, n: int) -> np.ndarray:
-    k, a_s, a_f = binary_group_terms(estimator, n)
+def _signal_row(estimator: Estimator, n: int) -> np.ndarray:
+    k, a_s, a_f = estimator.binary_group_terms(n)
     if n < 2:
         return np.zeros(n + 1)
     row = k * a_s * (1.0 - k / n) - (n - k) * a_f * (k / n)
@@ -39,7 +40,7 @@ def _signal_row(estimator: str, n: int) -> np.ndarray:
     return row
 
 
-def group_signal(estimator: str, n: int, aggregation: str = "seq-mean") -> np.ndarray:
+def group_signal(estimator: str | Estimator, n: int, aggregation: str = "seq-mean") -> np.ndarray:
     """a(k; n) for k = 0..n successes: the signal of a binary group of n (divided by n under
     "prompt-mean", where a group weighs 1 / n per rollout).
 
@@ -48,9 +49,9 @@ def group_signal(estimator: str, n: int, aggregation: str = "seq-mean") -> np.nd
     >>> group_signal("grpo", 2).round(4).tolist()    # GRPO: (n - 1) sd for a mixed group, unbiased sd
     [0.0, 0.7071, 0.0]
     """
-    check_choice("estimator", estimator, ESTIMATORS)
+    est = get_estimator(estimator)
     check_choice("aggregation", aggregation, AGGREGATIONS)
-    row = _signal_row(estimator, int(n))
+    row = _signal_row(est, int(n))
     return row / n if aggregation == "prompt-mean" and n > 0 else row.copy()
 
 

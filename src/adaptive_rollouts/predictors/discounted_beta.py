@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from ..checks.validation import check_prompts, check_range
+from ..objectives.beta import beta_mean_var
 from ..state.checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
 from ._common import RowIndex, check_batch, grow
@@ -60,8 +61,7 @@ class DiscountedBeta:
 
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
         alpha, beta = self._params(check_prompts(prompts, nonempty=False, distinct=False))
-        total = alpha + beta
-        return Prediction(alpha / total, alpha * beta / (total * total * (total + 1.0)))
+        return Prediction(*beta_mean_var(alpha, beta))
 
     def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         prompts, successes, counts = check_batch(prompts, rewards)

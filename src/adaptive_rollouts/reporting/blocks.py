@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.results import Result, load_result, provenance
+from adaptive_rollouts.experiments.results import Result, load_result, provenance
 
 __all__ = ["load_relative", "block", "load_note", "fmt_ms"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL
-from adaptive_rollouts.sim.markdown import table
 
 __all__ = ["FLATNESS_CALIBRATION", "render_flatness_calibration", "render_saving_pool"]
 

@@ -1,6 +1,6 @@
 """The docs' regime-map block: every result file results/map/*.json (written by
 ``adaptive-rollouts bench --map``), each as its own section with the tables of map.md
-(`sim.map_report.map_markdown`) and its source line. Maps of different commands are never merged
+(`reporting.map_report.map_markdown`) and its source line. Maps of different commands are never merged
 into one table, and a file whose runs ran at several commits is refused unless it was written
 with ``--allow-mixed-commits`` (its tables then say so); with no file there, the block says which
 command produces one."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.results import MixedResultsError, Result, load_result, provenance
-from adaptive_rollouts.sim.map_report import map_markdown
+from adaptive_rollouts.experiments.results import MixedResultsError, Result, load_result, provenance
+from adaptive_rollouts.reporting.map_report import map_markdown
 
 __all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "map_files"]
 

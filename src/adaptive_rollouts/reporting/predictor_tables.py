@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_relative
-from adaptive_rollouts.reporting.results import Result
-from adaptive_rollouts.sim.markdown import table
+from adaptive_rollouts.reporting.markdown import table
 
 __all__ = ["PREDICTORS", "RECURRING_COLUMNS", "HISTORY_ONLY", "recurring_verdict", "blend_vs_logloss"]
 

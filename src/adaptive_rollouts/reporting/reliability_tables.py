@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaptive_rollouts.experiments.results import Result, provenance
 from adaptive_rollouts.reporting.blocks import load_note, load_relative
-from adaptive_rollouts.reporting.results import Result, provenance
-from adaptive_rollouts.sim.markdown import table
+from adaptive_rollouts.reporting.markdown import table
 
 __all__ = ["SCALE", "FUZZ", "SOAK", "RELIABILITY_RENDERERS"]
 

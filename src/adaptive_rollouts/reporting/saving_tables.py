@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.reporting.blocks import block, load_relative
-from adaptive_rollouts.sim.markdown import table
+from adaptive_rollouts.reporting.markdown import table
 
-__all__ = ["SAVING_SIGNAL", "render_saving_signal"]
+__all__ = ["SAVING_SIGNAL", "demo_saving_arms", "render_demo_saving", "render_saving_signal"]
 
 SAVING_SIGNAL = "results/saving_signal/saving_signal.json"
 
@@ -33,7 +34,12 @@ def render_saving_signal(root: Path) -> str:
 
 
 DEMO_PROTOCOL_DIRS = ("results/demo_protocol", "results/demo_protocol_12seeds")
-DEMO_ARMS = ("default", "null", "oracle-skip", "pilot", "pilot-commit", "sgpo", "greso")
+
+
+def demo_saving_arms() -> tuple[str, ...]:
+    """The demo arms its saving table shows: the null control, the known-p bound of saving and every
+    saving allocator of the registry."""
+    return ("null", "oracle-skip", *saving_allocators())
 
 
 def _interval(x: dict) -> str:
@@ -61,7 +67,7 @@ def render_demo_saving(root: Path) -> str:
                     f"{arm['rollouts_per_step']:.1f}",
                 ]
                 for arm in r.data["arms"]
-                if arm["arm"] in DEMO_ARMS and "rollouts" in arm
+                if arm["arm"] in demo_saving_arms() and "rollouts" in arm
             ]
             parts.append(block([f"`{folder}`, {path.parent.name}:", "", *table(header, body)], [r]))
     return "\n\n".join(parts) if parts else "No demo-protocol summary is committed yet."

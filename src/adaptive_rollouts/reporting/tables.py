@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
 from adaptive_rollouts.reporting.flatness_tables import render_flatness_calibration, render_saving_pool
 from adaptive_rollouts.reporting.map_tables import render_map, render_saving_summary
+from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_cost,
     render_predictors_quality,
@@ -17,9 +19,7 @@ from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_summary,
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
-from adaptive_rollouts.reporting.results import Result
 from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_saving_signal
-from adaptive_rollouts.sim.markdown import table
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 

@@ -1,4 +1,4 @@
-"""Learning simulator and benchmark: a linear-softmax policy trained from allocated rollouts.
+"""Learning simulator: a linear-softmax policy trained from allocated rollouts.
 
 >>> from adaptive_rollouts.sim import make_problem, train, TrainConfig, OracleAllocator
 >>> pb = make_problem("hard-heavy", n_prompts=300, n_test=100, seed=0)
@@ -8,7 +8,6 @@
 640
 """
 
-from adaptive_rollouts.sim.bench import BenchConfig, build_allocator, rollouts_to_target, run_benchmark
 from adaptive_rollouts.sim.estimators import AGGREGATIONS, aggregation_weights, group_advantages_np, policy_gradient
 from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import SCENARIOS, Problem, make_problem
@@ -17,18 +16,14 @@ from adaptive_rollouts.sim.train import Simulator, TrainConfig, train
 __all__ = [
     "AGGREGATIONS",
     "SCENARIOS",
-    "BenchConfig",
     "OracleAllocator",
     "Problem",
     "Simulator",
     "TrainConfig",
     "TruePredictor",
     "aggregation_weights",
-    "build_allocator",
     "group_advantages_np",
     "make_problem",
     "policy_gradient",
-    "rollouts_to_target",
-    "run_benchmark",
     "train",
 ]

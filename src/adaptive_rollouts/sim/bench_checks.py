@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptive_rollouts.sim.bench import build_allocator
+from adaptive_rollouts.experiments.bench import build_allocator
 from adaptive_rollouts.sim.problem import make_problem
 
 __all__ = ["check_methods"]

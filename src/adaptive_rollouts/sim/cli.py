@@ -18,14 +18,15 @@ from adaptive_rollouts.checks.arguments import (
     reports_usage_errors,
 )
 from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
-from adaptive_rollouts.reporting.results import MixedResultsError
-from adaptive_rollouts.sim.bench import FULL, QUICK, BenchConfig, run_benchmark
+from adaptive_rollouts.experiments.bench import FULL, QUICK, BenchConfig, run_benchmark
+from adaptive_rollouts.experiments.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP, run_map
+from adaptive_rollouts.experiments.results import MixedResultsError
+from adaptive_rollouts.reporting.bench_report import write_report
+from adaptive_rollouts.reporting.map_report import write_map_report
 from adaptive_rollouts.sim.bench_checks import check_methods
-from adaptive_rollouts.sim.map_report import write_map_report
 from adaptive_rollouts.sim.problem import SCENARIOS
-from adaptive_rollouts.sim.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP, run_map
 from adaptive_rollouts.sim.regimes import select_cells
-from adaptive_rollouts.sim.report import theory_checks, write_report
+from adaptive_rollouts.sim.theory import theory_checks
 
 __all__ = ["add_bench_arguments", "run_bench", "run_map_command", "config_from_args"]
 

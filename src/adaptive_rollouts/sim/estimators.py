@@ -1,8 +1,9 @@
 """Group advantages, loss aggregation and the policy gradient of the simulated policy (numpy).
 
-Advantages follow ``adaptive_rollouts.advantages.group_advantages`` exactly (a test cross-checks
-them): GRPO ``(r - m) / (s + eps)`` with the unbiased std s, Dr. GRPO ``r - m``, RLOO
-``n / (n - 1) (r - m)``; singleton and zero-variance groups get 0.
+Advantages are the estimator object's (`objectives.Estimator.advantages`), whose formula the torch
+``adaptive_rollouts.advantages.group_advantages`` shares (a test cross-checks them): GRPO
+``(r - m) / (s + eps)`` with the unbiased std s, Dr. GRPO ``r - m``, RLOO ``n / (n - 1) (r - m)``;
+singleton and zero-variance groups get 0.
 
 Loss aggregation decides the weight w_i of rollout i in the batch gradient
 ``g = sum_i w_i A_i grad log pi(a_i | q_i)`` (N rollouts in the batch, L_i tokens in rollout i,
@@ -27,8 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptive_rollouts.checks.rewards import ZERO_VARIANCE_TOL
 from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
-from adaptive_rollouts.objectives import aggregation_weight
+from adaptive_rollouts.objectives import Estimator, aggregation_weight, get_estimator
 
 __all__ = [
     "AGGREGATIONS",
@@ -41,33 +43,18 @@ __all__ = [
 
 
 def group_advantages_np(
-    rewards: np.ndarray, group: np.ndarray, estimator: str = "grpo", eps: float = 1e-6, std_tol: float = 1e-6
+    rewards: np.ndarray,
+    group: np.ndarray,
+    estimator: str | Estimator = "grpo",
+    eps: float = 1e-6,
+    std_tol: float = ZERO_VARIANCE_TOL,
 ) -> np.ndarray:
-    """Advantages over ragged groups; ``group`` holds dense ids 0..G-1.
+    """Advantages over ragged groups; ``group`` holds dense ids 0..G-1 (`Estimator.advantages`).
 
     >>> group_advantages_np(np.array([1., 0., 1., 5., 0., 0.]), np.array([0, 0, 0, 1, 2, 2]), "rloo")
     array([ 0.5, -1. ,  0.5,  0. ,  0. ,  0. ])
     """
-    check_choice("estimator", estimator, ESTIMATORS)
-    r = np.asarray(rewards, dtype=float)
-    if not np.all(np.isfinite(r)):
-        raise ValueError("rewards contain NaN or inf")
-    if r.size == 0:
-        return r.copy()
-    g = np.asarray(group, dtype=np.int64)
-    n = np.bincount(g).astype(float)
-    mean = np.bincount(g, weights=r) / np.maximum(n, 1)
-    centred = r - mean[g]
-    ss = np.bincount(g, weights=centred * centred, minlength=n.size)
-    std = np.sqrt(ss / np.maximum(n - 1, 1))
-    live = (n >= 2) & (std > std_tol)
-    if estimator == "drgrpo":
-        adv = centred
-    elif estimator == "rloo":
-        adv = centred * (n / np.maximum(n - 1, 1))[g]
-    else:
-        adv = centred / (std + eps)[g]
-    return np.where(live[g], adv, 0.0)
+    return get_estimator(estimator).advantages(rewards, group, eps=eps, std_tol=std_tol)
 
 
 def aggregation_weights(

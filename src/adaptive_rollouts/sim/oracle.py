@@ -14,12 +14,25 @@ import numpy as np
 
 from adaptive_rollouts.allocators.base import SingleShotAllocator
 from adaptive_rollouts.checks.validation import check_choice
-from adaptive_rollouts.solvers import allocate
+from adaptive_rollouts.objectives import get_estimator
+from adaptive_rollouts.sim.problem import Problem
+from adaptive_rollouts.solvers import allocate, equal_split
 from adaptive_rollouts.types import Prediction, Prompt
 
 TruthFn = Callable[[Sequence[Prompt]], tuple[np.ndarray, np.ndarray]]
 
-__all__ = ["OracleAllocator", "SkipOracle", "TruePredictor", "fill_allocate"]
+__all__ = ["OracleAllocator", "SkipOracle", "TruePredictor", "fill_allocate", "problem_truth"]
+
+
+def problem_truth(problem: Problem) -> TruthFn:
+    """``truth(prompts) -> (mean, var)`` of a `sim.problem.Problem` under its initial policy: the
+    prompts are the problem's integer prompt indices."""
+
+    def truth(prompts):
+        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
+        return problem.success(idx), problem.reward_variance(idx)
+
+    return truth
 
 
 def fill_allocate(weights: np.ndarray, budget: int, upper: int) -> np.ndarray:
@@ -84,9 +97,7 @@ class SkipOracle(SingleShotAllocator):
 
     def _plan(self, prompts: list, budget: int, prediction: Prediction | None) -> np.ndarray:
         p, _ = self.truth(prompts)
-        q = len(prompts)
-        n = np.full(q, budget // q, dtype=np.int64)
-        n[: budget % q] += 1
+        n = equal_split(budget, len(prompts))
         p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
         flat = p**n + (1.0 - p) ** n
         return np.where((flat > self.flat_above) | (n < 2), 0, n)
@@ -111,7 +122,12 @@ class OracleAllocator(SingleShotAllocator):
         super().__init__(seed=0)
         self.truth = truth
         self.mode = check_choice("mode", mode, ("vip", "fill"))
-        self.objective = check_choice("objective", objective, ("rloo", "drgrpo"))
+        est = get_estimator(objective, "objective")
+        if est.cost_depends_on_p:  # the true reward variance is the whole weight only when the cost is p-free
+            raise ValueError(
+                f"OracleAllocator needs an objective whose cost is w f(n) (RLOO, Dr. GRPO), got {objective!r}"
+            )
+        self.objective = est.name
         # the solver's cap grows with the budget (vip) and fill may top up one group past it: the
         # per-step bounds are enforced in `_plan`, not by the base class
         self.lower, self.upper, self.allow_skip = (1, None, True) if mode == "fill" else (lower, None, False)

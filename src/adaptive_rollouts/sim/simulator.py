@@ -4,7 +4,6 @@ and turning them into policy gradients (the update itself is `train`'s)."""
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +54,6 @@ class Simulator:
         self._log_prompt: list[np.ndarray] = []
         self._log_answer: list[np.ndarray] = []
         self._log_reward: list[np.ndarray] = []
-        self.sample_seconds = 0.0
         self.rollouts = 0
 
     # -- what allocators see -------------------------------------------------------------
@@ -68,7 +66,6 @@ class Simulator:
         idx_of = self._index(prompts)
 
         def sample(indices, counts):
-            t0 = time.perf_counter()
             indices = np.asarray(indices, dtype=np.int64)
             counts = np.asarray(counts, dtype=np.int64)
             if indices.shape != counts.shape:
@@ -85,7 +82,6 @@ class Simulator:
             self._log_reward.append(rewards)
             self.rollouts += int(q.size)
             out = np.split(rewards, np.cumsum(counts)[:-1]) if counts.size else []
-            self.sample_seconds += time.perf_counter() - t0
             return [np.array(r) for r in out]
 
         return sample

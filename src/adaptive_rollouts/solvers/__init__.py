@@ -9,6 +9,7 @@ Problem (separable resource allocation)::
 * `allocate` (`allocate`, `shared`): the costs ``c_q(n) = w_q f(n)`` for a named objective (RLOO,
   Dr. GRPO, GRPO) or a callable; exact.
 * `solve_kkt` (`kkt`): the VIP paper's continuous-KKT-plus-greedy-rounding method, for comparison.
+* `equal_split` (`split`): a total spread as evenly as possible (Uniform's allocation).
 
 Each public solver checks its input once (`checks.validation.check_bounds` / `check_limits`); the
 allocators, which check the budget at their own entry, call the kernels `solve_allocation` and
@@ -21,12 +22,14 @@ from __future__ import annotations
 from ..checks.validation import InfeasibleBudgetError
 from .allocate import Objective, allocate, objective_function, reachable_upper, solve_allocation
 from .kkt import solve_kkt
+from .split import equal_split
 from .table import solve_bounded, solve_table, total_cost
 
 __all__ = [
     "InfeasibleBudgetError",
     "Objective",
     "allocate",
+    "equal_split",
     "objective_function",
     "reachable_upper",
     "solve_allocation",

@@ -13,19 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import check_budget, check_choice, check_limits, check_probabilities, check_weights
-from ..objectives.pricing import allocation_cost
+from ..checks.validation import check_budget, check_limits, check_probabilities, check_weights
+from ..objectives.estimator import Estimator
+from ..objectives.registry import get_estimator
 from .builtin import solve_builtin
 from .shared import shared_convex
 from .table import solve_masked
 
 __all__ = ["Objective", "allocate", "objective_function", "reachable_upper", "solve_allocation"]
 
-Objective = str | Callable[[np.ndarray], np.ndarray]
+Objective = str | Estimator | Callable[[np.ndarray], np.ndarray]
 Rows = Callable[[np.ndarray], np.ndarray]  # counts [K] -> costs [Q, K]
 
 _TABLE_CELLS_MAX = 2_000_000  # above this, `allocate` truncates the table and proves the cut exact
-_OBJECTIVES = ("rloo", "drgrpo", "grpo")
 
 
 def objective_function(objective: Objective) -> Callable[[np.ndarray], np.ndarray]:
@@ -38,10 +38,12 @@ def objective_function(objective: Objective) -> Callable[[np.ndarray], np.ndarra
     """
     if callable(objective):
         return objective
-    check_choice("objective", objective, _OBJECTIVES)
-    if objective == "grpo":
-        raise ValueError("objective 'grpo' has a per-prompt f_q(n) (it depends on p_q): use allocate(success_prob=)")
-    return lambda n: allocation_cost(objective, np.maximum(n, 1))
+    est = get_estimator(objective, "objective")
+    if est.cost_depends_on_p:
+        raise ValueError(
+            f"objective {est.name!r} has a per-prompt f_q(n) (it depends on p_q): use allocate(success_prob=)"
+        )
+    return lambda n: est.allocation_cost(np.maximum(n, 1))
 
 
 def _shared_values(f: Callable[[np.ndarray], np.ndarray], n: np.ndarray) -> np.ndarray:
@@ -198,15 +200,15 @@ def allocate(
     check_limits(q, budget, lower, upper, allow_skip)
     p = None
     if not callable(objective):
-        check_choice("objective", objective, _OBJECTIVES)
+        objective = get_estimator(objective, "objective")
         if (allow_skip or lower == 0) and skip_cost is None:
             raise ValueError(
-                f"skipping with objective={objective!r} needs skip_cost: the variance objectives cannot "
+                f"skipping with objective={objective.name!r} needs skip_cost: the variance objectives cannot "
                 "price a skipped prompt (use a callable with f(0), or objectives.improvement_table with solve_table)"
             )
-        if objective == "grpo":
+        if objective.cost_depends_on_p:
             if success_prob is None:
-                raise ValueError("objective='grpo' needs success_prob (its variance depends on p)")
+                raise ValueError(f"objective={objective.name!r} needs success_prob (its variance depends on p)")
             p = check_probabilities(success_prob)
             if p.shape != w.shape:
                 raise ValueError(f"success_prob must have shape {w.shape} with values in [0, 1], got shape {p.shape}")
@@ -228,7 +230,8 @@ def solve_allocation(
     upper = reachable_upper(w.size, budget, lower, upper, allow_skip)
     if callable(objective):
         return _allocate_callable(objective, w, budget, lower, upper, allow_skip)
-    return solve_builtin(objective, w, success_prob, budget, lower, upper, allow_skip or lower == 0, skip_cost)
+    est = get_estimator(objective, "objective")
+    return solve_builtin(est, w, success_prob, budget, lower, upper, allow_skip or lower == 0, skip_cost)
 
 
 def _allocate_callable(

@@ -9,11 +9,14 @@ when the budget forces them). Paths, all exact:
   problem is solved with ``lower = 2``; if some are forced (budget below 2 per prompt, no
   skipping), every other prompt gets exactly 2 and the 1-rollout groups go to the prompts that
   lose least, ``w_q (c0 - c_q(2))``.
-* RLOO, and Dr. GRPO from ``lower >= 3``: convex, the smallest marginal costs (`shared`), with f
-  evaluated on demand when the count range is too long to tabulate.
-* Dr. GRPO with ``lower = 2``: the convex solution on n >= 3, kept when a Lagrangian certificate
-  shows that no prompt gains by dropping to n = 2.
-* Otherwise (GRPO, skipping, a failed certificate): the exact table solver on a window of counts
+* An estimator whose cost is one convex curve from ``lower`` on (`Estimator.convex_from`: RLOO from
+  2, Dr. GRPO from 3): the smallest marginal costs (`shared`), with f evaluated on demand when the
+  count range is too long to tabulate.
+* Such an estimator below its ``convex_from`` (Dr. GRPO with ``lower = 2``): the convex solution on
+  n >= convex_from, kept when a Lagrangian certificate shows that no prompt gains by dropping
+  below it.
+* Otherwise (a cost that depends on p, as GRPO's; skipping; a failed certificate): the exact table
+  solver on a window of counts
   per prompt (the low counts, where the cost is not convex, and a band around the convex
   solution), enlarged until a bound proves that no count outside it can help:
   ``c_q(n) >= min(c0, f(n))``, and ``w f(n) - t n`` is convex in n.
@@ -25,8 +28,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..objectives.estimator import Estimator
 from ..objectives.mixing import mixed_probability
-from ..objectives.pricing import allocation_cost, no_signal_cost, singleton_penalty, unit_cost, unit_marginal
+from ..objectives.pricing import singleton_penalty
 from .lagrangian import solve_general_table
 from .shared import shared_convex
 from .table import solve_masked
@@ -41,9 +45,9 @@ _ARRAY_G_MAX = 1 << 22  # marginals tabulated up to this length, evaluated on de
 class _Rows:
     """w_q c_q(n) on demand for the built-in objectives (n >= 1; 0 is the skip price)."""
 
-    def __init__(self, estimator: str, w: np.ndarray, p: np.ndarray | None, skip_cost: float | None):
+    def __init__(self, estimator: Estimator, w: np.ndarray, p: np.ndarray | None, skip_cost: float | None):
         self.estimator, self.w, self.p, self.skip_cost = estimator, w, p, skip_cost
-        self.c0 = no_signal_cost(estimator, skip_cost)
+        self.c0 = estimator.no_signal_cost(skip_cost)
         if p is not None:  # log p and log(1 - p), once: P(mixed) = 1 - p^n - (1-p)^n is evaluated often
             with np.errstate(divide="ignore"):
                 self._logs = np.log(p), np.log1p(-p)
@@ -55,7 +59,7 @@ class _Rows:
             with np.errstate(invalid="ignore"):
                 all_equal = np.exp(n_ * self._logs[0][rows]) + np.exp(n_ * self._logs[1][rows])
             mixed = np.where(n_ > 0, np.maximum(1.0 - all_equal, 0.0), 0.0)
-        unit = allocation_cost(self.estimator, n, skip_cost=self.skip_cost, mixed=mixed)
+        unit = self.estimator.allocation_cost(n, skip_cost=self.skip_cost, mixed=mixed)
         with np.errstate(invalid="ignore"):
             return np.where(np.isinf(unit), np.inf, self.w[rows] * unit)
 
@@ -73,32 +77,32 @@ def forced_singletons(q: int, budget: int, upper: int, skipping: bool) -> int:
     return 1 if budget == 1 or (upper == 2 and budget % 2 == 1) else 0
 
 
-def _g_function(estimator: str, start: int) -> Callable[[np.ndarray], np.ndarray]:
+def _g_function(estimator: Estimator, start: int) -> Callable[[np.ndarray], np.ndarray]:
     """g(j) = f(start + j + 1) - f(start + j): the marginals of the shared unit cost."""
 
     def g(j: np.ndarray) -> np.ndarray:
-        return unit_marginal(estimator, start + np.asarray(j, dtype=float))
+        return estimator.unit_marginal(start + np.asarray(j, dtype=float))
 
     return g
 
 
-def _convex(estimator: str, w: np.ndarray, budget: int, lower: int, upper: int) -> np.ndarray:
+def _convex(estimator: Estimator, w: np.ndarray, budget: int, lower: int, upper: int) -> np.ndarray:
     """Exact optimum of sum w_q f(n_q), f convex on [lower, upper], no skipping."""
     k = upper - lower
     if k == 0:
         return np.full(w.size, lower, dtype=np.int64)
     take = budget - w.size * lower
     if k <= _ARRAY_G_MAX:
-        g = np.maximum.accumulate(unit_marginal(estimator, np.arange(lower, upper, dtype=float)))
+        g = np.maximum.accumulate(estimator.unit_marginal(np.arange(lower, upper, dtype=float)))
         return lower + shared_convex(w, g, take)
     return lower + shared_convex(w, _g_function(estimator, lower), take, k)
 
 
-def _threshold(estimator: str, w: np.ndarray, counts: np.ndarray, upper: int) -> float:
+def _threshold(estimator: Estimator, w: np.ndarray, counts: np.ndarray, upper: int) -> float:
     """The smallest marginal cost not taken by a convex solution (a Lagrange multiplier for it)."""
     n = counts.astype(float)
     with np.errstate(invalid="ignore"):
-        nxt = w * unit_marginal(estimator, n)
+        nxt = w * estimator.unit_marginal(n)
     open_ = counts < upper
     return float(nxt[open_].min()) if open_.any() else 0.0
 
@@ -114,11 +118,11 @@ def _convex_part_bound(rows: _Rows, t: float, a: np.ndarray, b: np.ndarray) -> n
         if not live.any():
             break
         mid = (lo + hi) // 2
-        up = w * unit_marginal(est, mid) - t >= 0
+        up = w * est.unit_marginal(mid) - t >= 0
         hi = np.where(live & up, mid, hi)
         lo = np.where(live & ~up, mid + 1, lo)
-    convex = w * unit_cost(est, lo) - t * lo
-    if est != "grpo":
+    convex = w * est.unit_cost(lo) - t * lo
+    if not est.cost_depends_on_p:  # c = f: the convex part is exact
         return convex
     return np.minimum(np.minimum(w * rows.c0 - t * a, w * rows.c0 - t * b), convex)
 
@@ -135,7 +139,7 @@ def _range_bound(rows: _Rows, t: float, a: np.ndarray, b: np.ndarray, enough: np
     a = np.where(empty, 3, np.maximum(a, 3)).astype(np.int64)
     b = np.where(empty, 3, np.maximum(b, a)).astype(np.int64)
     bound = _convex_part_bound(rows, t, a, b)
-    if rows.estimator == "grpo" and rows.c0 >= float(unit_cost("grpo", 2.0)):
+    if rows.estimator.cost_depends_on_p and rows.c0 >= float(rows.estimator.unit_cost(2.0)):
         pieces = np.full(q, np.inf)
         x, step = a.copy(), 1
         live = ~empty & (bound < enough)
@@ -213,7 +217,7 @@ def _base_guess(rows: _Rows, budget: int, lower: int, upper: int) -> tuple[np.nd
     upper], with w' = w times (GRPO) the chance of a group with signal at the mean count, and its
     multiplier (a hint for the exact solve)."""
     w, est = rows.w, rows.estimator
-    if est == "grpo":
+    if est.cost_depends_on_p:
         w = w * mixed_probability(rows.p, max(budget / w.size, 2.0))
     start = min(max(lower, 3), upper)
     if budget < w.size * start:
@@ -224,7 +228,7 @@ def _base_guess(rows: _Rows, budget: int, lower: int, upper: int) -> tuple[np.nd
 
 
 def solve_builtin(
-    estimator: str,
+    estimator: Estimator,
     w: np.ndarray,
     p: np.ndarray | None,
     budget: int,
@@ -249,13 +253,15 @@ def solve_builtin(
         lower = 2
     if upper - lower + 1 <= _DENSE_WIDTH and q * (upper + 1) <= _TABLE_CELLS_MAX // 4:
         return _dense(rows, budget, lower, upper, skipping)
-    if not skipping and (estimator == "rloo" or lower >= 3):
+    convex_from = estimator.convex_from
+    if not skipping and convex_from is not None and lower >= convex_from:
         return _convex(estimator, w, budget, lower, upper)
-    if not skipping and estimator == "drgrpo" and budget >= 3 * q:
-        counts = _convex(estimator, w, budget, 3, upper)
+    if not skipping and convex_from is not None and budget >= convex_from * q:
+        counts = _convex(estimator, w, budget, convex_from, upper)
         t = _threshold(estimator, w, counts, upper)
-        head = w * unit_cost(estimator, 2.0) - 2.0 * t
-        chosen = w * unit_cost(estimator, counts) - t * counts
+        # the counts below convex_from, where f may be concave: none may beat the chosen count
+        head = np.min([w * estimator.unit_cost(float(m)) - m * t for m in range(lower, convex_from)], axis=0)
+        chosen = w * estimator.unit_cost(counts) - t * counts
         if np.all(head >= chosen - 1e-12 * max(1.0, float(w.max()))):
             return counts
         return _window(rows, budget, lower, upper, skipping, counts, t)  # the convex solution: a start

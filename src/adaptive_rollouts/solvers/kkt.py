@@ -9,41 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.validation import check_bounds, check_choice, check_weights
+from ..checks.validation import check_bounds, check_weights
+from ..objectives.estimator import Estimator
+from ..objectives.registry import get_estimator
 from .allocate import objective_function
 
 __all__ = ["solve_kkt"]
 
 
-def _kkt_counts(a: np.ndarray, lam: float, lower: int, upper: int, objective: str) -> np.ndarray:
-    """Continuous KKT counts n_q(lambda)."""
-    if objective == "rloo":
-        with np.errstate(divide="ignore"):
-            return np.clip(1.0 + np.sqrt(a / lam), lower, upper)
-    # Dr. GRPO (Thm 5.1): lambda = a (n - 2) / n^3, decreasing in n for n >= 3
-    lo_n = max(float(lower), 3.0)
-    hi_n = float(upper)
-
-    def h(x: Any) -> Any:
-        return (x - 2.0) / x**3
-
-    out = np.full(a.shape, float(lower))
-    out[lam <= a * h(hi_n)] = hi_n
-    mid = (lam < a * h(lo_n)) & (lam > a * h(hi_n))
-    if mid.any():
-        am = a[mid]
-        lo = np.full(am.shape, lo_n)
-        hi = np.full(am.shape, hi_n)
-        for _ in range(60):  # root of a h(n) = lambda on [lo_n, hi_n], h decreasing
-            m = 0.5 * (lo + hi)
-            big = am * h(m) > lam
-            lo = np.where(big, m, lo)
-            hi = np.where(big, hi, m)
-        out[mid] = 0.5 * (lo + hi)
-    return out
-
-
-def solve_kkt(weights: Any, budget: int, lower: int, upper: int, objective: str = "rloo") -> np.ndarray:
+def solve_kkt(weights: Any, budget: int, lower: int, upper: int, objective: str | Estimator = "rloo") -> np.ndarray:
     """The VIP paper's allocation (arXiv 2602.01601): continuous KKT, then greedy rounding.
 
     RLOO: n_q(lambda) = clip(1 + sqrt(a_q / lambda), L, U). Dr. GRPO (Thm 5.1): n_q = U if
@@ -59,28 +33,32 @@ def solve_kkt(weights: Any, budget: int, lower: int, upper: int, objective: str 
     """
     a = check_weights(weights)
     budget, lower, upper = check_bounds(a.size, budget, lower, upper, False)
-    check_choice("objective", objective, ("rloo", "drgrpo"))
-    if objective == "rloo" and lower < 2:
-        raise ValueError(f"solve_kkt with 'rloo' needs lower >= 2, got lower={lower}")
-    n_cont = _continuous_counts(a, budget, lower, upper, objective)
-    return _round_greedy(a, n_cont, budget, lower, upper, objective_function(objective))
+    est = get_estimator(objective, "objective")
+    if est.cost_depends_on_p:
+        raise ValueError(
+            f"solve_kkt has no KKT counts for objective {est.name!r} (its cost depends on p): use allocate"
+        )
+    if lower < est.first_n:
+        raise ValueError(f"solve_kkt with {est.name!r} needs lower >= {est.first_n}, got lower={lower}")
+    n_cont = _continuous_counts(a, budget, lower, upper, est)
+    return _round_greedy(a, n_cont, budget, lower, upper, objective_function(est))
 
 
-def _continuous_counts(a: np.ndarray, budget: int, lower: int, upper: int, objective: str) -> np.ndarray:
+def _continuous_counts(a: np.ndarray, budget: int, lower: int, upper: int, est: Estimator) -> np.ndarray:
     """n_q(lambda) at the lambda (bisected on a log scale) where sum_q n_q(lambda) = budget."""
     if not (a.max() > 0 and a.size * lower < budget < a.size * upper):
         return np.full(a.size, budget / a.size)
     lo, hi = -80.0, 10.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        total = _kkt_counts(a, np.exp(mid), lower, upper, objective).sum()
+        total = est.kkt_counts(a, np.exp(mid), lower, upper).sum()
         if total > budget:
             lo = mid
         else:
             hi = mid
         if hi - lo < 1e-13:
             break
-    return _kkt_counts(a, np.exp(hi), lower, upper, objective)
+    return est.kkt_counts(a, np.exp(hi), lower, upper)
 
 
 def _round_greedy(

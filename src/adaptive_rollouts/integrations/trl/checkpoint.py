@@ -3,7 +3,10 @@
 ``checkpoint-<step>/adaptive_rollouts.safetensors`` (`adaptive_rollouts.state.save_state`: arrays as
 safetensors, the rest as JSON in its header; no pickle) holds the allocator's ``state_dict()`` (its
 predictor, e.g. VIP's GP, its random generator and history), the `SuccessSignal` (the reward range
-seen in auto mode), the `RegimeTracker`, the allocation history and the allocator time.
+seen in auto mode), the `RegimeTracker`, the allocation history, the allocator time and the running
+totals (`bridge.RunningTotals`, the completion tokens trained on). A checkpoint written before the
+running totals existed loads: its rollout totals are rebuilt from the history and the budget (exact:
+TRL's budget is the same every step) and the token total restarts at 0, with a warning.
 ``adaptive_rollouts.json`` next to it is a readable summary (what is inside, for which step).
 `ResumableRepeatSampler` keeps the data order of a resumed run equal to an uninterrupted one.
 """
@@ -40,6 +43,8 @@ def trainer_state(trainer: Any) -> dict:
         "regime": trainer.regime.state_dict(),
         "history": [np.asarray(c, dtype=np.int64) for c in trainer.allocation_history],
         "allocator_seconds": float(trainer.allocator_seconds),
+        "totals": trainer.totals.state_dict(),
+        "tokens_total": int(trainer.tokens_total),
     }
 
 
@@ -94,6 +99,21 @@ def load_trainer_state(trainer: Any, folder: str) -> bool:
     if trainer.accelerator.is_main_process:  # the allocator runs there; other processes keep no history
         trainer.allocation_history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
     trainer.allocator_seconds = float(state["allocator_seconds"])
+    if "totals" in state:
+        trainer.totals.load_state_dict(state["totals"])
+        tokens = state.get("tokens_total")
+        if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 0:
+            raise ValueError(f"{path}: tokens_total must be an integer >= 0, got {tokens!r}")
+        trainer.tokens_total = int(tokens)
+    else:  # written before the running totals: rebuilt from the history (TRL's budget is fixed)
+        history = [np.asarray(c, dtype=np.int64) for c in state["history"]]
+        budget = int(trainer.args.generation_batch_size)
+        spent = int(sum(int(c.sum()) for c in history))
+        trainer.totals.load_state_dict(
+            {"steps": len(history), "rollouts_spent": spent, "budget": budget * len(history)}
+        )
+        trainer.tokens_total = 0
+        logger.warning("%s has no running totals (older format): rebuilt from its history; tokens restart at 0", path)
     return True
 
 

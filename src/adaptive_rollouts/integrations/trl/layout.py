@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from adaptive_rollouts.keys import row_key
+from adaptive_rollouts.solvers import equal_split
 
 SOURCE = "train"
 
@@ -182,8 +183,7 @@ def rank_shares(total: int, num_processes: int) -> list[int]:
     """
     if num_processes < 1 or total < 0:
         raise ValueError(f"need total >= 0 and num_processes >= 1, got {total}, {num_processes}")
-    base, extra = divmod(int(total), int(num_processes))
-    return [base + (rank < extra) for rank in range(num_processes)]
+    return equal_split(int(total), int(num_processes)).tolist()
 
 
 def padded_rows(shares: Sequence[int], steps_per_generation: int) -> int:

@@ -4,11 +4,10 @@
   the rollouts trained on, computed as TRL's ``_generate`` computes them for a stock batch;
 - `LogsMixin._fix_logs`: the replay ran with groups of one; the logged advantages and
   ``frac_reward_zero_std`` are put back for the true groups;
-- `LogsMixin._log_allocation`: one name per quantity under ``adaptive/`` (`bridge.step_values`:
-  the standard step metrics and the allocator's own ``last_metrics``, plus what only the trainer
-  knows: ``rounds``, ``unscored``, ``padding_unused``, ``padding_rows``, ``completion_tokens``,
-  ``empty_step``, ``allocator_seconds``) and the regime
-  fingerprints under ``regime/`` (`fingerprints.RegimeTracker`).
+- `LogsMixin._log_allocation`: the step's log (`bridge.StepResult.log`: one name per quantity under
+  ``adaptive/``, the running totals, the regime fingerprints under ``regime/``, plus what only this
+  trainer knows: ``padding_unused``, ``padding_rows``, ``completion_tokens``,
+  ``completion_tokens_total``, ``empty_step``), on every process. The key list: docs/trl.md.
 """
 
 from __future__ import annotations
@@ -16,17 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate.utils import broadcast_object_list
 
-from adaptive_rollouts.bridge import step_log, step_values
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.types import Allocator
 
 from .rounds import Rollout
-
-_DROPPED = ("allocator_wall_time_s",)  # the trainer's allocator_seconds measures the same for every allocator
 
 
 class LogsMixin:
@@ -105,7 +100,7 @@ class LogsMixin:
         metrics["frac_reward_zero_std"][-1] = flat[dense].float().mean().item()
 
     def _log_allocation(self, values: dict[str, float] | None) -> None:
-        """Log ``values`` (built on the main process by `_allocation_values`) on every process."""
+        """Log ``values`` (the step's log, built on the main process) on every process."""
         if self.accelerator.num_processes > 1:
             holder = [values]
             broadcast_object_list(holder)
@@ -113,22 +108,3 @@ class LogsMixin:
         metrics = self._metrics["train"]
         for name, value in (values or {}).items():
             metrics[name].append(value)
-
-    def _allocation_values(
-        self,
-        keys: list[str],
-        counts: np.ndarray,
-        budget: int,
-        success: list[np.ndarray],
-        raw: list[np.ndarray],
-        trainer_values: dict[str, float],
-    ) -> dict[str, float]:
-        """Main process: ``adaptive/<name>`` once per quantity and ``regime/<name>``.
-
-        `bridge.step_values` of what the step spent and observed (the standard set every allocator
-        gets, then the allocator's own scalars where the trainer has none: predicted success, Brier
-        score); the trainer's values win. The counts are the rollouts spent (``unscored`` of them have
-        no reward); the reward statistics are over the scored ones."""
-        values = step_values(keys, counts, success, getattr(self.allocator, "last_metrics", None), budget)
-        values.update(trainer_values)
-        return step_log(values, self.regime, keys, raw, drop=_DROPPED)

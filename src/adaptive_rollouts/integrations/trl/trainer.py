@@ -5,11 +5,13 @@ One training step (one TRL *generation batch* of C rows = Q dataset rows x ``num
 1. the rows of all processes are gathered; each dataset row is one prompt, keyed by its position
    (``"train#<i>"``, `layout.key_of_row`; the dataloader's rows carry it outside their columns,
    `layout.KeyedRow`), so rows with the same text stay two prompts;
-2. on the main process ``allocator.run(keys, C, sample)`` decides how many rollouts each prompt gets;
-   every ``sample(indices, counts)`` call is a *generation round* that all processes run together
+2. on the main process the step object (`bridge.TrainerStep`, the one every trainer uses) runs
+   ``allocator.run(keys, C, sample)``, which decides how many rollouts each prompt gets; every
+   ``sample(indices, counts)`` call is a *generation round* that all processes run together
    (`rounds.RoundsMixin.run_round`: TRL's own ``_generate`` and ``_calculate_rewards``); the allocator
    gets each rollout's reward as a success signal in [0, 1] (`SuccessSignal`), without the rollouts
-   no reward function could score;
+   no reward function could score; an allocator that reads the policy (`types.PolicyAware`) first
+   gets each prompt's last-layer hidden state (``policy_features=True``, `policy`);
 3. the N rollouts (N = C, or N <= C for an allocator of kind ``"save"``; groups of unequal size) are
    laid out on processes, padded with zero-weight copies to equal rows (`layout.padded_rows`), and
    replayed through TRL's ``_generate_and_score_completions`` (`replay.ReplayMixin`: log-probs,
@@ -22,8 +24,7 @@ See docs/trl.md for the estimator and aggregation the allocator is given, checkp
 from __future__ import annotations
 
 import inspect
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,12 @@ from trl import GRPOTrainer
 
 from adaptive_rollouts.advantages import equal_prompt_weights
 from adaptive_rollouts.bridge import (
+    RunningTotals,
+    TrainerStep,
     allocator_kind,
     build_allocator,
-    check_request,
-    check_spent,
+    check_policy_features,
     prompt_text,
-    scored_draw,
     text_features,
 )
 from adaptive_rollouts.fingerprints import RegimeTracker
@@ -57,12 +58,14 @@ from .layout import (
     rank_shares,
 )
 from .logs import LogsMixin
+from .policy import policy_features_for
 from .replay import ReplayMixin, model_tokens
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
 from .settings import IMAGE_COLUMNS, aggregation_for_loss_type, estimator_for, refuse_images
 
 _DONE = "done"
+_POLICY = "policy"
 
 
 class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
@@ -72,7 +75,8 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         allocator: ``None`` (default: the recommended allocator, ``make_allocator()``), a registry name
             (``"uniform"`` is stock GRPO, ``"vigor"``, ``"vip"``, ...) or an allocator object. Named ones
             are built with the trainer's estimator and aggregation where they model them; an object
-            that models other ones is refused.
+            that models other ones is given the trainer's, with a warning naming both
+            (`bridge.configure_allocator`).
         advantage_estimator: ``None`` (follow ``scale_rewards``) or ``"rloo"`` (with
             ``scale_rewards="none"`` or ``"batch"``).
         reward_range / reward_threshold / success_fn: how rewards become the allocator's success
@@ -85,6 +89,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             the allocator is then given). Without it TRL's ``grpo`` loss weighs a prompt by its
             rollout count, so allocation also tilts the step's direction toward the prompts it
             favours. Only with loss types that average over completions (``grpo``, ``sapo``).
+        policy_features: for an allocator that reads the policy's view of each prompt
+            (``observe_policy``, `adaptive_rollouts.types.PolicyAware`): ``True`` gives it the
+            policy's last-layer hidden state at each prompt's last token (one no-grad forward pass of
+            the trainer's own model over the step's prompts, each process its own;
+            `policy.last_token_hidden_states`), or a callable ``rows -> [len(rows), width]`` of your
+            own. Ignored (nothing runs) for an allocator without ``observe_policy``, e.g. ``"uniform"``.
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
     ``generation_batch_size`` rollouts, as stock TRL does, or at most that under an allocator of kind
@@ -103,6 +113,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         reward_threshold: float | None = None,
         success_fn: Any = None,
         equal_prompt_weight: bool = False,
+        policy_features: bool | Callable[[list[dict]], Any] | None = None,
         **kwargs: Any,
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)
@@ -123,8 +134,13 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.kind = allocator_kind(self.allocator)  # "save": a step may spend less than its budget
         self._texts = text_features(self.allocator, self._prompt_pool() if self._map_style() else None)
         self.regime = RegimeTracker()
+        self.totals = RunningTotals()
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
+        self.tokens_total = 0  # completion tokens trained on since the start
+        self._policy_features = policy_features_for(self, policy_features)
+        # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals
+        self.adaptive_step = TrainerStep(self.allocator, self.success, regime=self.regime, totals=self.totals)
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 
     def _map_style(self) -> bool:
@@ -163,53 +179,38 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             load_trainer_state(self, checkpoint)
 
     # ------------------------------------------------------------------ allocation
-    def _collect(self, rows: list[dict], keys: list[str], budget: int):
-        """Run the allocator (main process) and its rounds (all processes)."""
+    def _collect(self, rows: list[dict], keys: list[str], budget: int, local: list[dict]):
+        """Run the step (`bridge.TrainerStep`, main process) and its rounds (all processes). ``local``:
+        this process's own rows, for the policy-features pass. Returns each prompt's rollouts, the
+        step result (main process; None elsewhere) and the padding kept unused."""
         world = self.accelerator.num_processes
         per_prompt: list[list[Rollout]] = [[] for _ in rows]
         bank: dict[int, list[Rollout]] = {}
-        success: list[list[np.ndarray]] = [[] for _ in rows]
-        step = {"rounds": 0, "unscored": 0}
 
         def play(indices: list[int], counts: list[int]) -> dict[int, list[Rollout]]:
             got = self.run_round(rows, dict(zip(indices, counts)), bank)
             for i, made in got.items():
                 per_prompt[i].extend(made)
-            step["rounds"] += 1
             return got
 
+        result = None
         if self.accelerator.is_main_process:
 
-            def sample(indices, counts):
-                # allocator time is what run() spends outside these calls: take the round back out
-                self.allocator_seconds += time.perf_counter()
-                try:
-                    indices, counts = check_request(indices, counts, len(rows))
-                    spent = sum(len(made) for made in per_prompt)
-                    if spent + int(counts.sum()) > budget:  # refused before anything is generated
-                        raise ValueError(
-                            f"allocator {type(self.allocator).__name__} asked for {int(counts.sum())} more rollouts "
-                            f"in round {step['rounds'] + 1} after spending {spent}: over the budget {budget}"
-                        )
-                    if world > 1:
-                        broadcast_object_list([("round", indices.tolist(), counts.tolist())])
-                    got = play(indices.tolist(), counts.tolist())
-                    asked = indices.tolist()
-                    draw = scored_draw(
-                        self.success, [[r.reward for r in got[i]] for i in asked], [keys[i] for i in asked]
-                    )
-                    step["unscored"] += int(draw.unscored.sum())
-                    for i, kept in zip(asked, draw):
-                        success[i].append(kept)
-                    return draw
-                finally:
-                    self.allocator_seconds -= time.perf_counter()
+            def generate(indices: np.ndarray, counts: np.ndarray) -> list[list[float]]:
+                if world > 1:
+                    broadcast_object_list([("round", indices.tolist(), counts.tolist())])
+                got = play(indices.tolist(), counts.tolist())
+                return [[r.reward for r in got[i]] for i in indices.tolist()]  # NaN: unscored
 
-            self.allocator_seconds -= time.perf_counter()
+            def features(_prompts: Sequence[Any]) -> np.ndarray | None:
+                if world > 1:
+                    broadcast_object_list([(_POLICY, None, None)])
+                return self._policy_pass(local, keys)
+
+            self.adaptive_step.policy_features = features if self._policy_features is not None else None
             try:
-                self.allocator.run(keys, budget, sample)
+                result = self.adaptive_step.run(keys, budget, generate, prompts=rows)
             finally:
-                self.allocator_seconds += time.perf_counter()
                 if world > 1:
                     broadcast_object_list([(_DONE, None, None)])
         else:
@@ -219,12 +220,34 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                 kind, indices, counts = message[0]
                 if kind == _DONE:
                     break
+                if kind == _POLICY:
+                    self._policy_pass(local, keys)
+                    continue
                 play(indices, counts)
-        counts = np.array([len(made) for made in per_prompt], dtype=np.int64)
-        check_spent(counts, budget, self.kind, f"allocator {type(self.allocator).__name__}")
-        step["padding_unused"] = sum(len(kept) for kept in bank.values())
-        scored = [np.concatenate(s) if s else np.zeros(0) for s in success]
-        return per_prompt, counts, step, scored
+        padding_unused = sum(len(kept) for kept in bank.values())
+        return per_prompt, result, padding_unused
+
+    def _policy_pass(self, local: list[dict], keys: list[str]) -> np.ndarray | None:
+        """The policy's features of this step's prompts: every process computes its own rows'
+        (`policy.policy_features_of_rows`, or the user's callable), then they are gathered and put in
+        the order of ``keys`` (main process; None elsewhere). Collective."""
+        assert self._policy_features is not None
+        mine: dict[str, Any] = {}
+        for row in local:
+            mine.setdefault(key_of_row(row), row)
+        own = list(mine)
+        rows = [mine[k] for k in own]
+        vectors = check_policy_features(self._policy_features(rows), len(rows)) if rows else np.zeros((0, 1))
+        pairs = list(zip(own, list(vectors)))
+        if self.accelerator.num_processes > 1:
+            pairs = gather_object(pairs)
+        if not self.accelerator.is_main_process:
+            return None
+        found = dict(pairs)
+        missing = [k for k in keys if k not in found]
+        if missing:
+            raise RuntimeError(f"internal error: no policy features for prompts {missing[:5]}")
+        return np.stack([np.asarray(found[k], dtype=np.float32) for k in keys])
 
     # ------------------------------------------------------------------ the step
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict[str, Any]:
@@ -242,9 +265,9 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             self._texts.register(keys, [prompt_text(row.get("prompt", "")) for row in rows])
 
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
-        start = self.allocator_seconds
         with self._vllm_awake_for_step():
-            per_prompt, counts, step, success = self._collect(rows, keys, budget)
+            per_prompt, result, padding_unused = self._collect(rows, keys, budget, list(inputs))
+        counts = np.array([len(made) for made in per_prompt], dtype=np.int64)
 
         # Lay the rollouts out on processes, prompt after prompt: equal shares, or as equal as the total
         # allows under a saving allocator; every process then pads its share with zero-weight copies to
@@ -282,18 +305,19 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         output["advantages"] = torch.cat([mine, mine.new_zeros(rows_each - len(local))])
 
         values = None
-        if self.accelerator.is_main_process:
-            self.allocation_history.append(counts.copy())
-            raw = [np.array([r.reward for r in made if not np.isnan(r.reward)]) for made in per_prompt]
-            seconds = self.allocator_seconds - start
-            trainer_values = {
-                **step,
-                "completion_tokens": sum(model_tokens(r) for r in everyone),
-                "padding_rows": rows_each * world - len(everyone),
-                "empty_step": int(not everyone),
-                "allocator_seconds": seconds,
-            }
-            values = self._allocation_values(keys, counts, budget, success, raw, trainer_values)
+        if result is not None:  # main process
+            self.allocation_history.append(result.counts.copy())
+            self.allocator_seconds += result.allocator_seconds
+            self.tokens_total += sum(model_tokens(r) for r in everyone)
+            values = result.log(
+                {
+                    "padding_unused": padding_unused,
+                    "padding_rows": rows_each * world - len(everyone),
+                    "empty_step": int(not everyone),
+                    "completion_tokens": sum(model_tokens(r) for r in everyone),
+                    "completion_tokens_total": self.tokens_total,
+                }
+            )
         self._log_allocation(values)
         return output
 

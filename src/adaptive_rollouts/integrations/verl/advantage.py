@@ -17,7 +17,7 @@ name                advantage of rollout i in a group of n       matches verl's 
 deviation, ``epsilon = 1e-6`` as in verl. Differences from verl's stock estimators, both
 deliberate: a group with one rollout gets advantage 0 (verl returns the raw reward, which for an
 adaptive allocator that leaves prompts at one rollout would push every such sequence up by its
-raw score), and a group whose std is below ``1e-6`` gets exactly 0. Computation is vectorised
+raw score), and a group whose rewards span at most ``1e-6`` gets exactly 0. Computation is vectorised
 (:func:`adaptive_rollouts.advantages.group_advantages`), not verl's per-rollout Python loop.
 
 Multi-output agent loops (one row per turn, keys ``{uid}_{session}_{index}``): verl's v1 trainer
@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from adaptive_rollouts.advantages import group_advantages
+from adaptive_rollouts.bridge.settings import verl_estimator
 from adaptive_rollouts.checks.validation import ESTIMATORS
 
 __all__ = ["group_ids_from_index", "outcome_advantage", "register", "session_keys"]
@@ -139,9 +140,9 @@ def _make(estimator: str):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if index is None:
             raise ValueError(f"adaptive_{estimator} needs the group index (verl's 'uid' field)")
-        est = estimator
-        if est == "grpo" and not _config_get(config, "norm_adv_by_std_in_grpo", True):
-            est = "drgrpo"
+        # verl's norm_adv_by_std_in_grpo=False turns GRPO into Dr. GRPO (the trainer-settings table)
+        est = verl_estimator(f"adaptive_{estimator}", bool(_config_get(config, "norm_adv_by_std_in_grpo", True)))
+        assert est is not None
         keys = _SESSION_KEYS.get()
         if keys is None or len(keys) != token_level_rewards.shape[0]:
             return outcome_advantage(token_level_rewards, response_mask, index, est, epsilon)

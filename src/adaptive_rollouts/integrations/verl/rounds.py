@@ -2,16 +2,18 @@
 
 A round dispatches the asked prompts as a sub-batch with fresh uids and ``__rollout_n__`` = the
 round's counts, waits for TransferQueue to mark them terminal, and returns each prompt's rewards.
-The rounds of a step never ask for more than the budget in all: a request beyond it raises before
-anything is dispatched; a "fill" allocator whose rounds asked for less than the budget in all is an
-error too (`steps.check_counts`, the same check as single-shot counts). An unscored trajectory is
+The step object (`bridge.TrainerStep`, the one every trainer uses) owns the allocator's ``sample``:
+a request beyond the budget raises before anything is dispatched; a "fill" allocator whose rounds
+asked for less than the budget in all is an error too (`bridge.check_spent`); each round's scores
+are mapped to successes at once. This module plays the rounds (``generate``) with verl's retries. An unscored trajectory is
 removed from TransferQueue (its reward is unknown, so training on it would train on a made-up
 reward). A session that failed (no trajectory) or has no score is handled by the allocator's kind:
 
 - ``"fill"`` (spends exactly the budget): re-dispatched, up to ``adaptive.session_retries`` times, so
   the allocator gets the rewards it asked for. If rollouts are still missing after the retries, the
-  allocator's run stops there (its state is left as before the step, it learns nothing from the
-  step), the rollouts produced so far are trained on, and ``adaptive/incomplete_step`` is 1.
+  allocator's run stops there (`bridge.RoundIncomplete`: its state is left as before the step, it
+  learns nothing from the step), the rollouts produced so far are trained on, and
+  ``adaptive/incomplete_step`` is 1.
 - ``"save"`` (spends at most the budget): not re-dispatched (that would spend past what the allocator
   decided); the answer is a `Draw` whose ``unscored`` counts them, so the allocator books them as
   spent and its later rounds cannot overspend.
@@ -29,18 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.types import Draw, allocator_kind
+from adaptive_rollouts.bridge import RoundIncomplete, StepResult
+from adaptive_rollouts.types import allocator_kind
 
 from . import rollouts as R
-from .steps import StepFeedback, assign_rollout_counts, check_counts
+from .steps import StepFeedback, assign_rollout_counts
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["RoundIncomplete", "keep_if_trained", "run_rounds", "select_rows"]
-
-
-class RoundIncomplete(RuntimeError):
-    """Rollouts still missing after ``adaptive.session_retries`` re-dispatches."""
 
 
 def select_rows(batch: Any, rows: np.ndarray, global_steps: int) -> Any:
@@ -65,33 +64,34 @@ def _dispatch(trainer: Any, batch: Any, rows: np.ndarray, counts: np.ndarray) ->
     return new
 
 
-def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tuple[StepFeedback, int]:
-    """Run ``trainer.allocator.run`` with rounds dispatched through verl; returns the step's feedback
-    and the number of round groups (prompt uids) the replay buffer must sample (0: nothing to train)."""
+def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tuple[StepResult, StepFeedback, int]:
+    """The step (`bridge.TrainerStep`, ``trainer.adaptive_step``) with rounds dispatched through verl; returns
+    the step's result, its session feedback and the number of round groups (prompt uids) the replay
+    buffer must sample (0: nothing to train)."""
     import transfer_queue as tq
 
     s = trainer.settings
     kind = allocator_kind(trainer.allocator)
     retries = s.session_retries if kind == "fill" else 0
     round_uids: dict[str, str] = {}  # round uid -> the prompt's original uid
-    feedback = StepFeedback(keys, np.zeros(len(keys), dtype=np.int64), trainer.signal, trainer.budget)
+    feedback = StepFeedback(keys, signal=trainer.signal, budget=trainer.budget)
 
-    def sample(indices: np.ndarray, counts: np.ndarray) -> Any:
-        indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
-        asked = int(feedback.requested.sum() + counts.sum())
-        if asked > trainer.budget:
-            raise ValueError(
-                f"the allocator asked for {asked} rollouts this step in all, the budget is {trainer.budget}"
-            )
-        feedback.requested[indices] += counts
+    def generate(indices: np.ndarray, counts: np.ndarray) -> list[list[float]]:
+        """One round (the budget guard and the success mapping are the step's): dispatched, and
+        re-dispatched for failed or unscored sessions up to the retries ("fill" only). Returns each
+        prompt's scored rewards plus the last attempt's unscored ones (the rest: failed, missing)."""
         need = counts.copy()
         got: list[list[float]] = [[] for _ in indices]
+        nan_left = np.zeros(len(indices), dtype=np.int64)  # last attempt's unscored, not retried yet
+        failed_left = np.zeros(len(indices), dtype=np.int64)  # last attempt's failed sessions
         for attempt in range(retries + 1):
             live = np.flatnonzero(need > 0)
             if live.size == 0:
                 break
-            if attempt:
+            if attempt:  # the last attempt's failures are re-dispatched: count them now
                 feedback.redispatched += int(need[live].sum())
+                feedback.failed_sessions += int(failed_left[live].sum())
+                feedback.unscored += int(nan_left[live].sum())
             new = _dispatch(trainer, batch, indices[live], need[live])
             for u, j in zip(new, live):
                 round_uids[u] = base_uids[int(indices[j])]
@@ -99,35 +99,32 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
             stored = R.trajectory_keys(new, "train")
             sessions = R.read_session_scores(stored, "train")
             unscored = set()
-            raws = [sessions.of(u) for u in new]
-            for u, j, raw, scored in zip(new, live, raws, feedback.add(indices[live], raws, need[live])):
+            for u, j in zip(new, live):
+                raw = np.asarray(sessions.of(u), dtype=float)
+                scored = raw[~np.isnan(raw)]
                 got[j].extend(scored.tolist())
+                nan_left[j], failed_left[j] = raw.size - scored.size, need[j] - raw.size
                 need[j] -= scored.size
                 if scored.size < raw.size:
                     unscored.add(u)
             drop = [k for k in stored if k.split("_", 1)[0] in unscored and _session_unscored(k, sessions)]
             if drop:
                 tq.kv_clear(keys=drop, partition_id="train")
-        rewards = [np.asarray(g, dtype=float) for g in got]
-        if np.any(need > 0):
-            if kind == "save":
-                return Draw(rewards, need)
+        raws = [g + [float("nan")] * int(n) if left else g for g, n, left in zip(got, nan_left, need > 0)]
+        if kind == "fill" and np.any(need > 0):
             missing = {keys[int(indices[j])]: int(need[j]) for j in np.flatnonzero(need > 0)}
-            raise RoundIncomplete(f"rollouts still missing after {s.session_retries} re-dispatches: {missing}")
-        return rewards
+            raise RoundIncomplete(f"rollouts still missing after {s.session_retries} re-dispatches: {missing}", raws)
+        return raws  # "save": what is missing is spent and unscored (the step's Draw tells the allocator)
 
-    try:
-        trainer.allocator.run(keys, trainer.budget, sample)
-    except RoundIncomplete as err:
-        logger.warning("adaptive: %s; training on the rollouts produced so far", err)
+    result = trainer.adaptive_step.run(keys, trainer.budget, generate, book=feedback)
+    if result.incomplete:
+        logger.warning("adaptive: step %d incomplete; training on the rollouts produced so far", trainer.global_steps)
         feedback.incomplete = True
-    else:  # what the rounds asked for in all: the whole budget (fill) or at most it (save)
-        check_counts(feedback.requested, len(keys), trainer.budget, kind)
     stored = R.trajectory_keys(list(round_uids), "train")
     if not keep_if_trained(list(round_uids), stored):
-        return feedback, 0
+        return result, feedback, 0
     R.relabel_uids(stored, [round_uids[k.split("_", 1)[0]] for k in stored], "train")
-    return feedback, len(round_uids)
+    return result, feedback, len(round_uids)
 
 
 def keep_if_trained(uids: list[str], stored: list[str] | None = None) -> bool:

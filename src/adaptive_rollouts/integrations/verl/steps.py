@@ -1,9 +1,10 @@
-"""Per-step helpers of the trainer: counts into verl batches, and the step's rewards as the allocator
-sees them (`bridge.scored_draw`, a round at a time, as every trainer maps them) with what is missing.
-Pure except `assign_rollout_counts` (writes the batch); the count rule is `bridge.check_counts`.
+"""Per-step helpers of the trainer: counts into verl batches, and the step's book of rewards
+(`bridge.StepBook`, filled by the step object `bridge.TrainerStep`) with what only verl knows of its
+sessions. Pure except `assign_rollout_counts` (writes the batch); the count rule is `bridge.check_counts`.
 
 What the step spent against the budget (``adaptive/rollouts_spent``, ``rollouts_saved``,
-``skipped``) is logged once, by `bridge.step_values`; this module adds what verl generated and trained on:
+``skipped``, ``incomplete_step``) is logged once, by the step (`bridge.StepResult.log`); this module
+adds what verl generated and trained on:
 ``generated_rollouts`` (spent + re-dispatched) and `batch_metrics` (``adaptive/trained_rows``,
 ``response_tokens``, ``padding_rows``): padding rows are never counted as generated."""
 
@@ -14,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.bridge import check_counts, is_single_shot, scored_draw
+from adaptive_rollouts.bridge import StepBook, check_counts, is_single_shot
 from adaptive_rollouts.success import SuccessSignal
+from adaptive_rollouts.types import Draw
 
 __all__ = [
     "ROLLOUT_N_FIELD",
@@ -56,49 +58,38 @@ def batch_metrics(tags: Sequence[dict], prefix: str = "adaptive/") -> dict[str, 
     }
 
 
-class StepFeedback:
-    """Rewards of one step, per prompt, as the allocator must see them.
+class StepFeedback(StepBook):
+    """The step's `bridge.StepBook` (rollouts asked, successes mapped a round at a time, unscored)
+    plus what only verl knows of its sessions: failed ones (no trajectory), re-dispatches, whether
+    the step was cut short (`rounds.RoundIncomplete`).
 
-    ``add(indices, raws, asked)`` records one round's session scores (NaN = unscored), mapped to
-    [0, 1] by ``signal`` at once (`bridge.scored_draw`); `successes` gives the scored ones;
-    ``requested[i] - delivered[i]`` rollouts are missing (a failed session left no trajectory, or its
-    reward is NaN), reported by `metrics` (re-dispatches of failed sessions are generated on top of
-    ``requested``; what the step spent of ``budget`` is `bridge.step_values`'s to log).
+    ``add(indices, raws, asked)`` records one round's session scores (NaN = unscored; fewer than
+    asked: the rest failed); ``requested[i] - delivered[i]`` rollouts are missing, reported by
+    `metrics` (re-dispatches of failed sessions are generated on top of ``requested``; what the step
+    spent of ``budget`` is the step's to log, `bridge.StepResult.log`).
     """
 
     def __init__(
-        self, prompts: Sequence[Any], requested: Sequence[int] | np.ndarray, signal: SuccessSignal, budget: int
+        self,
+        prompts: Sequence[Any],
+        requested: Sequence[int] | np.ndarray | None = None,
+        signal: SuccessSignal | None = None,
+        budget: int = 0,
     ):
-        self.prompts = list(prompts)
-        self.requested = np.asarray(requested, dtype=np.int64)
-        self.signal = signal
+        super().__init__(prompts, requested, signal)
         self.budget = int(budget)
-        self._success: list[list[float]] = [[] for _ in self.prompts]
-        self.failed_sessions = 0
-        self.unscored = 0
+        self.failed_sessions = 0  # sessions that left no trajectory, retried ones included
         self.redispatched = 0
         self.incomplete = False
 
-    def add(self, indices: Sequence[int] | np.ndarray, raws: Sequence[Any], asked: Sequence[int] | np.ndarray) -> list:
-        """Record one round: prompt ``indices[j]``'s sessions ``raws[j]`` for ``asked[j]`` requested
-        ones, the round's rewards mapped together; returns each one's scored successes."""
-        draw = scored_draw(self.signal, raws, [self.prompts[int(i)] for i in indices])
-        for i, scored, unscored, n in zip(indices, draw, draw.unscored, asked):
-            self.failed_sessions += max(0, int(n) - scored.size - int(unscored))
-            self.unscored += int(unscored)
-            self._success[int(i)].extend(scored.tolist())
-        return list(draw)
-
-    def successes(self) -> list[np.ndarray]:
-        return [np.asarray(s, dtype=float) for s in self._success]
-
-    @property
-    def delivered(self) -> np.ndarray:
-        return np.array([len(s) for s in self._success], dtype=np.int64)
+    def add(self, indices: Any, raws: Sequence[Any], asked: Any) -> Draw:
+        missing = self.missing
+        draw = super().add(indices, raws, asked)
+        self.failed_sessions += self.missing - missing
+        return draw
 
     def metrics(self, prefix: str = "adaptive/") -> dict[str, float]:
-        """What verl generated, what is missing and why, as ``prefix + name`` (what the step spent,
-        saved and skipped: `bridge.step_values`)."""
+        """What verl generated, what is missing and why, as ``prefix + name``."""
         missing = np.maximum(self.requested - self.delivered, 0)
         return {
             prefix + "generated_rollouts": float(self.requested.sum() + self.redispatched),
@@ -107,5 +98,4 @@ class StepFeedback:
             prefix + "failed_sessions": float(self.failed_sessions),
             prefix + "unscored_rollouts": float(self.unscored),
             prefix + "redispatched_rollouts": float(self.redispatched),
-            prefix + "incomplete_step": float(self.incomplete),
         }

@@ -40,21 +40,19 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.bridge import (
+    PlannedStep,
+    TrainerStep,
     allocator_kind,
-    check_counts,
     is_single_shot,
     needs_pool,
-    plan_or_prompts,
     prompt_text,
-    step_log,
-    step_values,
     text_features,
 )
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.state import load_state, save_state
 from adaptive_rollouts.success import SuccessSignal
-from adaptive_rollouts.types import Allocator, Plan, PlanningAllocator
+from adaptive_rollouts.types import Allocator, PlanningAllocator
 
 from . import rollouts as R
 from .advantage import session_keys
@@ -144,8 +142,10 @@ def _make_trainer_class():
             pool = needs_pool(s.allocator, s.allocator_kwargs)
             self.texts = None if pool else text_features(self.allocator, encoder=self.encoder)
             self.kind = allocator_kind(self.allocator)
-            # single-shot, planned and awaiting rewards: what observe takes back, the keys, uids and counts
-            self._pending: tuple[Plan | list, list, list[str], np.ndarray] | None = None
+            # the one step object every trainer uses: rounds, success mapping, clock, metrics, regime
+            self.adaptive_step = TrainerStep(self.allocator, self.signal, regime=self.regime)
+            # single-shot, planned and awaiting rewards: the planned step and the uids
+            self._pending: tuple[PlannedStep, list[str]] | None = None
 
         def _build_replay_buffer(self):
             self.trainer_mode = "sync"
@@ -175,19 +175,19 @@ def _make_trainer_class():
                 self.texts.register(keys, batch_texts(batch))
             uids = [str(u) for u in batch_keys(batch, "uid")]
             if self.planner is not None:
-                plan = self.planner.plan(keys, self.budget)
-                counts = check_counts(plan, len(keys), self.budget, self.kind)
+                planned = self.adaptive_step.plan(keys, self.budget)
+                counts = planned.counts
                 live = np.flatnonzero(counts > 0)
                 if live.size:  # skipped prompts are not dispatched
                     sub = batch if live.size == len(keys) else select_rows(batch, live, self.global_steps)
                     self._submit_batch_to_rollout(assign_rollout_counts(sub, counts[live]))
-                self._pending = (plan_or_prompts(plan, keys), keys, uids, counts)
+                self._pending = (planned, uids)
                 self._step_groups, self._step_spent = int(live.size), int(counts.sum())
                 self._dispatched = [uids[i] for i in live]
                 return {}  # this step's metrics come with its rewards, in _observe_pending
-            feedback, self._step_groups = run_rounds(self, batch, keys, uids)
-            self._step_spent = int(feedback.requested.sum())
-            return self._step_metrics(keys, feedback)
+            result, feedback, self._step_groups = run_rounds(self, batch, keys, uids)
+            self._step_spent = result.spent
+            return result.log(feedback.metrics(prefix=""))
 
         def _step_once(self, metrics: dict, timing_raw: dict, sample_batch_size: int):
             if self.single_shot and self._step_groups > 0:  # did any session of the dispatch succeed?
@@ -220,28 +220,17 @@ def _make_trainer_class():
             tq.kv_put(key=key, partition_id="train", tag=tag)
             return KVBatchMeta(partition_id="train", keys=[key], tags=[tag])
 
-        def _step_metrics(self, keys: list, feedback: StepFeedback) -> dict:
-            # spent / saved / skipped once, from step_values; an incomplete step's allocator did not
-            # finish: none of its own metrics (its last_metrics are the previous step's)
-            last = None if feedback.incomplete else getattr(self.allocator, "last_metrics", None)
-            values = step_values(keys, feedback.requested, feedback.successes(), last, self.budget)
-            if feedback.incomplete:  # what it spent, saved and skipped; no allocation metrics
-                values = {k: values[k] for k in ("rollouts_spent", "rollouts_saved", "skipped")}
-            values.update(feedback.metrics(prefix=""))
-            return step_log(values, self.regime, keys, feedback.successes())
-
         # -- feedback ------------------------------------------------------------------
 
         def _observe_pending(self, trajectory_keys: list, metrics: dict) -> None:
             """A single-shot step's rewards (read from ``trajectory_keys``) to ``observe``, and its metrics."""
             assert self._pending is not None and self.planner is not None
-            plan, keys, uids, counts = self._pending
+            planned, uids = self._pending
             self._pending = None
             sessions = R.read_session_scores(trajectory_keys, "train")
-            feedback = StepFeedback(keys, counts, self.signal, self.budget)
-            feedback.add(np.arange(len(uids)), [sessions.of(uid) for uid in uids], counts)
-            self.planner.observe(plan, feedback.successes())
-            metrics.update(self._step_metrics(keys, feedback))
+            feedback = StepFeedback(planned.keys, signal=self.signal, budget=self.budget)
+            result = self.adaptive_step.observe(planned, [sessions.of(uid) for uid in uids], book=feedback)
+            metrics.update(result.log(feedback.metrics(prefix="")))
 
         def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
             batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
@@ -271,6 +260,7 @@ def _make_trainer_class():
                 "allocator": self.allocator.state_dict(),
                 "success": self.signal.state_dict(),
                 "regime": self.regime.state_dict(),
+                "totals": self.adaptive_step.totals.state_dict(),
             }
 
         def _save_checkpoint(self):
@@ -297,6 +287,10 @@ def _make_trainer_class():
             self.allocator.load_state_dict(state["allocator"])
             self.signal.load_state_dict(state["success"])
             self.regime.load_state_dict(state["regime"])
+            if "totals" in state:
+                self.adaptive_step.totals.load_state_dict(state["totals"])
+            else:  # written before the running totals existed
+                logger.warning("%s has no running totals (older format): they restart at 0", path)
             logger.info("restored allocator state from %s", path)
 
     AdaptiveRolloutTrainer.__qualname__ = "AdaptiveRolloutTrainer"

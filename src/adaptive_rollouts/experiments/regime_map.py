@@ -31,8 +31,8 @@ same result as an uninterrupted one (each run is a pure function of cell, method
 `run_settings`). Each line records its cell and settings: a rerun into the folder with other
 settings (``--steps``, ``--estimator``, ...) is refused with the differing settings named, never
 mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`). Each run
-also records the commit it ran at (`reporting.results.git_commit`), so a map resumed on other code
-can be told apart (`sim.map_report` refuses to summarise runs of several commits unless allowed).
+also records the commit it ran at (`experiments.results.git_commit`), so a map resumed on other code
+can be told apart (`reporting.map_report` refuses to summarise runs of several commits unless allowed).
 """
 
 from __future__ import annotations
@@ -45,15 +45,16 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.reporting.results import git_commit
-from adaptive_rollouts.sim.bench import build_allocator
-from adaptive_rollouts.sim.map_store import MapStore, cell_settings, run_settings
-from adaptive_rollouts.sim.progress import progress_bar
+from adaptive_rollouts.allocators import saving_allocators
+from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
+from adaptive_rollouts.experiments.results import git_commit
+from adaptive_rollouts.experiments.run_store import read_json, setting_differences, write_json
+from adaptive_rollouts.experiments.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
+from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
+from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
-from adaptive_rollouts.sim.run_store import read_json, setting_differences, write_json
-from adaptive_rollouts.sim.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.sim.train import TrainConfig, train
-from adaptive_rollouts.sim.tuning import LearningRateAtEdge, tune_grid
 
 __all__ = [
     "MapConfig",
@@ -168,10 +169,7 @@ SAVING_METHODS = (
     DEFAULT,
     NULL,
     "oracle-skip",
-    "pilot",
-    "pilot-commit",
-    "sgpo",
-    "greso",
+    *(name for name in saving_allocators() if name != DEFAULT),  # every registered saving allocator
     "guarded-progressive",
     "vigor",
 )
@@ -232,7 +230,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "probe": {k: tr[k] for k in ("probe_var", "probe_signal", "probe_oracle_var", "probe_oracle_signal")},
         "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
         "regime": {k: float(v) for k, v in tr["regime"].items()},
-        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
         "seconds": time.perf_counter() - t0,
         "settings": run_settings(cfg, cell, method),
     }

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from adaptive_rollouts.sim.speedup import rollouts_to_target
+from adaptive_rollouts.experiments.speedup import rollouts_to_target
 
 __all__ = ["SummaryConfig", "summarize"]
 
@@ -84,10 +84,10 @@ def summarize(runs: list[dict[str, Any]], cfg: SummaryConfig) -> dict[str, Any]:
                 "accuracy_at_half": float(np.mean(eq_acc)) if eq_acc else float("nan"),
                 "grad_var_ratio": float(np.nanmean([r["grad_var_ratio"] for r in rs])),
                 "noise_to_signal_ratio": float(np.nanmean([r["noise_to_signal_ratio"] for r in rs])),
-                "zero_var_frac": float(np.mean([r["zero_var_frac"] for r in rs])),
+                "zero_variance_fraction": float(np.mean([r["zero_variance_fraction"] for r in rs])),
                 "wasted_frac": float(np.mean([r["wasted_frac"] for r in rs])),
                 "skipped_frac": float(np.mean([r["skipped_frac"] for r in rs])),
-                "alloc_ms": float(np.median([r["alloc_ms"] for r in rs])),
+                "allocator_seconds": float(np.median([r["allocator_seconds"] for r in rs])),
                 "calib_brier": float(np.mean((calib_p - calib_t) ** 2)) if calib_p.size else float("nan"),
                 "calib_mae": float(np.mean(np.abs(calib_p - calib_t))) if calib_p.size else float("nan"),
             }

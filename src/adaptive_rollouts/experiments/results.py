@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptive_rollouts.state.atomic import atomic_write
+from adaptive_rollouts.experiments.run_store import write_json
 
 __all__ = [
     "HEADER_KEYS",
@@ -146,20 +146,8 @@ def write_result(
     if path.suffix != ".json":
         raise ValueError(f"result file {path}: must end in .json")
     header = result_header(command_line() if command is None else command, settings or {}, commit)
-    text = json.dumps({"header": header, "data": payload}, indent=1, default=_jsonable) + "\n"
-    atomic_write(path, text.encode())
+    write_json(path, {"header": header, "data": payload}, indent=1)
     return path
-
-
-def _jsonable(x: Any) -> Any:
-    """numpy scalars and arrays, tuples and paths as JSON values."""
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    if isinstance(x, (set, frozenset)):
-        return sorted(x)
-    if isinstance(x, os.PathLike):
-        return os.fspath(x)
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 def load_result(path: str | os.PathLike) -> Result:

@@ -1,20 +1,20 @@
-"""Benchmark output: report.md, results.json and PNG plots in one run folder."""
+"""Benchmark output: report.md, results.json (a result file, `experiments.results`) and PNG plots in
+one run folder."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.markdown import fmt, section
-from adaptive_rollouts.sim.markdown import table as markdown_table
-from adaptive_rollouts.sim.theory import theory_checks
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.reporting.markdown import fmt, section
+from adaptive_rollouts.reporting.markdown import table as markdown_table
 from adaptive_rollouts.state.atomic import atomic_write
 
-__all__ = ["theory_checks", "write_report"]
+__all__ = ["write_report"]
 
 OURS = ("posterior-progressive",)
 PUBLISHED = ("vip-paper", "vigor")
@@ -104,10 +104,16 @@ def _method_cells(r: dict[str, Any]) -> list[str]:
         _fmt(r["accuracy_at_half"], 3),
         *(
             _fmt(r[k])
-            for k in ("grad_var_ratio", "noise_to_signal_ratio", "zero_var_frac", "wasted_frac", "skipped_frac")
+            for k in (
+                "grad_var_ratio",
+                "noise_to_signal_ratio",
+                "zero_variance_fraction",
+                "wasted_frac",
+                "skipped_frac",
+            )
         ),
         _fmt(r["calib_mae"], 3),
-        _fmt(r["alloc_ms"], 2),
+        _fmt(r["allocator_seconds"] * 1e3, 2),  # shown in ms
     ]
 
 
@@ -217,13 +223,11 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
-def write_report(
-    result: dict[str, Any], out: str | Path, theory: dict[str, Any] | None = None, plots: bool = True
-) -> Path:
-    """Write report.md, results.json and plots into ``out``; return the report path."""
+def write_report(result: dict[str, Any], out: str | Path, theory: dict[str, Any], plots: bool = True) -> Path:
+    """Write report.md, results.json and plots into ``out``; return the report path. ``theory`` is
+    `sim.theory.theory_checks`'s dict (the caller runs the checks, so reporting imports no simulator)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    theory = theory_checks() if theory is None else theory
     result = dict(result, theory=theory)
     files = _plots(out, result) if plots else []
     cfg = result["config"]
@@ -292,5 +296,5 @@ def write_report(
         L += section("Plots") + [f"![{f}]({f})" for f in files]
     report = out / "report.md"
     atomic_write(report, ("\n".join(L) + "\n").encode())
-    atomic_write(out / "results.json", json.dumps(_json_safe(result)).encode())
+    write_result(out / "results.json", _json_safe(result), settings=cfg)
     return report

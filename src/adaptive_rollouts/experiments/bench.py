@@ -32,12 +32,12 @@ from adaptive_rollouts.allocators import ALLOCATORS, VIP, make_allocator, regist
 from adaptive_rollouts.bridge import build_allocator as build_allocator_from
 from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.embeddings import FeatureTable
-from adaptive_rollouts.sim.bench_summary import summarize
-from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor
+from adaptive_rollouts.experiments.bench_summary import summarize
+from adaptive_rollouts.experiments.speedup import rollouts_to_target
+from adaptive_rollouts.progress import progress_bar
+from adaptive_rollouts.sim.oracle import OracleAllocator, SkipOracle, TruePredictor, problem_truth
 from adaptive_rollouts.sim.problem import Problem, make_problem
-from adaptive_rollouts.sim.progress import progress_bar
 from adaptive_rollouts.sim.realdata import reasoning_gym_features
-from adaptive_rollouts.sim.speedup import rollouts_to_target
 from adaptive_rollouts.sim.train import TrainConfig, train
 
 __all__ = [
@@ -49,12 +49,13 @@ __all__ = [
     "build_allocator",
     "null_control",
     "run_benchmark",
+    "run_summary",
     "rollouts_to_target",
     "summarize",
 ]
 
 # AdamW rates (the update is scale-free, so one base serves every aggregation); the regime map
-# (`sim.regime_map`) extends its grid by itself when the best rate is at an edge.
+# (`experiments.regime_map`) extends its grid by itself when the best rate is at an edge.
 BASE_LR = {"prompt-mean": 0.03, "seq-mean": 0.03, "token-mean": 0.03, "constant": 0.03}
 LR_MULTIPLIERS = (1 / 3, 1.0, 3.0)
 
@@ -115,14 +116,6 @@ FULL = BenchConfig(
 )
 
 
-def _truth_fn(problem: Problem) -> Callable:
-    def truth(prompts):
-        idx = np.asarray([int(p) for p in prompts], dtype=np.int64)
-        return problem.success(idx), problem.reward_variance(idx)
-
-    return truth
-
-
 def method_options(name: str) -> tuple[str, dict[str, Any]]:
     """Split "name[key=value;key=value]" into the name and constructor options (values are Python
     literals), so the bench can run a variant of an allocator under its own label.
@@ -149,10 +142,6 @@ def method_options(name: str) -> tuple[str, dict[str, Any]]:
     return base, options
 
 
-# allocators whose objective is derived per loss aggregation: they are given the run's
-_AGGREGATION_AWARE = ("posterior-progressive", "guarded-progressive", "saving-progressive", "default")
-
-
 def null_control(seed: int) -> Any:
     """The null control (``uniform-rounds``): the default allocator with saving off, so it gives
     Uniform's counts, drawn in the default's rounds; only the sampling noise differs from Uniform's.
@@ -166,10 +155,10 @@ def build_allocator(
     """(allocator, predictor or None) for a method name (see the module docstring).
 
     ``aggregation`` goes to the allocators whose objective is derived per loss aggregation
-    (`_AGGREGATION_AWARE`); VIP keeps the paper's variance objective (passing it
+    (their class says ``aggregation_aware``); VIP keeps the paper's variance objective (passing it
     would switch VIP to the improvement objective). ``estimator`` (the trainer's advantage
     estimator) goes to every allocator that takes one."""
-    truth = _truth_fn(problem)
+    truth = problem_truth(problem)
     if name == "optimum@true-p":  # the true-p optimum of the expected-improvement objective (the probe's)
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
     if name == "uniform-rounds":
@@ -201,7 +190,7 @@ def build_allocator(
         seed=seed,
         features=FeatureTable(list(range(problem.n_prompts)), problem.features),
         predictor=TruePredictor(truth) if variant == "true-p" else None,
-        aggregation=aggregation if base in _AGGREGATION_AWARE else None,
+        aggregation=aggregation if getattr(ALLOCATORS[base], "aggregation_aware", False) else None,
         estimator=estimator if base != "vip-paper" else None,
     )
     predictor = getattr(alloc, "predictor", None)
@@ -210,7 +199,7 @@ def build_allocator(
     return alloc, predictor
 
 
-def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
+def run_summary(tr: dict[str, Any]) -> dict[str, Any]:
     pv, po = np.asarray(tr["probe_var"]), np.asarray(tr["probe_oracle_var"])
     ps, pso = np.asarray(tr["probe_signal"]), np.asarray(tr["probe_oracle_signal"])
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -222,10 +211,10 @@ def _run_summary(tr: dict[str, Any]) -> dict[str, Any]:
         "accuracy0": tr["accuracy0"],
         "auc": float(acc.mean()),
         "final": float(acc[-5:].mean()),
-        "zero_var_frac": float(np.mean(tr["zero_var_frac"])),
+        "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
         "wasted_frac": float(np.mean(tr["wasted_frac"])),
         "skipped_frac": float(np.mean(tr["skipped_frac"])),
-        "alloc_ms": float(np.median(tr["alloc_seconds"]) * 1e3),
+        "allocator_seconds": float(np.median(tr["allocator_seconds"])),  # median over steps
         "grad_var_ratio": float(np.mean(pv) / np.mean(po)) if pv.size and np.mean(po) > 0 else float("nan"),
         "noise_to_signal_ratio": float(nsr),
         "calib_pred": tr["calib_pred"],
@@ -284,7 +273,7 @@ def run_benchmark(cfg: BenchConfig, progress: bool = True, problem_factory: Call
                         continue
                     t0 = time.perf_counter()
                     tr = train(problem, alloc, tcfg, predictor=predictor)
-                    s = _run_summary(tr)
+                    s = run_summary(tr)
                     s.update(
                         scenario=sc, seed=seed, aggregation=agg, method=method, lr=lr, seconds=time.perf_counter() - t0
                     )

@@ -4,7 +4,7 @@ naming them, instead of mixing two configurations in one map (file handling: `ru
 
 >>> import tempfile
 >>> from pathlib import Path
->>> from adaptive_rollouts.sim.regime_map import QUICK_MAP
+>>> from adaptive_rollouts.experiments.regime_map import QUICK_MAP
 >>> store = MapStore(Path(tempfile.mkdtemp()), QUICK_MAP)
 >>> cell = QUICK_MAP.cells[0]
 >>> store.add({"cell": cell.key, "method": "uniform", "seed": 0, "lr": 0.1,
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
+from adaptive_rollouts.experiments.run_store import append_jsonl, check_settings, read_jsonl
 from adaptive_rollouts.sim.regimes import Cell
-from adaptive_rollouts.sim.run_store import append_jsonl, check_settings, read_jsonl
 
 __all__ = ["MapStore", "StoreConfig", "run_settings", "cell_settings"]
 

@@ -41,7 +41,15 @@ from typing import Any
 
 from adaptive_rollouts.state.atomic import atomic_write
 
-__all__ = ["read_jsonl", "append_jsonl", "check_settings", "setting_differences", "write_json", "read_json"]
+__all__ = [
+    "read_jsonl",
+    "append_jsonl",
+    "check_settings",
+    "setting_differences",
+    "write_json",
+    "read_json",
+    "jsonable",
+]
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
@@ -128,9 +136,22 @@ def check_settings(where: str, saved: Any, wanted: Mapping[str, Any]) -> None:
         )
 
 
-def write_json(path: str | os.PathLike, value: Any) -> None:
-    """Replace ``path`` by ``value`` as JSON, atomically (never seen half-written)."""
-    atomic_write(Path(path), (json.dumps(value) + "\n").encode("utf-8"))
+def write_json(path: str | os.PathLike, value: Any, indent: int | None = None) -> None:
+    """Replace ``path`` by ``value`` as JSON (numpy values as plain ones, see `jsonable`),
+    atomically (never seen half-written). Every JSON file of the research wing is written here:
+    run-store files and result files (`experiments.results.write_result`, ``indent=1``) alike."""
+    atomic_write(Path(path), (json.dumps(value, indent=indent, default=jsonable) + "\n").encode("utf-8"))
+
+
+def jsonable(x: Any) -> Any:
+    """numpy scalars and arrays, sets and paths as JSON values (``json.dumps``'s ``default``)."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
+    if isinstance(x, os.PathLike):
+        return os.fspath(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 def read_json(path: str | os.PathLike) -> Any | None:

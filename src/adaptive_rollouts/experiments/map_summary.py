@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
-from adaptive_rollouts.sim.speedup import bootstrap_speedup, speedup
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL
+from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 
 __all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
 

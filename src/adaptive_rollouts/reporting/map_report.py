@@ -1,5 +1,5 @@
 """The regime map's outputs: map.md, map.json and one heatmap per method (the summary table and
-target checks are `map_summary`'s). map.json is a result file (`reporting.results`: command,
+target checks are `map_summary`'s). map.json is a result file (`experiments.results`: command,
 commit, settings = the map's configuration); `map_markdown` turns its data into the tables of
 map.md, and the docs' renderer (`reporting.map_tables`) calls it on the committed copies under
 results/map/."""
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.reporting.results import MixedResultsError, write_result
-from adaptive_rollouts.sim.map_summary import NOISE_DOMINATED, summarize_map
-from adaptive_rollouts.sim.markdown import fmt as _fmt
-from adaptive_rollouts.sim.markdown import section, table
-from adaptive_rollouts.sim.regime_map import DEFAULT, NULL
+from adaptive_rollouts.experiments.map_summary import NOISE_DOMINATED, summarize_map
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL
+from adaptive_rollouts.experiments.results import MixedResultsError, write_result
+from adaptive_rollouts.reporting.markdown import fmt as _fmt
+from adaptive_rollouts.reporting.markdown import section, table
 from adaptive_rollouts.state.atomic import atomic_write
 
 __all__ = ["summarize_map", "write_map_report", "map_markdown", "map_data", "run_commits", "NOISE_DOMINATED"]
