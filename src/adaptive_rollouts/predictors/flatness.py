@@ -242,6 +242,7 @@ class FlatnessPredictor:
         if bool(state["policy"]) != self.policy or reader.integer("rank") != self.rank:
             raise reader.error("policy", "saved with another policy source or rank than this predictor has")
         width = reader.integer("width", low=-1)
+        seed = reader.integer("seed") if "seed" in state else self.seed  # the projection's seed
         scores = reader.array("scores", self.scores.shape)
         model, scaler = OnlineLogistic(self.model.dim), RunningScaler(self.rank)
         model.load_state_dict(state["model"])
@@ -252,6 +253,6 @@ class FlatnessPredictor:
                     raise reader.error(key, "saved with this source " + ("off" if state[key] is None else "on"))
                 if source is not None and state.get(key) is not None:
                     source.load_state_dict(state[key])
-            self.width = None if width < 0 else width
+            self.width, self.seed = (None if width < 0 else width), seed
             self.scores, self.model, self.scaler = scores, model, scaler
             self._pending, self._projection = {}, None
