@@ -47,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--report-seeds", default=",".join(map(str, d.report_seeds)))
     p.add_argument("--oracle-samples", type=int, default=d.oracle_samples)
     p.add_argument("--probe-every", type=int, default=d.probe_every)
+    p.add_argument("--task", default=d.task, help="sort (default) or ladder (`adaptive_rollouts.demo.tasks.TASKS`)")
     p.add_argument(
         "--rates-from", default=None, help="take every arm's learning rate from this regime's tuning (no tuning here)"
     )
@@ -103,6 +104,7 @@ def _configs(args: argparse.Namespace) -> list:
         report_seeds=_numbers(args.report_seeds, int, "--report-seeds"),
         oracle_samples=args.oracle_samples,
         probe_every=args.probe_every,
+        task=args.task,
     )
     if args.rates_from:
         base = replace(base, rates_from=args.rates_from)

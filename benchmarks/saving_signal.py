@@ -12,7 +12,7 @@ all-equal group). Per run of 60 steps:
 - lost: Uniform's expected signal of the prompts the method gave fewer than n_q rollouts (skipped
   or cut), / the same total: what its stop decisions gave up.
 
-The known-p bound (``oracle-skip``) keeps nearly everything at its spend; the distance of a learned
+The known-p skip rule (``oracle-skip``) keeps nearly everything at its spend; the distance of a learned
 method from that point is what its predictions cost. Every method runs at one learning rate (``--lr``):
 this measures allocation decisions along a run, not learning speed (the regime map does that).
 

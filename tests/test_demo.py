@@ -203,9 +203,12 @@ def test_demo_runs_two_steps_resumes_and_reports(tmp_path):
     again = run_all(cfg, tmp_path, log=lambda *a: pytest.fail("a finished run was run again"), encoder=HashEncoder())
     assert [r.held_out for r in again] == [r.held_out for r in results]
     text = write_report(results, {}, tmp_path / "report")
-    assert "vigor" in text and "pass@8" in text
+    assert "vigor" in text and "pass@8" in text and "of Uniform's gain" in text and "of Uniform's rollouts" in text
     summary = load_result(tmp_path / "report" / "results.json").data["summary"]
-    assert {"held_out_start", "held_out_final", "mean@8_final"} <= set(summary[0])
+    assert {"held_out_start", "held_out_final", "mean@8_final", "accuracy_at_uniform_spend"} <= set(summary[0])
+    from adaptive_rollouts.demo.reading import ONE_SEED_NOTE
+
+    assert ONE_SEED_NOTE in (tmp_path / "report" / "report.md").read_text()  # one seed: said so
     for name in ("held_out.png", "pass_at_k.png", "allocation.png", "report.md"):
         assert (tmp_path / "report" / name).exists()
 

@@ -283,6 +283,8 @@ def test_method_options_build_a_variant_under_its_own_label():
 
 
 def test_saving_map_reports_rollouts_spent_and_the_saving_targets(tmp_path):
+    from adaptive_rollouts.experiments.map_summary import verdict
+
     cfg = dataclasses.replace(_tiny_map(), methods=("uniform", "default", "oracle-skip", "greso-fill"))
     result = run_map(cfg, tmp_path, progress=False)
     text = write_map_report(result, tmp_path, plots=False).read_text()
@@ -291,7 +293,43 @@ def test_saving_map_reports_rollouts_spent_and_the_saving_targets(tmp_path):
     assert methods["greso-fill"]["spend"] == pytest.approx(1.0)  # a "fill" allocator spends Uniform's rollouts
     assert methods["default"]["spend"] < 1.0 and methods["oracle-skip"]["spend"] < 1.0
     (target,) = data["saving_targets"]
-    assert target["known_p_bound"] == methods["oracle-skip"]["speedup"]
+    assert target["known_p_rule"] == methods["oracle-skip"]["speedup"]
     assert target["needed"] == (1.5 if target["zero_variance_fraction"] >= 0.3 else 0.97)
-    assert target["met"] == (methods["default"]["speedup"] >= target["needed"])
+    # the verdict follows the interval, not the point estimate
+    assert target["verdict"] == verdict(methods["default"]["ci90"], target["needed"], None)
+    assert target["met"] == (target["verdict"] == "met")
     assert "Rollouts generated over the run" in text and "Saving targets" in text
+    assert "known-p skip rule" in text and "bound" not in text
+
+
+def test_controls_run_at_uniforms_rate_and_the_replicate_is_uniform_on_other_seeds(tmp_path):
+    """Untuned arms run at Uniform's tuned rate only; the replicate is Uniform's allocation on the same
+    problem instances with other sampling seeds; the primary statistic, its interval and the pooled
+    effect are in the summary and the tables."""
+    from adaptive_rollouts.experiments.regime_map import NULL, REPLICATE
+
+    cfg = dataclasses.replace(
+        _tiny_map(),
+        methods=("uniform", NULL, REPLICATE, "default"),
+        untuned=(NULL, REPLICATE, "default"),
+        fractions=(0.5, 0.75, 0.9),
+        bootstrap=200,
+    )
+    result = run_map(cfg, tmp_path, progress=False)
+    cell = cfg.cells[0].key
+    assert result["lr"][cell][REPLICATE] == result["lr"][cell][NULL] == result["lr"][cell]["uniform"]
+    tuned = {lr for (c, m, s, lr) in result["runs"] if m == REPLICATE}
+    assert tuned == {result["lr"][cell]["uniform"]}  # no tuning runs of its own
+    uni = result["runs"][(cell, "uniform", 0, result["lr"][cell]["uniform"])]
+    rep = result["runs"][(cell, REPLICATE, 0, result["lr"][cell]["uniform"])]
+    assert rep["accuracy0"] == uni["accuracy0"]  # the same problem instance
+    assert rep["accuracy"] != uni["accuracy"]  # other sampling noise
+    assert rep["rollouts"] == uni["rollouts"]  # Uniform's allocation
+    text = write_map_report(result, tmp_path, plots=False).read_text()
+    data = json.loads((tmp_path / "map.json").read_text())["data"]
+    e = data["rows"][0]["methods"][REPLICATE]
+    lo, hi = e["gain_ci90"]
+    assert lo <= e["gain_speedup"] <= hi and len(e["gain_parts"]) == 3 and len(e["gain_per_seed"]) == 2
+    assert "_draws" not in e  # the bootstrap draws are not saved
+    assert set(data["pooled"]) >= {NULL, REPLICATE, "default", "default@uniform-rate"}
+    assert "Primary statistic against Uniform" in text and "covers 1.00 in" in text

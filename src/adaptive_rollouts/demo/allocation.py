@@ -15,7 +15,7 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
   current policy that are not charged to the budget; allocated by the library's objective for the
   trainer's loss (`VIP` with ``aggregation=``: the expected improvement, the map's
   ``optimum@true-p``).
-- ``oracle-skip``: the known-p bound of saving (`sim.oracle.SkipOracle` on the sampled p): skips
+- ``oracle-skip``: the known-p skip rule (`sim.oracle.SkipOracle` on the sampled p): skips
   prompts whose group would be all-equal with probability > 0.9, the others get Uniform's group.
 - ``vip-paper``: VIP as published (the paper's GP on MiniLM features of the pool, plug-in p(1-p),
   Dr. GRPO objective) with `vip_bounds`; ``vigor``: VIGOR as published.

@@ -22,6 +22,7 @@ from .allocation import known_arms
 from .jobs import run_all
 from .report import write_report
 from .run import DemoConfig, config_dict
+from .tasks import TASKS
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -47,7 +48,14 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "--lr", type=float, default=None, help="one rate for every method (default: each its tuned rate)"
     )
     parser.add_argument("--workers", type=positive_int, default=1, help="runs in parallel (processes, one thread each)")
-    parser.add_argument("--model-dir", default=None, help="warm-start folder (default: the shipped weights)")
+    parser.add_argument("--model-dir", default=None, help="warm-start folder (default: the task's shipped weights)")
+    parser.add_argument(
+        "--task",
+        default=d.task,
+        choices=sorted(TASKS),
+        help="sort (default: 3-8 digits) or ladder (3-11 digits, its own warm start supervised on 3-8 only: "
+        "short lists mostly solved, lists longer than any it was supervised on almost never, a frontier between)",
+    )
     parser.add_argument(
         "--loss-type",
         default=None,
@@ -79,6 +87,8 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         raise UsageError(f"--mean-rollouts must be >= 2, got {args.mean_rollouts}")
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
         raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.task not in TASKS:
+        raise UsageError(f"--task: unknown {args.task!r}; choose from {sorted(TASKS)}")
     if args.model_dir is not None and not Path(args.model_dir).is_dir():
         raise UsageError(f"--model-dir: {args.model_dir!r} is not a folder")
     return DemoConfig(
@@ -91,6 +101,7 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         learning_rates=None if args.lr is None else {m: args.lr for m in methods},
         model_dir=args.model_dir,
         loss_type=args.loss_type,
+        task=args.task,
     )
 
 

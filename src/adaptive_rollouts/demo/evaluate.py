@@ -14,10 +14,21 @@ from math import comb
 
 import numpy as np
 
-from .tasks import Verifier
+from .tasks import Verifier, length_of
 
-MAX_NEW_TOKENS = 9  # the longest answer (8 digits) + <eos>
+MAX_NEW_TOKENS = 9  # the default task's longest answer (8 digits) + <eos>: the least any batch gets
 KS = (1, 2, 4, 8)
+
+
+def new_token_cap(prompts) -> int:
+    """Tokens to generate for ``prompts``: the longest answer among them + ``<eos>`` (an answer has
+    as many digits as its prompt sorts), never fewer than ``MAX_NEW_TOKENS``, so that the default
+    task's batches generate exactly as before while longer ladder lists are scored in full.
+
+    >>> new_token_cap(["a312="]), new_token_cap(["a312=", "d" + "7" * 14 + "="])
+    (9, 15)
+    """
+    return max(MAX_NEW_TOKENS, *(length_of(p) + 1 for p in prompts))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -59,7 +70,7 @@ def complete(model, tokenizer, prompts: list[str], do_sample: bool, batch_size: 
             enc = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True)
             gen = model.generate(
                 **enc,
-                max_new_tokens=MAX_NEW_TOKENS,
+                max_new_tokens=new_token_cap(prompts[start : start + batch_size]),
                 do_sample=do_sample,
                 temperature=1.0 if do_sample else None,
                 top_k=0 if do_sample else None,

@@ -29,7 +29,8 @@ def problem_sets(cfg: DemoConfig):
     """The RL pool and the held-out problems; ValueError if they share a prompt (they cannot: the
     splits are fixed by a hash of the prompt, `tasks.split_of`)."""
 
-    pool, held_out = make_problems(cfg.pool_size, "pool"), make_problems(cfg.held_out, "held_out")
+    pool = make_problems(cfg.pool_size, "pool", task=cfg.task)
+    held_out = make_problems(cfg.held_out, "held_out", task=cfg.task)
     shared = {p.prompt for p in pool} & {p.prompt for p in held_out}
     if shared:
         raise ValueError(f"RL pool and held-out share {len(shared)} prompts, e.g. {sorted(shared)[:3]}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .tasks import task_of
+
 ASSETS = Path(__file__).parent / "assets"
 WEIGHTS = ASSETS / "warm_start.safetensors"
 CONFIG = ASSETS / "config.json"
@@ -18,6 +20,12 @@ TINY = dict(
     max_position_embeddings=32,
     tie_word_embeddings=True,
 )
+
+
+def assets_of(task: str = "sort") -> Path:
+    """The folder of ``task``'s shipped warm start (`tasks.TASKS`): ``demo/assets`` for the default
+    task, ``demo/assets/ladder`` for the ladder."""
+    return ASSETS / task_of(task).assets
 
 
 def build_model(tokenizer, seed: int = 0, **overrides):

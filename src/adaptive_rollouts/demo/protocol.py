@@ -39,8 +39,9 @@ from adaptive_rollouts.progress import progress_bar
 
 from .allocation import arm_of
 from .jobs import one_thread, problem_sets
-from .model import WEIGHTS
+from .model import WEIGHTS, assets_of
 from .run import DemoConfig, run_one
+from .tasks import task_of
 
 REGIMES = ("single-pass", "multi-epoch")
 ARMS = ("uniform", "null", "oracle", "default", "uniform-drgrpo", "vip-paper", "oracle-skip")
@@ -71,6 +72,7 @@ class ProtocolConfig:
     target_at: float = 0.5
     bootstrap: int = 1000
     extra: dict = field(default_factory=dict)
+    task: str = "sort"  # `tasks.TASKS`; runs of another task than the default record it in their settings
 
     def pool_size(self) -> int:
         """single-pass: one prompt per visit (none recurs); multi-epoch: ``visits`` visits per prompt.
@@ -92,6 +94,7 @@ def check_config(cfg: ProtocolConfig) -> ProtocolConfig:
     check_choice("regime", cfg.regime, REGIMES)
     if cfg.rates_from is not None and (cfg.rates_from == cfg.regime or cfg.rates_from not in REGIMES):
         raise ValueError(f"rates_from must name another regime of {REGIMES}, got {cfg.rates_from!r}")
+    task_of(cfg.task)
     for name in cfg.arms:
         arm_of(name)
     if "uniform" not in cfg.arms:
@@ -126,14 +129,22 @@ def demo_config(cfg: ProtocolConfig):
         oracle_samples=cfg.oracle_samples,
         probe_every=cfg.probe_every,
         probe_resamples=cfg.probe_resamples,
+        task=cfg.task,
     )
 
 
-def weights_digest(model_dir: Path | None = None) -> str:
-    """SHA-256 (first 16 hex digits) of the warm-start weights the runs start from."""
+def weights_digest(model_dir: Path | None = None, task: str = "sort") -> str:
+    """SHA-256 (first 16 hex digits) of the warm-start weights the runs start from (``model_dir``,
+    or the shipped weights of ``task``)."""
 
-    path = WEIGHTS if model_dir is None else Path(model_dir) / WEIGHTS.name
+    path = (assets_of(task) if model_dir is None else Path(model_dir)) / WEIGHTS.name
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def task_settings(cfg: ProtocolConfig) -> dict[str, str]:
+    """``{"task": name}`` for a task other than the default, else nothing (so the default task's
+    saved runs keep the settings they were made with)."""
+    return {} if cfg.task == "sort" else {"task": cfg.task}
 
 
 def run_settings(cfg: ProtocolConfig, arm: str, seed: int, lr: float) -> dict[str, Any]:
@@ -152,7 +163,8 @@ def run_settings(cfg: ProtocolConfig, arm: str, seed: int, lr: float) -> dict[st
         "pool_size": cfg.pool_size(),
         "eval_every": cfg.eval_every,
         "held_out": cfg.held_out,
-        "weights": weights_digest(),
+        "weights": weights_digest(task=cfg.task),
+        **task_settings(cfg),
     }
     if arm in ("oracle", "oracle-skip"):
         out["oracle_samples"] = cfg.oracle_samples
@@ -187,7 +199,8 @@ class RunStore:
 
     def __init__(self, folder: Path, cfg: ProtocolConfig, command: str = "python benchmarks/demo_protocol.py"):
         self.folder, self.cfg, self.command = Path(folder), cfg, command
-        shared = {k: getattr(cfg, k) for k in self.SHARED} | {"pool_size": cfg.pool_size(), "weights": weights_digest()}
+        shared = {k: getattr(cfg, k) for k in self.SHARED} | {"pool_size": cfg.pool_size()}
+        shared |= {"weights": weights_digest(task=cfg.task), **task_settings(cfg)}
         path = self.folder / "protocol.json"
         saved = read_json(path)
         if saved is not None:

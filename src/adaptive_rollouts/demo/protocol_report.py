@@ -241,7 +241,7 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
 
 def targets(rows: list[dict], goal: float = 1.3) -> list[str]:
     """The saving targets on the tiny LM: the default >= ``goal`` x Uniform in rollouts to target with
-    a paired 95% interval above 1, and how far it is from the known-p skip bound (``oracle-skip``).
+    a paired 95% interval above 1, and how far it is from the known-p skip rule (``oracle-skip``).
 
     >>> row = {"arm": "default", "rollouts": {"speedup": 1.4, "ci95": [1.1, 1.7]}}
     >>> targets([row])[1]
@@ -259,9 +259,9 @@ def targets(rows: list[dict], goal: float = 1.3) -> list[str]:
     ]
     if bound:
         share = default["speedup"] / bound["speedup"] if bound["speedup"] > 0 else float("nan")
-        lines.append(f"- known-p skip bound: {_fmt(bound['speedup'])}x; the default reaches {_fmt(share)} of it")
+        lines.append(f"- known-p skip rule: {_fmt(bound['speedup'])}x; the default reaches {_fmt(share)} of it")
     else:
-        lines.append("- known-p skip bound: no report runs yet")
+        lines.append("- known-p skip rule: no report runs yet")
     return lines
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from adaptive_rollouts.fingerprints import RegimeTracker, batch_variance_stats, noise_to_signal
 
-from .evaluate import MAX_NEW_TOKENS
+from .evaluate import new_token_cap
 from .tasks import Verifier
 
 
@@ -89,7 +89,7 @@ def _sample_group(model, tokenizer, prompts: list[str], rollouts: int, seed: int
         with torch.no_grad():
             seqs = model.generate(
                 **enc,
-                max_new_tokens=MAX_NEW_TOKENS,
+                max_new_tokens=new_token_cap(prompts),
                 do_sample=True,
                 temperature=1.0,
                 top_k=0,

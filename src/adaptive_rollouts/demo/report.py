@@ -12,29 +12,50 @@ from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.state.atomic import atomic_write
 
 from .evaluate import KS
+from .reading import GAIN_SHARES, ONE_SEED_NOTE, SPEND_SHARES, accuracy_at_spend, rollouts_to_gain
 from .regime import reward_fingerprints
-from .stats import fmt_interval, rollouts_to_reach, t_interval
+from .stats import fmt_interval, t_interval
 
 SAMPLED = tuple(f"{m}@{k}" for m in ("pass", "mean") for k in KS)
 
 
-def _mean_curve(runs) -> tuple[np.ndarray, np.ndarray]:
-    return np.asarray(runs[0].rollouts, dtype=float), np.mean([r.held_out for r in runs], axis=0)
+def _curves(runs) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(np.asarray(r.rollouts, dtype=float), np.asarray(r.held_out, dtype=float)) for r in runs]
+
+
+def _glance(by_method: dict) -> dict[str, dict]:
+    """Per method, against Uniform (`reading`): seed-mean accuracy at 25/50/100% of Uniform's
+    rollouts, rollouts to 50/75/90% of Uniform's gain, and Uniform's over the method's (geometric mean)."""
+    if "uniform" not in by_method:
+        return {}
+    uni = _curves(by_method["uniform"])
+    total = float(np.mean([c[0][-1] for c in uni]))
+    start = float(np.mean([c[1][0] for c in uni]))
+    gain = float(np.mean([c[1][-1] for c in uni])) - start
+    need_u = rollouts_to_gain(uni, start, gain, GAIN_SHARES)
+    out = {}
+    for method, runs in by_method.items():
+        need = rollouts_to_gain(_curves(runs), start, gain, GAIN_SHARES)
+        ratio = np.where(np.isfinite(need), need_u / need, 0.0)
+        out[method] = {
+            "accuracy_at_uniform_spend": accuracy_at_spend(_curves(runs), SPEND_SHARES, total).tolist(),
+            "rollouts_to_uniform_gain": need.tolist(),
+            "speedup_to_uniform_gain": float(np.exp(np.mean(np.log(ratio)))) if np.all(ratio > 0) else 0.0,
+        }
+    return out
 
 
 def summarise(results) -> list[dict]:
     """One row per method, means over seeds with 95% t-interval half-widths (``*_ci``): held-out
     greedy accuracy at the start and the end and its gain, held-out pass@k / mean@k at the start and
-    the end, greedy accuracy on the RL pool, rollouts to reach Uniform's final held-out accuracy read
-    off the seed-mean curves (and the speedup over Uniform's own), allocator overhead (share of
-    training time without evaluation), distinct prompts and the most rollouts given to one prompt."""
+    the end, greedy accuracy on the RL pool, accuracy at equal rollouts and rollouts to shares of
+    Uniform's gain (`_glance`), allocator overhead (share of training time without evaluation),
+    distinct prompts and the most rollouts given to one prompt."""
     by_method = {m: [r for r in results if r.method == m] for m in dict.fromkeys(r.method for r in results)}
-    target = _mean_curve(by_method["uniform"])[1][-1] if "uniform" in by_method else float("nan")
-    uniform_reach = rollouts_to_reach(*_mean_curve(by_method["uniform"]), target) if "uniform" in by_method else np.nan
+    glance = _glance(by_method)
     rows = []
     for method, runs in by_method.items():
         gain = [r.held_out[-1] - r.held_out[0] for r in runs]
-        reach = rollouts_to_reach(*_mean_curve(runs), target) if np.isfinite(target) else float("nan")
         row = dict(
             method=method,
             seeds=len(runs),
@@ -46,8 +67,7 @@ def summarise(results) -> list[dict]:
             held_out_gain_ci=t_interval(gain)[1],
             pool_start=float(np.mean([r.pool[0] for r in runs])),
             pool_final=float(np.mean([r.pool[-1] for r in runs])),
-            rollouts_to_uniform_final=reach,
-            speedup_vs_uniform=float(uniform_reach / reach) if reach > 0 else float("nan"),
+            **glance.get(method, {}),
             allocator_overhead_pct=float(100 * np.mean([r.allocator_seconds / r.train_seconds for r in runs])),
             seconds_per_run=float(np.mean([r.train_seconds for r in runs])),
             distinct_prompts_per_step=float(np.mean([r.distinct_prompts_per_step for r in runs])),
@@ -72,17 +92,30 @@ def _reach(rollouts: float) -> str:
     return "never" if np.isinf(rollouts) else f"{rollouts:.0f}"
 
 
-def _speedup(ratio: float) -> str:
-    return "-" if np.isnan(ratio) or ratio == 0 else f"{ratio:.2f}x"
+def glance_table(rows: list[dict]) -> list[str]:
+    """At a glance: accuracy at equal rollouts and rollouts to shares of Uniform's gain."""
+    if not rows or "accuracy_at_uniform_spend" not in rows[0]:
+        return []
+    spend = [f"accuracy at {s:.0%} of Uniform's rollouts" for s in SPEND_SHARES]
+    reach = [f"rollouts to {s:.0%} of Uniform's gain" for s in GAIN_SHARES]
+    lines = ["| method | " + " | ".join([*spend, *reach, "speedup (geometric mean)"]) + " |"]
+    lines.append("|" + "---|" * (len(spend) + len(reach) + 2))
+    for r in rows:
+        acc = [f"{a:.3f}" if np.isfinite(a) else "ended before" for a in r["accuracy_at_uniform_spend"]]
+        need = [_reach(x) for x in r["rollouts_to_uniform_gain"]]
+        ratio = r["speedup_to_uniform_gain"]
+        lines.append(f"| {r['method']} | " + " | ".join([*acc, *need, f"{ratio:.2f}x" if ratio else "-"]) + " |")
+    return lines
 
 
 def table(rows: list[dict], results) -> str:
-    """The headline table (held-out greedy) and the sampled-metrics table, Markdown."""
-    lines = [
-        "| method | lr | held-out greedy start -> final | gain (95% CI) | rollouts generated | completion tokens "
-        "| prompts skipped | rollouts to Uniform's final | speedup | pool greedy start -> final | max rollouts/prompt "
-        "| allocator overhead |",
-        "|" + "---|" * 12,
+    """The at-a-glance table, the headline table (held-out greedy) and the sampled-metrics table, Markdown."""
+    lines = glance_table(rows)
+    lines += [
+        *([""] if lines else []),
+        "| method | lr | held-out greedy start -> final | gain | rollouts generated | completion tokens "
+        "| prompts skipped | pool greedy start -> final | max rollouts/prompt | allocator overhead |",
+        "|" + "---|" * 10,
     ]
     for r in rows:
         runs = [x for x in results if x.method == r["method"]]
@@ -90,7 +123,6 @@ def table(rows: list[dict], results) -> str:
             f"| {r['method']} | {r['learning_rate']:g} | {r['held_out_start']:.3f} -> "
             f"{fmt_interval([x.held_out[-1] for x in runs])} | {fmt_interval([x.held_out[-1] - x.held_out[0] for x in runs])} "
             f"| {r['rollouts_generated']:.0f} | {r['tokens_generated']:.0f} | {100 * r['skipped_fraction']:.1f}% "
-            f"| {_reach(r['rollouts_to_uniform_final'])} | {_speedup(r['speedup_vs_uniform'])} "
             f"| {r['pool_start']:.3f} -> {r['pool_final']:.3f} | {r['max_rollouts_per_prompt']} "
             f"| {r['allocator_overhead_pct']:.2f}% |"
         )
@@ -194,16 +226,19 @@ def write_report(results, config: dict, out: Path, extra_md: str = "") -> str:
         "",
         "A tiny character-level Qwen2 (warm-started on digit sorting) trained with RLVR through",
         "`AdaptiveGRPOTrainer` (TRL's GRPO, AdamW); every method gets the same budget per step,",
-        f"each at its tuned learning rate. Seeds {seeds}; intervals are 95% t-intervals over seeds.",
+        f"each at its tuned learning rate. Seeds {seeds}"
+        + ("; intervals (+-) are 95% t-intervals over seeds." if len(seeds) > 1 else "."),
         "",
+        *([ONE_SEED_NOTE, ""] if len(seeds) == 1 else []),
         text,
         "",
         "Held-out: problems never trained on, disjoint from the RL pool and the SFT set. Rollouts and",
         "completion tokens: every one generated (a saving allocator may spend less than the budget and",
-        "skip prompts). 'Rollouts to Uniform's final': where the seed-mean held-out curve first reaches",
-        "Uniform's final seed-mean accuracy (interpolated; inf: never); speedup = Uniform's own figure",
-        "over the method's. One seed is a story, not a measurement: the protocol",
-        "(`python benchmarks/demo_protocol.py`) measures.",
+        "skip prompts). Accuracy at a share of Uniform's rollouts: each seed's held-out curve, linear",
+        "between evaluations, seed-mean ('ended before': the method generated fewer rollouts over its run).",
+        "Rollouts to a share of Uniform's gain: where the running max of the seed-mean curve first reaches",
+        "Uniform's start plus that share of Uniform's gain (interpolated; never: not by the end); the",
+        "speedup is Uniform's rollouts over the method's, geometric mean over the shares.",
         "pass@k / mean@k: 8 sampled completions per held-out problem at temperature 1, start -> final.",
         "",
         extra_md,

@@ -19,10 +19,10 @@ import numpy as np
 
 from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of
 from .evaluate import greedy_scores, sampled_metrics, sampled_scores
-from .model import load_warm_start
+from .model import assets_of, load_warm_start
 from .oracle import SampledSuccess
 from .regime import step_probe
-from .tasks import Verifier
+from .tasks import Verifier, task_of
 from .tokenizer import build_tokenizer
 
 
@@ -39,13 +39,26 @@ class DemoConfig:
     eval_every: int = 10
     samples: int = 8  # sampled completions per held-out problem for pass@k / mean@k
     learning_rates: dict[str, float] | None = None  # None: the tuned LEARNING_RATES
-    max_completion_length: int = 9
-    model_dir: str | None = None  # None: the shipped warm start in demo/assets
+    max_completion_length: int | None = None  # None: the task's longest answer + <eos>
+    model_dir: str | None = None  # None: the task's shipped warm start (`model.assets_of`)
     loss_type: str | None = None  # None: each arm's own (`allocation.arm_of`)
     eval_sampled: bool = True  # pass@k / mean@k and pool greedy accuracy at the start and the end
     oracle_samples: int = 16  # completions per prompt behind the oracle arms' p (not charged to the budget)
     probe_every: int = 0  # Uniform's gradient probes every this many steps (0: none)
     probe_resamples: int = 6
+    task: str = "sort"  # `tasks.TASKS`: the digit-sorting task, or the difficulty ladder
+
+    def completion_length(self) -> int:
+        """TRL's ``max_completion_length``: ``max_completion_length``, or the task's longest answer + <eos>;
+        ValueError if it is too short to hold the task's longest answer and its <eos>."""
+        need = task_of(self.task).max_new_tokens
+        if self.max_completion_length is None:
+            return need
+        if self.max_completion_length < need:
+            raise ValueError(
+                f"max_completion_length must be >= {need} for task {self.task!r}, got {self.max_completion_length}"
+            )
+        return int(self.max_completion_length)
 
     def learning_rate(self, method: str) -> float:
         rates = LEARNING_RATES if self.learning_rates is None else self.learning_rates
@@ -130,7 +143,7 @@ def run_one(
         arm = replace(arm, loss_type=cfg.loss_type)
     set_seed(seed)
     tokenizer = build_tokenizer()
-    model = load_warm_start(tokenizer) if cfg.model_dir is None else load_warm_start(tokenizer, Path(cfg.model_dir))
+    model = load_warm_start(tokenizer, assets_of(cfg.task) if cfg.model_dir is None else Path(cfg.model_dir))
     verifier = RecordingVerifier({p.prompt: i for i, p in enumerate(pool)})
     lr = cfg.learning_rate(method) if learning_rate is None else float(learning_rate)
     result = RunResult(method, seed, lr, loss_type=arm.loss_type, scale_rewards=arm.scale_rewards)
@@ -177,7 +190,7 @@ def run_one(
         output_dir=str(out_dir / "trainer" / f"{method}-{seed}"),
         per_device_train_batch_size=budget,
         num_generations=cfg.mean_rollouts,
-        max_completion_length=cfg.max_completion_length,
+        max_completion_length=cfg.completion_length(),
         max_steps=cfg.steps,
         learning_rate=lr,
         lr_scheduler_type="constant",
@@ -225,5 +238,6 @@ def run_one(
 
 def config_dict(cfg: DemoConfig) -> dict:
     out = asdict(cfg)
+    out["max_completion_length"] = cfg.completion_length()
     out["learning_rates"] = {m: cfg.learning_rate(m) for m in cfg.methods}
     return out

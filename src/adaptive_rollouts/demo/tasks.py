@@ -1,10 +1,12 @@
-"""The demo's task: sort a list of digits (reasoning-gym's ``number_sorting``), in a compact format.
+"""The demo's tasks: sort a list of digits (reasoning-gym's ``number_sorting``), in a compact format.
 
-A problem is a reasoning-gym ``number_sorting`` entry with 3-8 one-digit numbers (values 0-9, no
-decimals), ascending or descending. Its prompt is the direction letter, the digits and ``=``
+A problem is a reasoning-gym ``number_sorting`` entry of one-digit numbers (values 0-9, no
+decimals), ascending or descending: 3-8 numbers in the default task ``sort``, 3-11 in ``ladder``,
+a difficulty ladder on which the ladder's own warm start solves short lists almost always, long
+ones almost never, with a frontier between (docs/demo.md measures it). Its prompt is the direction letter, the digits and ``=``
 (``"a2786185="``: sort 2,7,8,6,1,8,5 ascending); the answer is the sorted digits (``"1256788"``).
 The answer is *computed* by a rule, and the space is far too large to memorise: about 2.2 x 10^8
-distinct prompts (`space_size`).
+distinct prompts in ``sort`` (`space_size`).
 
 Splits are disjoint by construction: a prompt's split is fixed by a hash of its text
 (`split_of`), and the SFT set, the RL pool and the held-out set only keep prompts of their own
@@ -34,6 +36,49 @@ class Problem:
     answer: str
 
 
+@dataclass(frozen=True)
+class Task:
+    """A demo task: reasoning-gym ``number_sorting`` over ``min_numbers``..``max_numbers`` one-digit
+    numbers, with its warm start in ``demo/assets/<assets>`` (``""``: the folder itself), trained on
+    the supervised split of ``sft_task``."""
+
+    name: str
+    min_numbers: int
+    max_numbers: int
+    assets: str
+    sft_task: str
+
+    @property
+    def options(self) -> dict[str, int]:
+        """reasoning-gym ``number_sorting`` options of the task."""
+        return {**TASK_OPTIONS, "min_numbers": self.min_numbers, "max_numbers": self.max_numbers}
+
+    @property
+    def max_new_tokens(self) -> int:
+        """The longest answer + ``<eos>``: what generation needs to score every prompt of the task.
+
+        >>> TASKS["sort"].max_new_tokens, TASKS["ladder"].max_new_tokens
+        (9, 12)
+        """
+        return self.max_numbers + 1
+
+
+TASKS = {
+    "sort": Task("sort", TASK_OPTIONS["min_numbers"], TASK_OPTIONS["max_numbers"], "", "sort"),
+    # supervised on lists of 3-8 only: the longer rungs are beyond what supervision showed
+    "ladder": Task("ladder", 3, 11, "ladder", "sort"),
+}
+
+
+def task_of(name: str) -> Task:
+    """The `Task` named ``name`` (ValueError naming it if unknown).
+
+    >>> task_of("ladder").max_numbers
+    11
+    """
+    return TASKS[check_choice("task", name, tuple(TASKS))]
+
+
 def split_of(prompt: str) -> str:
     """The split a prompt belongs to, from a hash of its text (so the splits never share a prompt).
 
@@ -44,14 +89,14 @@ def split_of(prompt: str) -> str:
     return SPLITS[min(bucket, 2)]
 
 
-def space_size() -> int:
-    """Distinct prompts: two directions x 10^n digit strings for n = 3..8.
+def space_size(task: str = "sort") -> int:
+    """Distinct prompts: two directions x 10^n digit strings for n = 3..8 (``sort``; 3..11 ``ladder``).
 
     >>> space_size()
     222222000
     """
-    lo, hi = TASK_OPTIONS["min_numbers"], TASK_OPTIONS["max_numbers"]
-    return 2 * sum(10**n for n in range(lo, hi + 1))
+    spec = task_of(task)
+    return 2 * sum(10**n for n in range(spec.min_numbers, spec.max_numbers + 1))
 
 
 def answer_of(prompt: str) -> str:
@@ -71,10 +116,10 @@ def length_of(prompt: str) -> int:
 
 
 @lru_cache(maxsize=8)
-def _dataset(seed: int, size: int):
+def _dataset(seed: int, size: int, task: str = "sort"):
     import reasoning_gym
 
-    return reasoning_gym.create_dataset(TASK, seed=seed, size=size, **TASK_OPTIONS)
+    return reasoning_gym.create_dataset(TASK, seed=seed, size=size, **task_of(task).options)
 
 
 def prompt_of(entry: dict) -> str:
@@ -83,14 +128,18 @@ def prompt_of(entry: dict) -> str:
     return ("a" if entry["metadata"]["direction"] == "ascending" else "d") + digits + "="
 
 
-def make_problems(n: int, split: str, exclude: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
-    """``n`` distinct problems of ``split`` (``"held_out"``, ``"pool"`` or ``"sft"``), none in ``exclude``,
-    drawn in order from reasoning-gym with the split's seed (deterministic)."""
+def make_problems(
+    n: int, split: str, exclude: frozenset[str] | set[str] = frozenset(), task: str = "sort"
+) -> list[Problem]:
+    """``n`` distinct problems of ``split`` (``"held_out"``, ``"pool"`` or ``"sft"``) of ``task``
+    (`TASKS`), none in ``exclude``, drawn in order from reasoning-gym with the split's seed
+    (deterministic)."""
     check_choice("split", split, SPLITS)
+    task_of(task)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     size = 40 * n + 10_000
-    ds, seen, out = _dataset(SPLIT_SEEDS[split], size), set(exclude), []
+    ds, seen, out = _dataset(SPLIT_SEEDS[split], size, task), set(exclude), []
     for index in range(size):
         prompt = prompt_of(ds[index])
         if prompt in seen or split_of(prompt) != split:

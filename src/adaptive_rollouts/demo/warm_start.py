@@ -1,6 +1,7 @@
 """Supervised warm start of the demo model on digit sorting (run once; the weights ship).
 
-    python scripts/train_warm_start.py --log runs/warm_start/log.txt
+    python scripts/train_warm_start.py                                   # the default task
+    python scripts/train_warm_start.py --task ladder --steps 750 --work runs/warm_start_ladder
 
 Trains the tiny Qwen2 on ``prompt + answer + <eos>`` (loss on the answer only) over SFT-split
 problems (disjoint from the RL pool and the held-out set by construction, `tasks.split_of`),
@@ -9,7 +10,10 @@ while long lists are still mostly wrong, so per-prompt success spreads over [0, 
 checkpoint (safetensors + JSON, model, AdamW moments and the batch sampler's state) every
 ``--checkpoint-every`` steps and resumes from it, bit for bit; at the end saves
 ``demo/assets/warm_start.safetensors`` and ``config.json`` (shape, training settings, run time,
-held-out accuracy by list length, spread of per-prompt success rates on the RL pool).
+held-out accuracy by list length, spread of per-prompt success rates on the RL pool). ``--task
+ladder`` trains on the same supervised problems (the ladder's ``sft_task``: lists of 3-8) for longer
+and writes ``demo/assets/ladder/``, whose ``config.json`` also records the task and the shares of
+its pool below 0.05 and above 0.95.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ import numpy as np
 from adaptive_rollouts.state.atomic import atomic_write
 
 from .evaluate import greedy_scores, success_rates
-from .model import ASSETS, build_model, save_warm_start
-from .tasks import length_of, make_problems
+from .ladder import success_histogram
+from .model import assets_of, build_model, save_warm_start
+from .tasks import TASKS, length_of, make_problems, task_of
 from .tokenizer import build_tokenizer
 
 SFT_PROBLEMS = 200_000
@@ -111,6 +116,7 @@ def train(
     ckpt_every: int,
     sft_problems: int = SFT_PROBLEMS,
     eval_problems: int = EVAL_PROBLEMS,
+    task: str = "sort",
     **model_overrides,
 ):
     import torch
@@ -118,8 +124,8 @@ def train(
     torch.set_num_threads(1)  # reproducible bit for bit, and a tiny model gains nothing from more
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed=seed, **model_overrides)
-    ids, mask, labels = _batches(tokenizer, make_problems(sft_problems, "sft"))
-    held_out = make_problems(eval_problems, "held_out")
+    ids, mask, labels = _batches(tokenizer, make_problems(sft_problems, "sft", task=task_of(task).sft_task))
+    held_out = make_problems(eval_problems, "held_out", task=task)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
     first = load_checkpoint(work, model, opt, gen) + 1
@@ -139,7 +145,7 @@ def train(
             print(f"step {step} loss {loss.item():.3f} held-out greedy {json.dumps(acc)}", flush=True)
         if step % ckpt_every == 0 or step == steps:
             save_checkpoint(work, step, model, opt, gen)
-    pool = make_problems(eval_problems, "pool")
+    pool = make_problems(eval_problems, "pool", task=task)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         rates = success_rates(model, tokenizer, pool, samples=16)
@@ -156,6 +162,10 @@ def train(
             "quantiles": {str(q): float(np.quantile(rates, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)},
         },
     }
+    if task != "sort":  # the default task's config.json keeps the fields it was made with
+        shape = success_histogram(rates)
+        meta["task"] = task
+        meta["pool_success_shape_t1"] = {k: shape[k] for k in ("below_0.05", "above_0.95", "shares")}
     return model, meta
 
 
@@ -166,6 +176,7 @@ def main(argv=None) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task", default="sort", choices=sorted(TASKS), help="the task to train on (default sort)")
     parser.add_argument("--work", default="runs/warm_start", help="checkpoint folder (resumed if present)")
     parser.add_argument("--log-every", type=int, default=250)
     parser.add_argument("--checkpoint-every", type=int, default=250)
@@ -182,10 +193,11 @@ def main(argv=None) -> None:
         Path(args.work),
         args.log_every,
         args.checkpoint_every,
+        task=args.task,
     )
     print(json.dumps(meta), flush=True)
     if not args.no_save:
-        save_warm_start(model, meta, ASSETS if args.out is None else Path(args.out))
+        save_warm_start(model, meta, assets_of(args.task) if args.out is None else Path(args.out))
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ method needs, per seed (same problem instance and sampling seed for every method
 
 Method names: any name of ``adaptive_rollouts.allocators.make_allocator``, plus the simulator's
 references ``oracle-vip`` (VIP objective, true p), ``oracle-fill`` (fill the largest p(1-p) to 32,
-skip the rest) and ``oracle-skip`` (the known-p bound of saving: Uniform's group size, no rollouts
+skip the rest) and ``oracle-skip`` (the known-p skip rule: Uniform's group size, no rollouts
 where the group would be all-equal with probability > 0.9), ``optimum@true-p`` (the exact optimum of the library's expected-improvement objective
 for the run's estimator and aggregation, with the true p: `VIP(aggregation=...)`); ``NAME@true-p``
 runs a predictor-based allocator with the true p as its prediction; ``uniform-rounds`` is a null
 control (the default with saving off: Uniform's counts, drawn in the default's rounds, so only the
-sampling noise differs from Uniform's).
+sampling noise differs from Uniform's); ``uniform-replicate`` is Uniform itself (the map runs it on the
+same problem instances with other sampling seeds, a Uniform-vs-Uniform replicate).
 """
 
 from __future__ import annotations
@@ -163,7 +164,9 @@ def build_allocator(
         return VIP(TruePredictor(truth), estimator=estimator or "grpo", aggregation=aggregation or "seq-mean"), None
     if name == "uniform-rounds":
         return null_control(seed), None
-    if name == "oracle-skip":  # the known-p bound of saving
+    if name == "uniform-replicate":
+        name = "uniform"
+    if name == "oracle-skip":  # the known-p skip rule (not a bound: learned rules can beat it)
         return SkipOracle(truth), TruePredictor(truth)
     if name == "oracle-vip":
         return OracleAllocator(truth, mode="vip"), TruePredictor(truth)

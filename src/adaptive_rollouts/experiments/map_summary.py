@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL
+from adaptive_rollouts.experiments.gain_speedup import (
+    bootstrap_gain_speedup,
+    gain_speedup,
+    gain_speedup_parts,
+    pooled_effect,
+)
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 
 __all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
@@ -22,9 +28,7 @@ def _runs_at(
     if lr is None:
         return []
     runs = [r for (c, m, s, x), r in result["runs"].items() if c == cell and m == method and abs(x - lr) < 1e-12]
-    seeds_ok = set(
-        result["config"]["paired_seeds"] if method in ("uniform", DEFAULT, NULL) else result["config"]["report_seeds"]
-    )
+    seeds_ok = set(result["config"]["paired_seeds"] if method in PAIRED else result["config"]["report_seeds"])
     runs = [r for r in runs if r["seed"] in seeds_ok and (seeds is None or r["seed"] in seeds)]
     return sorted(runs, key=lambda r: r["seed"])
 
@@ -70,9 +74,26 @@ def _fingerprints(result: dict, cell: str) -> dict[str, float]:
     return {**uniform_fingerprints(uni, info["budget"]), "transfer": info.get("transfer_measured", float("nan"))}
 
 
+def _gain_entry(u: list[dict], m: list[dict], fractions: Sequence[float], resamples: int, prefix: str = "") -> dict:
+    """The primary statistic (`gain_speedup`) of ``m`` against ``u`` (paired seed lists), its parts,
+    90% paired-bootstrap interval, per-seed values and (not saved) the bootstrap draws."""
+    lo, hi, draws = bootstrap_gain_speedup(u, m, fractions, resamples)
+    return {
+        f"{prefix}gain_speedup": gain_speedup(u, m, fractions),
+        f"{prefix}gain_parts": gain_speedup_parts(u, m, fractions),
+        f"{prefix}gain_ci90": [lo, hi],
+        f"{prefix}gain_per_seed": [gain_speedup([a], [b], fractions) for a, b in zip(u, m)],
+        f"_{prefix}draws": draws,
+    }
+
+
 def summarize_map(result: dict) -> dict[str, Any]:
-    """Per cell: fingerprints, and per method speedup (seed-mean curves) with per-seed min-max."""
+    """Per cell: fingerprints, and per method speedup (seed-mean curves) with per-seed min-max; with
+    ``fractions`` in the configuration also the primary statistic (`gain_speedup`), the pooled effect
+    over cells per method (`pooled`) and the saving verdicts from the intervals."""
     frac = result["config"]["target_at"]
+    fractions = tuple(result["config"].get("fractions") or ())
+    resamples = result["config"].get("bootstrap", 1000)
     rows = []
     for cell in result["cells"]:
         uni = _runs_at(result, cell, "uniform")
@@ -102,6 +123,8 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 "seeds": seeds,
                 "lr": result["lr"][cell][method],
             }
+            if fractions:
+                entry.update(_gain_entry(u_same, runs, fractions, resamples))
             uniform_lr = result["lr"][cell].get("uniform")
             same = (
                 _runs_at(result, cell, method, lr=uniform_lr) if method in result["config"].get("same_rate", ()) else []
@@ -112,6 +135,8 @@ def summarize_map(result: dict) -> dict[str, Any]:
                     bootstrap_speedup(u_same, same, frac, result["config"].get("bootstrap", 1000))
                 )
                 entry["same_rate_per_seed"] = [speedup([u], [r], frac) for u, r in zip(u_same, same)]
+                if fractions:
+                    entry.update(_gain_entry(u_same, same, fractions, resamples, prefix="same_rate_"))
             probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
             if probes:
                 nsr = _ratio_of_sums(
@@ -128,6 +153,25 @@ def summarize_map(result: dict) -> dict[str, Any]:
     out = {"rows": rows, "targets": _targets(rows), "errors": result["errors"]}
     if any(DEFAULT in r["methods"] for r in rows):
         out["saving_targets"] = saving_targets(rows)
+    if fractions:
+        out["pooled"] = _pooled(rows, result["config"]["methods"])
+    for r in rows:  # the bootstrap draws served the pooled effect; they are not kept
+        for e in r["methods"].values():
+            for k in [k for k in e if k.startswith("_")]:
+                del e[k]
+    return out
+
+
+def _pooled(rows: list[dict], methods: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per method (and the default at Uniform's rate, ``default@uniform-rate``) the pooled effect of
+    the primary statistic over the cells (`pooled_effect`)."""
+    out = {}
+    arms = [(m, "") for m in methods if m != "uniform"] + [(f"{m}@uniform-rate", "same_rate_") for m in methods]
+    for name, prefix in arms:
+        base = name.split("@")[0] if prefix else name
+        es = [r["methods"][base] for r in rows if f"{prefix}gain_speedup" in r["methods"].get(base, {})]
+        if es:
+            out[name] = pooled_effect([e[f"{prefix}gain_speedup"] for e in es], [e[f"_{prefix}draws"] for e in es])
     return out
 
 
@@ -136,29 +180,62 @@ SAVING_SPEEDUP = 1.5  # the default's speedup asked for there
 NO_REGRET = 0.97  # and everywhere
 
 
+def verdict(ci: Sequence[float], need: float, null_ci: Sequence[float] | None) -> str:
+    """ "met" when the interval ``ci`` lies above ``need`` and above the null control's interval;
+    "below" when it lies below ``need`` (and, for a no-regret threshold ``need`` <= 1, below the null's
+    interval too, so the null's own noise is never called a regression); "unresolved" otherwise.
+
+    >>> verdict([1.6, 2.0], 1.5, [0.9, 1.1]), verdict([1.6, 2.0], 1.5, [0.9, 1.7]), verdict([1.0, 1.3], 1.5, None)
+    ('met', 'unresolved', 'below')
+    >>> verdict([0.8, 0.95], 0.97, [0.9, 1.1]), verdict([0.7, 0.85], 0.97, [0.9, 1.1])
+    ('unresolved', 'below')
+    """
+    lo, hi = float(ci[0]), float(ci[1])
+    null_lo, null_hi = (float(null_ci[0]), float(null_ci[1])) if null_ci is not None else (-np.inf, np.inf)
+    if lo > need and (null_ci is None or lo > null_hi):
+        return "met"
+    if hi < need and (need > 1 or hi < null_lo):
+        return "below"
+    return "unresolved"
+
+
 def saving_targets(rows: list[dict]) -> list[dict[str, Any]]:
-    """Per cell with the default: Uniform's all-equal share, the default's speedup and interval,
-    the known-p bound's (``oracle-skip``) speedup and the default's share of it, and whether the
-    saving targets hold (>= 1.5x where >= 30% of Uniform's groups are all-equal, >= 0.97x everywhere)."""
+    """Per cell with the default: Uniform's all-equal share, the default's speedup and interval (with
+    the primary statistic: `gain_speedup` at Uniform's rate, what a user who switches without retuning
+    gets; else the single-target speedup at its own rate), the null control's interval, the known-p
+    skip rule's (``oracle-skip``) speedup, and the verdict (`verdict`) on the saving targets (>= 1.5x
+    where >= 30% of Uniform's groups are all-equal, >= 0.97x everywhere)."""
     out = []
     for r in rows:
         d = r["methods"].get(DEFAULT)
         if d is None:
             continue
         flat = r["fingerprints"].get("zero_variance_fraction", float("nan"))
-        bound = r["methods"].get("oracle-skip", {}).get("speedup")
         need = SAVING_SPEEDUP if flat >= SAVING_FLAT else NO_REGRET
+        nul = r["methods"].get(NULL, {})
+        rule = r["methods"].get("oracle-skip", {})
+        if "same_rate_gain_speedup" in d:
+            value, ci, statistic = d["same_rate_gain_speedup"], d["same_rate_gain_ci90"], "gain_speedup@uniform-rate"
+            null_ci, rule_value = nul.get("gain_ci90"), rule.get("gain_speedup")
+            own = d.get("gain_speedup")
+        else:
+            value, ci, statistic = d["speedup"], d["ci90"], "speedup"
+            null_ci, rule_value, own = nul.get("ci90"), rule.get("speedup"), None
+        v = verdict(ci, need, null_ci)
         out.append(
             {
                 "cell": r["cell"],
+                "statistic": statistic,
                 "zero_variance_fraction": flat,
-                "speedup": d["speedup"],
-                "ci90": d["ci90"],
+                "speedup": value,
+                "ci90": ci,
+                "own_rate_speedup": own,
+                "null_ci90": null_ci,
                 "spend": d["spend"],
                 "needed": need,
-                "met": bool(d["speedup"] >= need),
-                "known_p_bound": bound,
-                "share_of_bound": d["speedup"] / bound if bound else float("nan"),
+                "verdict": v,
+                "met": v == "met",
+                "known_p_rule": rule_value,
             }
         )
     return out

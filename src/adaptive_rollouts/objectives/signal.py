@@ -21,13 +21,13 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.stats import betabinom, binom
+from scipy.stats import betabinom, binom, hypergeom
 
 from ..checks.validation import AGGREGATIONS, check_choice
 from .estimator import Estimator
 from .registry import get_estimator
 
-__all__ = ["group_signal", "expected_group_signal", "known_p_group_signal"]
+__all__ = ["group_signal", "expected_group_signal", "known_p_group_signal", "sampled_group_signal"]
 
 
 @lru_cache(maxsize=256)
@@ -109,3 +109,26 @@ def known_p_group_signal(n: int, p: Any, *, estimator: str, aggregation: str = "
         raise ValueError(f"p must lie in [0, 1], got {prob[~((prob >= 0) & (prob <= 1))][:5].tolist()}")
     row = group_signal(estimator, int(n), aggregation)
     return binom.pmf(np.arange(int(n) + 1)[None, :], int(n), prob[:, None]) @ row
+
+
+def sampled_group_signal(
+    n: int, successes: Any, samples: int, *, estimator: str, aggregation: str = "seq-mean"
+) -> np.ndarray:
+    """Per prompt: an unbiased estimate of E[a(K; n)], K ~ Binomial(n, p), from ``samples`` = m >= n
+    independent 0/1 samples of which ``successes`` = c succeeded, p unknown: the mean of a(k; n) over
+    every n-subset of the samples, sum_k a(k; n) C(c, k) C(m - c, n - k) / C(m, n) (a U-statistic:
+    each n-subset is a group of n drawn at p, so its a(k; n) is unbiased, and so is their mean). It
+    estimates what `known_p_group_signal` gives with the true p, without plugging in c / m (which
+    reads 0 for every prompt none of whose samples succeeded).
+
+    >>> sampled_group_signal(2, [2, 0], 4, estimator="drgrpo").round(6).tolist()  # 4 of 6 pairs mixed, a = 1/2
+    [0.333333, 0.0]
+    """
+    m = int(samples)
+    c = np.asarray(successes, dtype=np.int64).reshape(-1)
+    if n < 0 or m < n:
+        raise ValueError(f"need 0 <= n <= samples, got n={n}, samples={m}")
+    if np.any(c < 0) or np.any(c > m):
+        raise ValueError(f"successes must lie in [0, samples={m}], got {c[(c < 0) | (c > m)][:5].tolist()}")
+    row = group_signal(estimator, int(n), aggregation)
+    return hypergeom.pmf(np.arange(int(n) + 1)[None, :], m, c[:, None], int(n)) @ row

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.map_records import records_path, write_run_records
 from adaptive_rollouts.experiments.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL
 from adaptive_rollouts.experiments.results import MixedResultsError, write_result
+from adaptive_rollouts.reporting.gain_report import gain_lines, verdict_lines
 from adaptive_rollouts.reporting.markdown import fmt as _fmt
 from adaptive_rollouts.reporting.markdown import section, table
 from adaptive_rollouts.state.atomic import atomic_write
@@ -133,7 +135,8 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
     if len(commits) > 1:
         lines += [f"**Mixed runs: this map's runs ran at {len(commits)} commits:** {_commit_list(commits)}.", ""]
     lines += [
-        f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
+        ("Secondary statistic (the older maps' primary): " if cfg.get("fractions") else "")
+        + f"Estimator {cfg['estimator']}, aggregation {cfg['aggregation']}, {cfg['steps']} steps, target "
         f"the accuracy of the average of Uniform's and the method's seed-mean curves at {cfg['target_at']:.0%} "
         f"of the run, on their running max "
         f"(0 = not reached by the end; inf = Uniform did not reach it by the end, the method did); rates tuned "
@@ -142,6 +145,8 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
         f"reported on seeds {list(cfg['report_seeds'])} (Uniform, the default and the null control: "
         f"{list(cfg['paired_seeds'])}, paired)."
     ]
+    if cfg.get("fractions"):
+        lines += ["", *gain_lines(data, level)]
     lines += section("Fingerprints (measured on Uniform's rollouts)", level)
     lines += table(
         [
@@ -155,15 +160,17 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
         ],
         ([r["cell"], *_fingerprint_cells(r["fingerprints"])] for r in data["rows"]),
     )
-    lines += section("Speedup vs Uniform: seed-mean (90% paired-bootstrap interval) [per-seed min-max] (rate)", level)
+    single = "Speedup vs Uniform, one target" + (" (secondary)" if cfg.get("fractions") else "")
+    lines += section(f"{single}: seed-mean (90% paired-bootstrap interval) [per-seed min-max] (rate)", level)
     shown = [m for m in cfg["methods"] if m != "uniform"]
     lines += table(
         ["cell", *shown], ([r["cell"], *(_speedup_cell(r["methods"].get(m)) for m in shown)] for r in data["rows"])
     )
-    lines += section("The default against Uniform (paired seeds)", level)
-    header = ["cell", "at its own best rate (90% CI)", "at Uniform's best rate (90% CI)", "null control (90% CI)"]
-    header += ["batch noise/signal: Uniform", "default", "true-p optimum", "default@true-p"]
-    lines += table(header, (_default_cells(r) for r in data["rows"] if DEFAULT in r["methods"]))
+    if cfg.get("grad_var_every"):  # the gradient probes ran
+        lines += section("The default against Uniform (paired seeds)", level)
+        header = ["cell", "at its own best rate (90% CI)", "at Uniform's best rate (90% CI)", "null control (90% CI)"]
+        header += ["batch noise/signal: Uniform", "default", "true-p optimum", "default@true-p"]
+        lines += table(header, (_default_cells(r) for r in data["rows"] if DEFAULT in r["methods"]))
     if data.get("saving_targets"):
         lines += _saving_lines(data, level)
     lines += section("Targets", level)
@@ -194,34 +201,7 @@ def _saving_lines(data: dict, level: int) -> list[str]:
             for r in data["rows"]
         ),
     )
-    lines += section(
-        "Saving targets: the default >= 1.5x where >= 30% of Uniform's groups are all-equal, >= 0.97x everywhere", level
-    )
-    lines += table(
-        [
-            "cell",
-            "Uniform's all-equal groups",
-            "default (90% CI)",
-            "rollouts",
-            "needed",
-            "met",
-            "known-p bound",
-            "share of it",
-        ],
-        (
-            [
-                t["cell"],
-                f"{t['zero_variance_fraction']:.0%}",
-                f"{_fmt(t['speedup'])} ({_fmt(t['ci90'][0])}-{_fmt(t['ci90'][1])})",
-                f"{t['spend']:.2f}",
-                f"{t['needed']:g}",
-                "yes" if t["met"] else "**no**",
-                _fmt(t["known_p_bound"]),
-                f"{t['share_of_bound']:.0%}" if t["share_of_bound"] == t["share_of_bound"] else "-",
-            ]
-            for t in data["saving_targets"]
-        ),
-    )
+    lines += verdict_lines(data, level)
     return lines
 
 
@@ -273,8 +253,9 @@ def write_map_report(
     data = map_data(result, allow_mixed_commits)
     settings = dict(result["config"])
     written = write_result(folder / "map.json", data, command=command, settings=settings)
-    if results_copy is not None:  # the same bytes, header included
+    if results_copy is not None:  # the same bytes, header included, and the compact per-run record
         atomic_write(results_copy, written.read_bytes())
+        write_run_records(result, records_path(results_copy))
     lines = ["# Regime map: speedup in rollouts to the target (AdamW, each method at its best rate)", ""]
     lines += map_markdown(data)
     shown = [m for m in result["config"]["methods"] if m != "uniform"]

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.experiments.results import MixedResultsError, Result, load_result, provenance
+from adaptive_rollouts.reporting.gain_report import coverage, targets_with_verdicts
 from adaptive_rollouts.reporting.map_report import map_markdown
 
-__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "map_files"]
+__all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "render_map_protocol", "map_files"]
 
 MAP_DIR = "results/map"
 MAP_COMMAND = "adaptive-rollouts bench --map --out runs/<name>"
@@ -44,25 +45,68 @@ def render_map(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _interval(p: dict | None) -> str:
+    return "-" if not p else f"{p['effect']:.2f}x ({p['low']:.2f}-{p['high']:.2f})"
+
+
 def render_saving_summary(root: Path) -> str:
-    """One line per map result file that ran the default: how many of its cells met the saving
-    target, the range of the default's speedups and of its rollouts (share of Uniform's), the runs'
-    commits, and the cells below 0.97x."""
+    """One line per map result file that ran the default: its verdicts from the intervals (met /
+    below / unresolved, `sim.gain_report.targets_with_verdicts`), the default's rollouts (share of
+    Uniform's), the runs' commits and, for maps read with the primary statistic, the pooled effect
+    of the default at Uniform's rate, of the null control and of the replicate, and how often the
+    controls' intervals cover 1.00."""
     lines = []
     for path in map_files(root):
-        loaded = load_result(path)
-        targets = loaded.data.get("saving_targets") or []
+        data = load_result(path).data
+        targets = targets_with_verdicts(data)
         if not targets:
             continue
-        speed = [t["speedup"] for t in targets]
         spend = [t["spend"] for t in targets]
-        below = [t["cell"] for t in targets if t["speedup"] < 0.97]
-        commits = ", ".join(c[:10] for c in loaded.data.get("run_commits", {}))
-        lines.append(
-            f"  - `{path.stem}` (runs at {commits}): target met in {sum(t['met'] for t in targets)} of {len(targets)} "
-            f"cells; speedup {min(speed):.2f}-{max(speed):.2f}x at {min(spend):.2f}-{max(spend):.2f} of Uniform's "
-            f"rollouts; below 0.97x: {', '.join(below) if below else 'none'}."
+        counts = {v: sum(t["verdict"] == v for t in targets) for v in ("met", "below", "unresolved")}
+        commits = ", ".join(c[:10] for c in data.get("run_commits", {}))
+        text = f"  - `{path.stem}` (runs at {commits}; {len(data['config']['paired_seeds'])} paired seeds): "
+        pooled = data.get("pooled")
+        if pooled:
+            hits = [coverage(data, arm) for arm in ("uniform-rounds", "uniform-replicate")]
+            text += (
+                f"the default at Uniform's rate {_interval(pooled.get('default@uniform-rate'))} pooled over "
+                f"{len(targets)} cells, the null control {_interval(pooled.get('uniform-rounds'))}, the Uniform "
+                f"replicate {_interval(pooled.get('uniform-replicate'))}; controls' intervals cover 1.00 in "
+                f"{hits[0][0]} / {hits[1][0]} of {hits[0][1]} cells; "
+            )
+        else:
+            text += "single-target speedup at each arm's own rate; "
+        text += (
+            f"target met in {counts['met']}, below in {counts['below']}, unresolved in {counts['unresolved']} of "
+            f"{len(targets)} cells, at {min(spend):.2f}-{max(spend):.2f} of Uniform's rollouts."
         )
+        lines.append(text)
     if not lines:
         return "  No map result with the default is committed yet."
     return "\n".join(lines)
+
+
+def _seed_span(seeds: list) -> str:
+    return f"{len(seeds)} ({seeds[0]}-{seeds[-1]})" if seeds else "none"
+
+
+def render_map_protocol(root: Path) -> str:
+    """One line per committed map result file with the protocol it ran with, read from its header's
+    settings: steps, tune seeds, rate grid, report and paired seeds, the statistic and which arms ran
+    at Uniform's rate only."""
+    lines = []
+    for path in map_files(root):
+        cfg = load_result(path).header["settings"]
+        if cfg.get("fractions"):
+            statistic = "rollouts to " + "/".join(f"{f:.0%}" for f in cfg["fractions"]) + " of the gain"
+        else:
+            statistic = f"rollouts to one target at {cfg['target_at']:.0%} of the run"
+        untuned = ", ".join(cfg.get("untuned", ())) or "none"
+        lines.append(
+            f"  - `{path.stem}`: {len(cfg['cells'])} cells, {cfg['steps']} steps, tune seeds "
+            f"{_seed_span(list(cfg['tune_seeds']))}, grid {list(cfg['lr_grid'])} (x{cfg['lr_step']:g} at an "
+            f"edge, up to {cfg['max_extensions']} times), report seeds {_seed_span(list(cfg['report_seeds']))}, "
+            f"paired seeds {_seed_span(list(cfg['paired_seeds']))}; statistic: {statistic}; at Uniform's rate "
+            f"only: {untuned}."
+        )
+    return "\n".join(lines) if lines else "  No map result file is committed yet."

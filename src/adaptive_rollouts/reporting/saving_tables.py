@@ -9,7 +9,14 @@ from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import table
 
-__all__ = ["SAVING_SIGNAL", "demo_saving_arms", "render_demo_saving", "render_saving_signal"]
+__all__ = [
+    "SAVING_SIGNAL",
+    "LOSS_ROWS",
+    "demo_saving_arms",
+    "render_demo_saving",
+    "render_saving_signal",
+    "render_loss_rows",
+]
 
 SAVING_SIGNAL = "results/saving_signal/saving_signal.json"
 
@@ -71,3 +78,29 @@ def render_demo_saving(root: Path) -> str:
             ]
             parts.append(block([f"`{folder}`, {path.parent.name}:", "", *table(header, body)], [r]))
     return "\n\n".join(parts) if parts else "No demo-protocol summary is committed yet."
+
+
+LOSS_ROWS = "results/loss_rows/loss_rows.json"
+
+
+def render_loss_rows(root: Path) -> str:
+    """The no-retune comparison (``benchmarks/loss_rows.py``): per cell, the default at Uniform's
+    tuned rate with the loss normalised by its kept rows and by Uniform's rows, against Uniform."""
+    if not (root / LOSS_ROWS).exists():
+        return f"No result file yet: `python benchmarks/loss_rows.py` writes `{LOSS_ROWS}`."
+    r = load_relative(root, LOSS_ROWS)
+    d = r.data
+
+    def arm(x: dict) -> str:
+        lo, hi = x["ci90"]
+        return f"{x['gain_speedup']:.2f} ({lo:.2f}-{hi:.2f}), {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
+
+    body = [[x["cell"], f"{x['lr']:g}", arm(x["kept"]), arm(x["uniform"])] for x in d["rows"]]
+    lines = [
+        f"The default against Uniform at Uniform's tuned rate, {d['seeds']} paired seeds, {d['steps']} steps; "
+        "rollouts to 50/75/90% of the gain (90% interval), share of Uniform's rollouts, final accuracy minus "
+        "Uniform's.",
+        "",
+        *table(["cell", "Uniform's rate", "loss over the kept rows", "loss over Uniform's rows"], body),
+    ]
+    return block(lines, [r])

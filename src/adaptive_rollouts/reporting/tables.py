@@ -1,7 +1,7 @@
 """The renderers of the docs' results blocks: each reads committed result files under results/ and
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
 `render_docs` uses; the regime map's renderer is in `map_tables`, the predictor benchmark's in
-`predictor_tables`, the reliability ones in `reliability_tables`."""
+`predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
 from adaptive_rollouts.reporting.flatness_tables import render_flatness_calibration, render_saving_pool
-from adaptive_rollouts.reporting.map_tables import render_map, render_saving_summary
+from adaptive_rollouts.reporting.ladder_tables import render_demo_ladder
+from adaptive_rollouts.reporting.map_tables import render_map, render_map_protocol, render_saving_summary
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_cost,
@@ -19,7 +20,7 @@ from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_summary,
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
-from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_saving_signal
+from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_loss_rows, render_saving_signal
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -160,9 +161,12 @@ RENDERERS = {
     "predictors-recurring": render_predictors_recurring,
     "map": render_map,
     "saving-summary": render_saving_summary,
+    "map-protocol": render_map_protocol,
     "saving-signal": render_saving_signal,
+    "loss-rows": render_loss_rows,
     "demo-saving": render_demo_saving,
     "flatness-calibration": render_flatness_calibration,
     "saving-pool": render_saving_pool,
+    "demo-ladder": render_demo_ladder,
     **RELIABILITY_RENDERERS,
 }

@@ -67,7 +67,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--saving",
         action="store_true",
-        help="with --map: the saving evidence (saving methods, known-p bound, cold start)",
+        help="with --map: the saving evidence (the default, the null control, a Uniform replicate, Pilot-Commit and the known-p skip rule at Uniform's rate)",
     )
     parser.add_argument("--scenarios", type=_csv, help=f"comma list from {','.join(SCENARIOS)}")
     parser.add_argument("--methods", type=_csv, help="comma list of allocator names (see docs/benchmark.md)")

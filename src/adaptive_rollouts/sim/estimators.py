@@ -58,9 +58,24 @@ def group_advantages_np(
 
 
 def aggregation_weights(
-    group: np.ndarray, lengths: np.ndarray, aggregation: str, budget: int, max_length: int
+    group: np.ndarray,
+    lengths: np.ndarray,
+    aggregation: str,
+    budget: int,
+    max_length: int,
+    uniform_rows: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """Weight of each rollout in the batch loss (see the module table)."""
+    """Weight of each rollout in the batch loss (see the module table).
+
+    ``uniform_rows`` = (rollouts, prompts) of the step as Uniform fills it: the loss is normalised as
+    if every cut or skipped group were still there as rows of zero advantage (N and Q' at least
+    these), so a step that trains on fewer rows has Uniform's scale instead of a larger one. None:
+    normalised by the rows trained on.
+
+    >>> g, L = np.array([0, 0, 1, 1]), np.ones(4)
+    >>> aggregation_weights(g, L, "seq-mean", 8, 1).tolist(), aggregation_weights(g, L, "seq-mean", 8, 1, (8, 4)).tolist()
+    ([0.25, 0.25, 0.25, 0.25], [0.125, 0.125, 0.125, 0.125])
+    """
     check_choice("aggregation", aggregation, AGGREGATIONS)
     g = np.asarray(group, dtype=np.int64)
     N = g.size
@@ -68,11 +83,12 @@ def aggregation_weights(
         return np.zeros(0)
     L = np.asarray(lengths, dtype=float)
     n = np.bincount(g)
+    rows, prompts = uniform_rows if uniform_rows is not None else (0, 0)
     c = aggregation_weight(
         aggregation,
         n[g],
-        num_prompts=int(np.count_nonzero(n)),
-        budget=N,
+        num_prompts=max(int(np.count_nonzero(n)), prompts),
+        budget=max(N, rows),
         constant=float(budget * max_length),
         mean_length=float(L.mean()),
     )

@@ -75,7 +75,8 @@ class TruePredictor:
 
 
 class SkipOracle(SingleShotAllocator):
-    """The known-p bound of saving: Uniform's group size n_q (the equal split of the budget) for
+    """The known-p skip rule (a rule, not an upper bound: learned rules beat it where all-equal groups
+    come from prompts whose p is not extreme): Uniform's group size n_q (the equal split of the budget) for
     every prompt whose group would teach something with probability at least 1 - ``flat_above``, and
     no rollouts for the rest: skip q when P(all equal at n_q) = p^n + (1 - p)^n > ``flat_above``
     (0.9), p the true success probability. Spends at most the budget.

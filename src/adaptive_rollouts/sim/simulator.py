@@ -8,11 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adaptive_rollouts.checks.validation import check_choice
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.types import Allocator
 
-__all__ = ["TrainConfig", "Simulator"]
+__all__ = ["TrainConfig", "Simulator", "LOSS_ROWS"]
+
+LOSS_ROWS = ("kept", "uniform")
 
 Arr = np.ndarray
 
@@ -40,6 +43,9 @@ class TrainConfig:
     # AUROC of the policy's noisy view of its own margin (`sim.policy_view`), given each step to an
     # allocator that takes it (``observe_policy``); None: no view
     policy_view_auroc: float | None = 0.8
+    # "kept": the loss is normalised by the rows trained on; "uniform": by Uniform's rows (budget,
+    # batch prompts), a cut or skipped group counting as rows of zero advantage (`aggregation_weights`)
+    loss_rows: str = "kept"
 
 
 class Simulator:
@@ -115,7 +121,9 @@ class Simulator:
         pb = self.problem
         _, group = np.unique(q, return_inverse=True)
         adv = group_advantages_np(rewards, group, cfg.estimator)
-        w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length)
+        check_choice("loss_rows", cfg.loss_rows, LOSS_ROWS)
+        uniform_rows = (cfg.budget, cfg.batch_prompts) if cfg.loss_rows == "uniform" else None
+        w = aggregation_weights(group, pb.lengths[q, answers], cfg.aggregation, cfg.budget, pb.max_length, uniform_rows)
         coef = w * adv
         pi = pb.probs(q)
         M = -pi * coef[:, None]

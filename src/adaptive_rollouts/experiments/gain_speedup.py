@@ -1,0 +1,170 @@
+"""The map's primary statistic: rollouts to several shares of the gain, Uniform's over the method's,
+paired over seeds, with a paired-bootstrap interval and a pooled effect over cells.
+
+A single hitting time near a plateau is ill-conditioned: there a tiny accuracy difference is a large
+rollout difference, so one target reads 1.6x on some seeds and 0.7x on others for the same method.
+The statistic here reads several targets on the steep part of the curves and averages them:
+
+    a0      = held-out accuracy before training (the same problem instances for both arms),
+    G       = the lower of the two seed-mean curves' tops, minus a0 (the gain both arms reach),
+    t_f     = a0 + f G                     for each share f in ``fractions`` (0.5, 0.75, 0.9),
+    T_X(t)  = rollouts at which the running max of X's seed-mean curve first reaches t (linear
+              interpolation from (0, a0); inf when never),
+    speedup = geometric mean over f of T_U(t_f) / T_M(t_f).
+
+The targets are symmetric in the two arms, so swapping them inverts the ratio and an arm that
+allocates like Uniform reads 1 in expectation (a target read off Uniform alone carries Uniform's own
+upward noise, which an independent replicate then needs extra rollouts to match), and both arms reach
+every target, so the ratio is always finite and its bootstrap well behaved. An arm that ends lower
+than Uniform is not penalised here beyond its slower climb: the map reports the final accuracy gap
+beside it. Seed-mean curves
+are averaged over the paired seeds first (Uniform's seed ``s`` and the method's seed ``s`` share a
+problem instance), and the interval resamples those pairs (`bootstrap_gain_speedup`): all arms run at
+one rate (Uniform's, tuned on other seeds), so no rate choice sits outside the resampling.
+
+>>> u = {"rollouts": [10, 20, 30, 40], "accuracy": [0.2, 0.4, 0.5, 0.6], "accuracy0": 0.0}
+>>> m = {"rollouts": [10, 20, 30, 40], "accuracy": [0.4, 0.5, 0.6, 0.6], "accuracy0": 0.0}
+>>> round(gain_speedup([u], [m]), 4), round(gain_speedup([m], [u]), 4), gain_speedup([u], [u])
+(1.6777, 0.5961, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "FRACTIONS",
+    "stack_runs",
+    "hitting_rollouts",
+    "gain_speedup_parts",
+    "gain_speedup",
+    "bootstrap_gain_speedup",
+    "pooled_effect",
+]
+
+FRACTIONS = (0.5, 0.75, 0.9)
+
+
+def stack_runs(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rollouts [S, T], accuracy [S, T], accuracy0 [S]) of runs of equal length."""
+    if not runs:
+        raise ValueError("no runs to stack")
+    lengths = {len(r["accuracy"]) for r in runs} | {len(r["rollouts"]) for r in runs}
+    if len(lengths) != 1:
+        raise ValueError(f"runs of different lengths {sorted(lengths)}: curves cannot be averaged step by step")
+    r = np.array([x["rollouts"] for x in runs], dtype=float)
+    a = np.array([x["accuracy"] for x in runs], dtype=float)
+    return r, a, np.array([x["accuracy0"] for x in runs], dtype=float)
+
+
+def hitting_rollouts(rollouts: np.ndarray, accuracy: np.ndarray, a0: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Rollouts at which each running-max curve first reaches each target: [B, F] for curves [B, T],
+    starting points a0 [B] and targets [B, F]; linear interpolation between recorded steps, from
+    (0, a0) before the first; inf where never reached."""
+    r = np.concatenate([np.zeros((rollouts.shape[0], 1)), rollouts], axis=1)
+    a = np.maximum.accumulate(np.concatenate([a0[:, None], accuracy], axis=1), axis=1)
+    hit = a[:, None, :] >= targets[:, :, None]  # [B, F, T+1]
+    first = np.argmax(hit, axis=2)
+    reached = hit.any(axis=2)
+    i = np.maximum(first, 1)
+    rows = np.arange(a.shape[0])[:, None]
+    a_hi, a_lo = a[rows, i], a[rows, i - 1]
+    r_hi, r_lo = r[rows, i], r[rows, i - 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(a_hi > a_lo, (targets - a_lo) / (a_hi - a_lo), 1.0)
+    out = np.where(first == 0, 0.0, r_lo + np.clip(frac, 0.0, 1.0) * (r_hi - r_lo))
+    return np.where(reached, out, np.inf)
+
+
+def _ratios(u: tuple, m: tuple, idx: np.ndarray, fractions: Sequence[float]) -> np.ndarray:
+    """T_U / T_M per resample row of seed indices ``idx`` [B, S] and share: [B, F]."""
+    ru, au, a0 = (x[idx].mean(axis=1) for x in u)
+    rm, am, _ = (x[idx].mean(axis=1) for x in m)
+    gain = np.minimum(au.max(axis=1), am.max(axis=1)) - a0
+    targets = a0[:, None] + gain[:, None] * np.asarray(fractions, float)[None, :]
+    tu, tm = hitting_rollouts(ru, au, a0, targets), hitting_rollouts(rm, am, a0, targets)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = tu / tm
+    ratio[~(gain > 0)] = np.nan  # no gain: no target to reach
+    return ratio
+
+
+def _geomean(ratios: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.exp(np.mean(np.log(ratios), axis=-1))
+
+
+def _paired(uniform: Sequence[dict], method: Sequence[dict]) -> tuple[tuple, tuple]:
+    if len(uniform) != len(method) or not uniform:
+        raise ValueError(f"need equally many paired runs, got {len(uniform)} and {len(method)}")
+    u, m = stack_runs(uniform), stack_runs(method)
+    if u[1].shape != m[1].shape:
+        raise ValueError(f"Uniform's runs have {u[1].shape[1]} steps and the method's {m[1].shape[1]}")
+    return u, m
+
+
+def gain_speedup_parts(
+    uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS
+) -> list[float]:
+    """T_U / T_M at each share of the gain (see the module docstring), on the seed-mean curves."""
+    u, m = _paired(uniform, method)
+    return _ratios(u, m, np.arange(len(uniform))[None, :], fractions)[0].tolist()
+
+
+def gain_speedup(uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS) -> float:
+    """The geometric mean of `gain_speedup_parts` (nan when neither arm gains)."""
+    return float(_geomean(np.asarray(gain_speedup_parts(uniform, method, fractions)))) if fractions else float("nan")
+
+
+def bootstrap_gain_speedup(
+    uniform: Sequence[dict],
+    method: Sequence[dict],
+    fractions: Sequence[float] = FRACTIONS,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.9,
+) -> tuple[float, float, np.ndarray]:
+    """(low, high, draws): the central ``level`` percentile interval of `gain_speedup` over
+    ``resamples`` paired bootstrap resamples of the seeds (``uniform[i]`` pairs with ``method[i]``;
+    the same resampled seeds for both), and the draws themselves (for `pooled_effect`)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    u, m = _paired(uniform, method)
+    idx = np.random.default_rng(seed).integers(0, len(uniform), (resamples, len(uniform)))
+    draws = _geomean(_ratios(u, m, idx, fractions))
+    lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2]) if np.isfinite(draws).any() else (np.nan, np.nan)
+    return float(lo), float(hi), draws
+
+
+def pooled_effect(estimates: Sequence[float], draws: Sequence[np.ndarray], level: float = 0.9) -> dict[str, float]:
+    """The geometric mean over cells of their statistics, and its central ``level`` interval from the
+    cells' bootstrap draws (independent seeds per cell, so replicate b of every cell is one draw of
+    the pooled effect). Cells whose estimate is not finite (no gain) are left out and counted."""
+    est = np.asarray(estimates, dtype=float)
+    ok = np.isfinite(est) & (est > 0)
+    if not ok.any():
+        return {
+            "effect": float("nan"),
+            "low": float("nan"),
+            "high": float("nan"),
+            "cells": 0,
+            "left_out": int(est.size),
+        }
+    d = np.asarray([np.asarray(draws[int(i)], dtype=float) for i in np.flatnonzero(ok)])
+    with np.errstate(divide="ignore"):
+        logs = np.log(np.where(d > 0, d, np.nan))
+    finite = np.isfinite(logs)
+    # a replicate where no cell has a finite draw (no gain in any) gives no pooled draw
+    pooled = np.exp(np.where(finite, logs, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1))[finite.any(axis=0)]
+    lo, hi = np.nanquantile(pooled, [(1 - level) / 2, (1 + level) / 2])
+    return {
+        "effect": float(np.exp(np.mean(np.log(est[ok])))),
+        "low": float(lo),
+        "high": float(hi),
+        "cells": int(ok.sum()),
+        "left_out": int((~ok).sum()),
+    }

@@ -1,0 +1,165 @@
+"""The map's primary statistic (`sim.gain_speedup`): brute force, symmetry, calibration by Monte Carlo,
+the pooled effect, and the calibration of the committed saving maps' controls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.experiments.gain_speedup import (
+    bootstrap_gain_speedup,
+    gain_speedup,
+    gain_speedup_parts,
+    hitting_rollouts,
+    pooled_effect,
+)
+from adaptive_rollouts.experiments.speedup import rollouts_to_target
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(acc, a0=0.0, step=10.0):
+    acc = np.asarray(acc, float)
+    return {"rollouts": (step * np.arange(1, acc.size + 1)).tolist(), "accuracy": acc.tolist(), "accuracy0": a0}
+
+
+def _brute(uniform, method, fractions):
+    """The statistic written out with the scalar hitting time of `speedup` on explicit lists."""
+    au = np.maximum.accumulate(np.mean([r["accuracy"] for r in uniform], axis=0))
+    am = np.maximum.accumulate(np.mean([r["accuracy"] for r in method], axis=0))
+    ru, rm = np.mean([r["rollouts"] for r in uniform], axis=0), np.mean([r["rollouts"] for r in method], axis=0)
+    a0 = float(np.mean([r["accuracy0"] for r in uniform]))
+    gain = min(au.max(), am.max()) - a0
+    out = []
+    for f in fractions:
+        t = a0 + f * gain
+        # from (0, a0): prepend the start so the scalar reader interpolates from it
+        tu = rollouts_to_target(np.r_[1e-300, ru], np.r_[a0, au], t)
+        tm = rollouts_to_target(np.r_[1e-300, rm], np.r_[a0, am], t)
+        out.append(tu / tm)
+    return out
+
+
+def test_matches_the_scalar_hitting_time_and_is_symmetric():
+    rng = np.random.default_rng(0)
+    base = 0.1 + 0.5 * (1 - np.exp(-np.arange(1, 31) / 8))
+    for _ in range(20):
+        u = [_run(base + rng.normal(0, 0.02, 30), a0=0.1) for _ in range(4)]
+        m = [_run(base[np.minimum(np.arange(30) + 2, 29)] + rng.normal(0, 0.02, 30), a0=0.1) for _ in range(4)]
+        parts = gain_speedup_parts(u, m)
+        assert parts == pytest.approx(_brute(u, m, (0.5, 0.75, 0.9)), rel=1e-9)
+        assert gain_speedup(u, m) == pytest.approx(np.exp(np.mean(np.log(parts))))
+        assert gain_speedup(u, m) * gain_speedup(m, u) == pytest.approx(1.0)
+    assert gain_speedup(u, u) == 1.0
+
+
+def test_hitting_rollouts_interpolates_from_the_start_and_reports_never():
+    r = np.array([[10.0, 20.0, 30.0]])
+    a = np.array([[0.4, 0.3, 0.8]])  # a dip: the running max holds 0.4
+    got = hitting_rollouts(r, a, np.array([0.0]), np.array([[0.2, 0.6, 0.9]]))
+    assert got.tolist() == [[5.0, 25.0, np.inf]]
+
+
+def test_a_twin_of_uniform_is_covered_at_the_nominal_rate():
+    """Monte Carlo calibration: two arms with the same expected curve and independent per-seed noise
+    (a random level per seed, as problem instances differ, plus step noise); the 90% paired interval
+    covers 1 in about 90% of trials."""
+    rng = np.random.default_rng(1)
+    steps, seeds = 40, 16
+    shape = 1 - np.exp(-np.arange(1, steps + 1) / 10)
+    covered = []
+    for _ in range(150):
+        level = rng.uniform(0.3, 0.7, seeds)  # shared by the pair: the same problem instance
+        u = [_run(level[s] * shape + rng.normal(0, 0.02, steps)) for s in range(seeds)]
+        m = [_run(level[s] * shape + rng.normal(0, 0.02, steps)) for s in range(seeds)]
+        lo, hi, _ = bootstrap_gain_speedup(u, m, resamples=300, seed=int(rng.integers(1 << 30)))
+        covered.append(lo <= 1.0 <= hi)
+    assert 0.8 <= np.mean(covered) <= 0.98
+
+
+def test_bootstrap_brackets_a_uniformly_faster_arm_and_refuses_unpaired_lists():
+    rng = np.random.default_rng(2)
+    base = 0.6 * (1 - np.exp(-np.arange(1, 41) / 10))
+    u = [_run(base + rng.normal(0, 0.01, 40)) for _ in range(8)]
+    fast = [_run(0.6 * (1 - np.exp(-np.arange(1, 41) / 5)) + rng.normal(0, 0.01, 40)) for _ in range(8)]
+    lo, hi, draws = bootstrap_gain_speedup(u, fast, resamples=200)
+    assert 1.5 < lo <= gain_speedup(u, fast) <= hi and draws.shape == (200,)
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_gain_speedup(u, fast[:3])
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_gain_speedup(u, fast, level=1.0)
+    with pytest.raises(ValueError, match="lengths"):
+        gain_speedup([_run([0.1, 0.2]), _run([0.1, 0.2, 0.3])], [_run([0.1, 0.2]), _run([0.1, 0.2, 0.3])])
+
+
+def test_pooled_effect_is_the_geometric_mean_with_replicate_wise_draws():
+    d1, d2 = np.array([1.0, 2.0, 4.0, 2.0]), np.array([1.0, 0.5, 1.0, 2.0])
+    p = pooled_effect([2.0, 0.5, float("nan")], [d1, d2, np.ones(4)], level=0.5)
+    assert p["effect"] == pytest.approx(1.0) and p["cells"] == 2 and p["left_out"] == 1
+    pooled = np.sqrt(d1 * d2)  # replicate b of each cell
+    assert (p["low"], p["high"]) == pytest.approx(tuple(np.quantile(pooled, [0.25, 0.75])))
+
+
+def _saving_maps() -> list[dict]:
+    return [d for _, d in _saving_map_files()]
+
+
+def _saving_map_files() -> list[tuple[Path, dict]]:
+    out = []
+    for path in sorted((ROOT / "results" / "map").glob("*.json")):
+        data = json.loads(path.read_text())["data"]
+        if data["config"].get("fractions"):
+            out.append((path, data))
+    return out
+
+
+def test_committed_saving_maps_recompute_from_their_per_run_records():
+    """Each map read with the primary statistic commits its compact per-run record, and the
+    statistic of every cell and arm recomputes from it exactly."""
+    from adaptive_rollouts.experiments.map_records import read_run_records, records_path
+
+    files = _saving_map_files()
+    assert files, "no committed map read with the primary statistic"
+    for path, data in files:
+        records = read_run_records(records_path(path))
+        assert len({r["commit"] for r in records}) == len(data["run_commits"])
+        fractions = data["config"]["fractions"]
+        seeds = data["config"]["paired_seeds"]
+        for row in data["rows"]:
+            rate = data["lr"][row["cell"]]["uniform"]
+
+            def curves(method, row=row, rate=rate):
+                rs = [r for r in records if r["cell"] == row["cell"] and r["method"] == method]
+                rs = [r for r in rs if abs(r["lr"] - rate) < 1e-12 and r["seed"] in seeds]
+                return sorted(rs, key=lambda r: r["seed"])
+
+            uni = curves("uniform")
+            for method, e in row["methods"].items():
+                key = "same_rate_gain_speedup" if "same_rate_gain_speedup" in e else "gain_speedup"
+                if method != "uniform" and abs(e["lr"] - rate) < 1e-12:
+                    assert gain_speedup(uni, curves(method), fractions) == pytest.approx(e[key], rel=1e-12)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured: on 16 paired seeds the percentile-bootstrap intervals of the null control and the "
+    "replicate cover 1.00 in fewer than 85% of the 20 cells (the rendered map says how many); more seeds or "
+    "a wider interval are needed, chosen before the next run",
+)
+def test_committed_saving_maps_controls_cover_one_in_85_percent_of_cells():
+    """Over the committed maps read with the primary statistic (at least 20 cells in all): the null
+    control's and the Uniform replicate's 90% intervals each cover 1.00 in >= 85% of the cells, and
+    every map fixed its seeds in its configuration."""
+    maps = _saving_maps()
+    rows = [r for d in maps for r in d["rows"]]
+    assert len({r["cell"] for r in rows}) >= 20, "fewer than 20 cells read with the primary statistic"
+    for d in maps:
+        assert len(d["config"]["paired_seeds"]) >= 16
+    for arm in ("uniform-rounds", "uniform-replicate"):
+        cis = [r["methods"][arm]["gain_ci90"] for r in rows if arm in r["methods"]]
+        assert len(cis) >= 20, arm
+        covered = np.mean([lo <= 1.0 <= hi for lo, hi in cis])
+        assert covered >= 0.85, f"{arm}: covers 1.00 in {covered:.0%} of {len(cis)} cells"
