@@ -105,6 +105,63 @@ def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int) -> dict[s
     }
 
 
+class StaticPool:
+    """A recurring pool whose p does not move: ``extreme`` of the prompts at p near 0 or 1 (half each,
+    within 0.02 of the end), the rest uniform on [0.1, 0.9] (a frontier). No policy view: what a
+    trainer that gives no hidden states gets (the history has to find the flat prompts)."""
+
+    def __init__(self, size: int, extreme: float, seed: int):
+        rng = np.random.default_rng(seed)
+        kind = rng.random(size)
+        low, high = rng.uniform(0.0, 0.02, size), rng.uniform(0.98, 1.0, size)
+        self.p = np.where(kind < extreme / 2, low, np.where(kind < extreme, high, rng.uniform(0.1, 0.9, size)))
+        self.rng = np.random.default_rng([seed, 1])
+
+    def success(self, idx: np.ndarray) -> np.ndarray:
+        return self.p[np.asarray(idx, dtype=np.int64)]
+
+    def sampler(self, prompts: list) -> Any:
+        def sample(indices: Any, counts: Any) -> list:
+            return [(self.rng.random(int(c)) < self.p[prompts[i]]).astype(float) for i, c in zip(indices, counts)]
+
+        return sample
+
+
+POOL = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
+
+
+def pool_run(method: str, seed: int, per_prompt: int) -> dict[str, float]:
+    """One run on the recurring `StaticPool` (``POOL``) at ``per_prompt`` rollouts per prompt."""
+    pool = StaticPool(POOL["size"], POOL["extreme"], seed)
+    problem: Any = _PoolProblem(pool)
+    allocator, _ = build_allocator(method, problem, seed, aggregation=AGGREGATION, estimator=ESTIMATOR)
+    ledger = SignalLedger(allocator, pool)
+    order = np.random.default_rng([seed, 2])
+    for _ in range(POOL["steps"]):
+        prompts = [int(q) for q in order.choice(POOL["size"], POOL["batch"], replace=False)]
+        ledger.run(prompts, POOL["batch"] * per_prompt, pool.sampler(prompts))
+    return {
+        "spent": ledger.spent / ledger.budget,
+        "kept": ledger.kept / ledger.expected,
+        "lost": ledger.lost / ledger.expected,
+    }
+
+
+class _PoolProblem:
+    """What `build_allocator` reads of a problem, for the static pool (features: none useful)."""
+
+    def __init__(self, pool: StaticPool):
+        self.pool, self.n_prompts = pool, pool.p.size
+        self.features = np.zeros((pool.p.size, 1))
+
+    def success(self, idx: Any = None) -> np.ndarray:
+        return self.pool.p if idx is None else self.pool.success(idx)
+
+    def reward_variance(self, idx: Any = None) -> np.ndarray:
+        p = self.success(idx)
+        return p * (1.0 - p)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=4)
@@ -114,6 +171,7 @@ def main() -> None:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--pool", action="store_true", help="also the recurring pool with 80%% of p near 0 or 1 (n = 4, 8)")
     args = ap.parse_args()
     cells = select_cells(SAVING_MAP.cells, args.cells.split(",")) if args.cells else SAVING_MAP.cells[:12]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -131,6 +189,15 @@ def main() -> None:
                 row[key], row[f"{key}_sd"] = float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0
             rows.append(row)
             print(f"{cell.key:34s} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f} lost {row['lost']:.2f}")
+    pool_rows = []
+    for per_prompt in (4, 8) if args.pool else ():
+        for method in ("uniform", "oracle-skip", "default"):
+            runs = [pool_run(method, seed, per_prompt) for seed in range(args.seeds)]
+            row = {"n": per_prompt, "method": method}
+            for key in ("spent", "kept", "lost"):
+                row[key] = float(np.mean([r[key] for r in runs]))
+            pool_rows.append(row)
+            print(f"pool n={per_prompt} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f}", flush=True)
     bar.close()
     settings = {
         "seeds": args.seeds,
@@ -140,8 +207,13 @@ def main() -> None:
         "aggregation": AGGREGATION,
         "cells": [c.key for c in cells],
         "methods": methods,
+        "pool": POOL if args.pool else None,
     }
-    path = write_result(args.out, {"rows": rows, **settings, "load_average": os.getloadavg()[0]}, settings=settings)
+    path = write_result(
+        args.out,
+        {"rows": rows, "pool_rows": pool_rows, **settings, "load_average": os.getloadavg()[0]},
+        settings=settings,
+    )
     print(f"wrote {path}")
 
 

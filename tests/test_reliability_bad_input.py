@@ -443,7 +443,13 @@ ALLOCATOR_STATE_CASES = [
     # hand-edited saving state the default could never produce (before: all loaded; a prior of
     # strength 1e300 pre-skipped 9 of 10 prompts, 1e308 made signal_per_rollout inf, a 50-step
     # history was silently cut to 10, unknown entries were ignored)
-    ("default-population-1e300", "default", lambda s: s.update(population=[1e300, 1e300]), "population.*strength"),
+    (
+        "default-history-prior-1e300",
+        "default",
+        lambda s: s["predictor"]["alpha"].__setitem__(0, 1e300),
+        "predictor/alpha",
+    ),
+    ("default-old-population-entry", "default", lambda s: s.update(population=[1.0, 1.0]), "unknown entries"),
     ("default-history-signal-1e308", "default", lambda s: s.update(history_signal=[1e308]), "history_signal.*half"),
     (
         "default-history-50-steps",

@@ -1,6 +1,6 @@
-"""The recommended default: spend a rollout only where it is expected to teach at least as much as
-the step's average rollout (a saving allocator: at most the budget, never more than Uniform's
-group size per prompt)."""
+"""The recommended default: skip and cut the groups a calibrated belief expects to be all-equal,
+giving up at most a twentieth of the step's expected signal (a saving allocator: at most the
+budget, never more than Uniform's group size per prompt)."""
 
 from __future__ import annotations
 
@@ -13,81 +13,55 @@ import numpy as np
 from ..checks.rewards import all_equal, group_extremes
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
-from ..objectives import beta_from_moments
-from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal
+from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal, known_p_group_signal
+from ..predictors.discounted_beta import DiscountedBeta
+from ..predictors.flatness import FlatnessPredictor
 from ..solvers import equal_split
 from ..state.checks import StateReader
-from ..types import Prompt, Rewards, SampleFn, StateDict
+from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
-from .posterior_progressive import beta_prior
 from .predictive import PredictorSlot
 
-__all__ = ["SavingProgressive", "population_prior", "worth_continuing"]
+__all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
+
+_TIE = 1e-8  # relative: ratios closer than this are equal
+LOSS_SHARE = 0.05
+"""The share of a step's expected signal (under the belief) the default may give up by skipping
+and cutting: what it saves is bought with at most this much signal (docs/saving.md)."""
 
 
-def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: float) -> tuple[float, float]:
-    """Beta(a, b) of p across this step's prompts, by moments of their observed rates x = s / k
-    (empirical Bayes): mean m = sum s / sum k; since Var(x) = v + (m (1 - m) - v) E[1/k] for a
-    between-prompt variance v, v = (Var(x) - m (1 - m) h) / (1 - h), h = mean of 1/k; strength
-    capped at ``max_strength``. With no trials: Beta(1, 1).
-
-    >>> a, b = population_prior(np.array([0, 0, 0, 4]), np.array([4, 4, 4, 4]), 8.0)
-    >>> round(a / (a + b), 3)
-    0.25
-    """
-    seen = trials > 0
-    if not seen.any():
-        return 1.0, 1.0
-    k, s = trials[seen].astype(float), successes[seen].astype(float)
-    half = 0.5 / k.sum()  # keeps the mean off 0 and 1: no sample proves a population of p = 0
-    mean = float(np.clip(s.sum() / k.sum(), half, 1.0 - half))
-    h = float(np.mean(1.0 / k))
-    between = float((np.var(s / k) - mean * (1.0 - mean) * h) / (1.0 - h)) if k.size > 1 and h < 1 else 0.0
-    var = max(between, mean * (1.0 - mean) / (max_strength + 1.0))
-    a, b = beta_from_moments([mean], [var], min_strength=0.1, max_strength=max_strength)
-    return float(a[0]), float(b[0])
-
-
-def worth_continuing(
-    value: np.ndarray,
-    cost: np.ndarray,
-    banked_value: float,
-    banked_cost: float,
-    elasticity: float = 0.5,
-    floor: float = 0.0,
+def affordable_losses(
+    value: np.ndarray, cost: np.ndarray, allowance: float, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """Which optional spends to make so that the step's progress per rollout, taken as
-    V^gamma / C (V the step's expected signal, C its rollouts, gamma = ``elasticity``), is highest:
-    starting from what is already spent or committed (``banked_value``, ``banked_cost``), take the
-    options in descending order of value / cost while each raises V^gamma / C. For small options this
-    is value / cost >= R / gamma, R = V / C the step's signal per rollout so far; gamma = 1 maximises
-    the signal per rollout itself (then the taken set is the exact maximiser, a prefix in ratio order).
-    ``floor``: a signal per rollout the run has shown it can get; no option below floor / gamma is
-    taken, even in a step whose own R is lower (a step where nothing has varied yet has R = 0).
+    """Which options to give up (skip or cut) so that as many rollouts as possible are saved while the
+    signal given up stays within ``allowance``: among the options worth less per rollout than the
+    average option (value / cost below sum value / sum cost), in ascending order of value / cost
+    (ties in random order, by ``rng``), the longest prefix whose values sum to at most
+    ``allowance``. Options the belief cannot tell apart are all average: a belief that knows nothing
+    particular about any prompt gives nothing up. Options of cost 0 are never given up.
 
-    >>> worth_continuing(np.array([0.1, 1.5, 0.5]), np.array([4, 4, 4]), 2.0, 8.0, elasticity=1.0).tolist()
-    [False, True, False]
-    >>> worth_continuing(np.array([0.1, 1.5, 0.5]), np.array([4, 4, 4]), 2.0, 8.0).tolist()  # gamma = 1/2
+    >>> affordable_losses(np.array([0.3, 0.01, 0.02, 2.0]), np.array([8, 8, 8, 8]), 0.05).tolist()
+    [False, True, True, False]
+    >>> affordable_losses(np.array([0.01, 0.01, 0.01]), np.array([8, 8, 8]), 0.025).tolist()  # all alike
     [False, False, False]
     """
-    take = np.zeros(value.size, dtype=bool)
-    ratio = np.where(cost > 0, value / np.maximum(cost, 1), -np.inf)
-    total_value, total_cost = float(banked_value), float(banked_cost)
-    for i in np.argsort(-ratio, kind="stable").tolist():
-        if cost[i] <= 0 or value[i] <= 0 or ratio[i] < floor / elasticity:
-            break
-        new_value, new_cost = total_value + float(value[i]), total_cost + float(cost[i])
-        if (
-            total_value > 0
-            and total_cost > 0
-            and new_value**elasticity / new_cost < total_value**elasticity / total_cost
-        ):
-            break
-        take[i] = True
-        total_value, total_cost = new_value, new_cost
-    return take
+    value, cost = np.asarray(value, dtype=float), np.asarray(cost, dtype=float)
+    give = np.zeros(value.size, dtype=bool)
+    ok = np.flatnonzero(cost > 0)
+    if ok.size == 0:
+        return give
+    ratio = value[ok] / cost[ok]
+    average = float(value[ok].sum() / cost[ok].sum())
+    below = ratio < average - _TIE * max(average, 1e-12)
+    tiebreak = (rng if rng is not None else np.random.default_rng(0)).random(ok.size)
+    order = np.lexsort((tiebreak, ratio))
+    order = order[below[order]]
+    fits = np.flatnonzero(np.cumsum(value[ok][order]) <= allowance)
+    if fits.size:
+        give[ok[order[: int(fits[-1]) + 1]]] = True
+    return give
 
 
 def _group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,8 +75,9 @@ def _group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class SavingProgressive(BaseAllocator):
-    """Pilot, then pay only for rollouts worth the step's average (this library's default;
-    docs/saving.md derives the rule).
+    """Skip and cut by a calibrated chance that a group will be all-equal, giving up at most a
+    twentieth of the step's expected signal (this library's default; docs/saving.md derives the
+    rule, docs/flatness.md measures the belief).
 
     A "save" allocator: it spends at most the budget C and never gives a prompt more than
     Uniform's group size n_q (the equal split of C over the Q prompts), so what it does not spend is
@@ -110,55 +85,50 @@ class SavingProgressive(BaseAllocator):
     `objectives.signal.group_signal` (its update along the prompt's expected direction; 0 for an
     all-equal group under GRPO, Dr. GRPO and RLOO):
 
-    1. belief: Beta((1 - rho) a0 + rho a_q, (1 - rho) b0 + rho b_q) - between a population prior
-       (a0, b0) fitted by moments to the previous step's rates (`population_prior`) and the
-       predictor's history moment-matched to Beta(a_q, b_q) (strength capped at
-       ``max_prior_strength``), by rho in [0, 1], how persistent p has been in this run (measured,
-       0 until it can be, as in `GuardedProgressive`): stale or unmeasured history counts for nothing;
-    2. before any rollout, prompt q is piloted with probability min(1, V_q / V_0), V_q the expected
-       signal of its full group under its belief and V_0 under the population prior alone (a prompt
-       the run knows nothing particular about): a prompt without (persistent) history is always
-       piloted, and one the belief says is flat is still explored, the more often the less certain
-       the belief (its strength is capped) - drift and rare successes get noticed;
-    3. pilot: m = min(``pilot``, n_q) rollouts each (4: a 2-rollout pilot shows two failures for a
-       prompt with p = 0.1 81% of the time, and cutting such prompts starved the rare successes at a
-       cold start on the map; a pilot's flat outcome is still not a verdict, step 4 weighs it
-       against the belief); the population prior is refitted to this step's pilots;
-    4. rounds: a prompt whose rewards already differ is completed to n_q; a prompt whose rewards
-       are all equal gets its next chunk (half of what it lacks) only if the expected signal of
-       completing it per rollout still to pay, E[a | data] / (n_q - k_q) under its posterior, is at
-       least R / gamma, R the step's expected signal per rollout spent or committed
-       (`worth_continuing`: the spend raises the step's V^gamma / C, progress per rollout when
-       progress grows as the signal to the power gamma). gamma = ``elasticity`` = 1: a spend is
-       made when it brings at least the step's average signal per rollout. One step's progress
-       under Adam grows with an elasticity of at most 1/2 (docs/saving.md), but a group cut on a
-       flat pilot also loses what later steps would learn from it; on the map gamma = 1/2 cut too
-       many prompts with rare successes (both are in docs/saving.md's evidence).
-       A step where nothing has varied yet (R = 0) still compares with R_run, the signal per
-       generated rollout of the run's last 10 steps: an option below R_run / gamma is never taken.
-       Repeat until no prompt continues.
+    1. belief: p_q ~ Beta(alpha_q, beta_q) from `predictors.flatness.FlatnessPredictor`: the
+       policy's own view of the prompt (when the trainer gives it through `observe_policy`), a text
+       predictor (when ``predictor`` is one), the prompt's history, combined online and calibrated on
+       the run's own groups; so V_q, the expected signal of the prompt's full group, prices
+       P(all-equal at n_q) and how sure that is;
+    2. before any rollout: the prompts whose V_q / n_q is lowest are skipped while the V_q they give
+       up sum to at most ``LOSS_SHARE`` (1/20) of the step's sum_q V_q, among those worth less per
+       rollout than the step's average (`affordable_losses`: a belief that cannot tell prompts
+       apart, as at a cold start, skips nothing).
+       A skipped prompt is still piloted when a draw of p from its belief says it would be worth
+       its rollouts (Thompson exploration: drift and rare successes get noticed at the rate the
+       belief leaves room for them), and with chance ``LOSS_SHARE`` in any case (a belief that has
+       grown sure still meets drift);
+    3. pilot: m = min(``pilot``, n_q) rollouts each (4: a 2-rollout pilot is flat for 81% of the
+       prompts with p = 0.1); at n_q <= 4 the pilot is the group, and step 2 is where it saves;
+    4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
+       are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
+       under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
+       the allowance; the others get their next chunk (half of what they lack). Repeat until no
+       prompt continues.
 
-    Nothing here needs tuning: R is measured on the step's own rollouts, R_run, rho and the
-    population prior on the run's; at a cold start where every pilot is flat R is 0 and every prompt continues
-    (rare successes are not starved). ``saving=False`` completes every group to n_q through the same rounds: Uniform's
-    counts, the null control of the benchmarks. Predictor: "beta" (`DiscountedBeta`, history only)
-    by default; any predictor name or object (e.g. "gp" with ``features``).
+    Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
+    well they predicted this run's groups; the share 1/20 and the pilot of 4 are structural
+    (docs/saving.md). ``saving=False`` completes every group to n_q through the same rounds:
+    Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history only,
+    `DiscountedBeta`) by default; any other predictor name or object is used as the text source
+    (e.g. "gp" with ``features``), with the history kept beside it.
 
     >>> import numpy as np
     >>> def sample(idx, counts):  # odd prompts always fail, even ones alternate
     ...     return [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
     >>> alloc = SavingProgressive(estimator="grpo")
-    >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # no history: every flat pilot continues
+    >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # no history: nothing to tell prompts apart
     [8, 8, 8, 8, 8, 8, 8, 8]
-    >>> _ = alloc.run(list(range(8)), 64, sample)
-    >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # p persists: flat prompts skipped or cut
-    [8, 0, 8, 0, 8, 4, 8, 0]
+    >>> for _ in range(6):  # p persists: the flat prompts' pilots are cut, then (history grown) skipped
+    ...     _ = alloc.run(list(range(8)), 64, sample)
+    >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # p persists: the flat prompts are skipped
+    [8, 0, 8, 0, 8, 0, 8, 0]
     >>> m = alloc.last_metrics
     >>> m["rollouts_spent"], m["rollouts_saved"], m["skipped"], m["pre_skipped"], m["cut"]
-    (36, 28, 3, 3, 1)
+    (32, 32, 4, 4, 0)
     """
 
-    HISTORY = 10  # steps over which R_run is measured
+    HISTORY = 10  # steps over which the logged signal per rollout is measured
     name = "saving-progressive"
     kind = "save"
     aggregation_aware = True
@@ -173,9 +143,9 @@ class SavingProgressive(BaseAllocator):
         estimator: str = "grpo",
         aggregation: str | None = None,
         pilot: int = 4,
-        max_prior_strength: float = 8.0,
+        max_prior_strength: float = 32.0,
         saving: bool = True,
-        elasticity: float = 1.0,
+        policy: bool = True,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -187,10 +157,10 @@ class SavingProgressive(BaseAllocator):
         self.pilot = pilot_parameter("pilot", pilot)
         self.max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0)
         self.saving = bool(saving)
-        self.elasticity = check_range(elasticity, "elasticity", 0.0, 1.0, high_closed=True)
+        self.policy = bool(policy)
         self.tracker = RegimeTracker()
-        self.population = (1.0, 1.0)
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
+        self._belief: FlatnessPredictor | None = None
 
     @property
     def predictor(self) -> Any:
@@ -209,52 +179,83 @@ class SavingProgressive(BaseAllocator):
             )
         return budget
 
+    @property
+    def belief(self) -> FlatnessPredictor:
+        """The calibrated belief (built on first use around the predictor: its history source when
+        the predictor is a `DiscountedBeta`, else its text source beside a history of its own)."""
+        if self._belief is None:
+            history_only = isinstance(self.predictor, DiscountedBeta)
+            self._belief = FlatnessPredictor(
+                history=self.predictor if history_only else True,
+                text=None if history_only else self.predictor,
+                policy=self.policy,
+                max_history_strength=self.max_prior_strength,
+                seed=0 if self.seed is None else int(self.seed),
+            )
+        return self._belief
+
+    def observe_policy(self, prompts: Sequence[Prompt], features: np.ndarray) -> None:
+        """The policy's feature vector per prompt for the coming step (`types.PolicyAware`):
+        checked and kept by the belief (ValueError naming the input on a wrong width or NaN)."""
+        self.belief.observe_policy(prompts, features)
+
+    def stores_prompts(self) -> bool:
+        """Always: the history and the tracker keep state keyed by prompt."""
+        return True
+
     def run_ratio(self) -> float:
-        """R_run: realised signal per generated rollout over the last ``HISTORY`` steps (0 before)."""
+        """Realised signal per generated rollout over the last ``HISTORY`` steps (0 before); logged."""
         spent = sum(c for _, c in self.history)
         return sum(v for v, _ in self.history) / spent if spent else 0.0
 
     def _aggregation(self) -> str:
         return self.aggregation or "seq-mean"
 
+    def _value(self, target: np.ndarray, k: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return expected_group_signal(target, k, s, a, b, estimator=self.estimator, aggregation=self._aggregation())
+
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         start = time.perf_counter()
         prompts, budget, collector, _ = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
         target = self._targets(budget, q)
-        rho = measured_persistence(self.tracker)
-        prediction = self.predictor.predict(prompts)
-        a_h, b_h = beta_prior(prediction, self.max_prior_strength)
-        a0, b0 = self._prior(rho, a_h, b_h)
-        keep = self._explore(target, a0, b0) if self.saving else np.ones(q, dtype=bool)
+        a0, b0 = self.belief.belief(prompts)
+        zeros = np.zeros(q, dtype=np.int64)
+        value = self._value(target, zeros, zeros, a0, b0)
+        allowance = LOSS_SHARE * float(value.sum())
+        keep, explored = self._explore(target, value, a0, b0, allowance) if self.saving else (np.ones(q, bool), 0)
         keep &= target >= 2
+        lost = float(value[~keep & (target >= 2)].sum())
         collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
-        pilot_s = self._successes(collector.rewards())
-        self.population = population_prior(pilot_s, collector.scored, self.max_prior_strength)
-        a0, b0 = self._prior(rho, a_h, b_h)
-        rounds = 1
+        rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc = self._round(collector, target, keep, a0, b0)
+            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost)
+            stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
             collector.draw(inc)
             rounds += 1
         self._check_counts(collector.counts, budget, max(int(target.max()), self.lower))
         rewards = collector.rewards()
-        seen = [i for i, r in enumerate(rewards) if r.size]
-        if seen:
-            self.predictor.update([prompts[i] for i in seen], [rewards[i] for i in seen])
+        self.belief.update(prompts, rewards)
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         spent = int(collector.counts.sum())
         self.history = [*self.history, (self._realised(rewards), spent)][-self.HISTORY :]
+        kappa, temper = self.belief.choice()
         extra = {
             "pilot": int(min(self.pilot, int(target.max()))),
             "pre_skipped": int(np.sum(~keep)),
+            "explored": explored,
             "cut": int(np.sum(keep & (collector.counts < target))),
             "rounds": rounds,
-            "persistence": rho,
+            "persistence": measured_persistence(self.tracker),
+            "belief_spread": kappa,
+            "history_weight": temper,
+            "signal_given_up": lost / max(float(value.sum()), 1e-12),
             "signal_per_rollout": self.run_ratio(),
         }
+        total = a0 + b0
+        prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
 
     def _targets(self, budget: int, q: int) -> np.ndarray:
@@ -272,54 +273,59 @@ class SavingProgressive(BaseAllocator):
     def _successes(rewards: Rewards) -> np.ndarray:
         return _group_stats(rewards)[1]
 
-    def _prior(self, rho: float, a_h: np.ndarray, b_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Step 1: the prompt's history where it has predicted the next visit, the population prior
-        where it has not: pseudo-counts (1 - rho) (a0, b0) + rho (a_q, b_q)."""
-        return (1.0 - rho) * self.population[0] + rho * a_h, (1.0 - rho) * self.population[1] + rho * b_h
-
-    def _explore(self, target: np.ndarray, a0: np.ndarray, b0: np.ndarray) -> np.ndarray:
-        """Step 2: which prompts are piloted (probability min(1, V_q / V_0))."""
-        zeros = np.zeros(target.size, dtype=np.int64)
-        pop_a, pop_b = np.full(target.size, self.population[0]), np.full(target.size, self.population[1])
-        agg = self._aggregation()
-        value = expected_group_signal(target, zeros, zeros, a0, b0, estimator=self.estimator, aggregation=agg)
-        fresh = expected_group_signal(target, zeros, zeros, pop_a, pop_b, estimator=self.estimator, aggregation=agg)
-        chance = np.clip(value / np.maximum(fresh, 1e-12), 0.0, 1.0)
-        keep = self.rng.random(target.size) < chance
+    def _explore(
+        self, target: np.ndarray, value: np.ndarray, a0: np.ndarray, b0: np.ndarray, allowance: float
+    ) -> tuple[np.ndarray, int]:
+        """Step 2: which prompts are piloted, and how many of them only by exploration."""
+        skip = affordable_losses(value, target, allowance, self.rng)
+        keep = ~skip
+        if skip.any():
+            # a draw of p from the belief: explore the skipped prompt if at that p its group would
+            # be worth at least what the cheapest kept prompt is expected to bring per rollout; and
+            # at least one skipped prompt in 1 / LOSS_SHARE anyway, so that a belief that has become
+            # sure (a history no longer refreshed) still meets drift
+            bar = float(np.min(value[keep] / np.maximum(target[keep], 1))) if keep.any() else 0.0
+            rows = np.flatnonzero(skip)
+            draw = np.clip(self.rng.beta(a0[rows], b0[rows]), 1e-9, 1.0 - 1e-9)
+            worth = np.zeros(rows.size)
+            for n in np.unique(target[rows]).tolist():
+                at = target[rows] == n
+                worth[at] = known_p_group_signal(n, draw[at], estimator=self.estimator, aggregation=self._aggregation())
+            anyway = self.rng.random(rows.size) < LOSS_SHARE
+            keep[rows[(worth / np.maximum(target[rows], 1) >= bar) | anyway]] = True
         if not keep.any():  # always learn something: the prompt most worth it
-            keep[int(np.argmax(chance))] = True
-        return keep
+            keep[int(np.argmax(value / np.maximum(target, 1)))] = True
+        return keep, int(np.sum(keep & skip))
 
     def _round(
-        self, collector: RolloutCollector, target: np.ndarray, keep: np.ndarray, a0: np.ndarray, b0: np.ndarray
-    ) -> np.ndarray:
-        """Step 4: the next round's increments (all zero when nothing is worth another rollout)."""
+        self,
+        collector: RolloutCollector,
+        target: np.ndarray,
+        keep: np.ndarray,
+        a0: np.ndarray,
+        b0: np.ndarray,
+        allowance: float,
+        lost: float,
+    ) -> tuple[np.ndarray, float]:
+        """Step 4: the next round's increments (all zero when no prompt continues) and the signal
+        given up so far (``keep``: the prompts still open; a prompt cut once stays cut)."""
         k = collector.scored
         rewards = collector.rewards()
         _, s, varied = _group_stats(rewards)
         # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
         open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
+        chunk = np.minimum(target - collector.counts, self._chunk(target, collector.counts))
         if not self.saving:
-            return np.where(open_, np.minimum(target - collector.counts, self._chunk(target, collector.counts)), 0)
-        value = expected_group_signal(
-            k + target - collector.counts,
-            k,
-            s,
-            a0 + s,
-            b0 + k - s,
-            estimator=self.estimator,
-            aggregation=self._aggregation(),
-        )
+            return np.where(open_, chunk, 0), lost
         inc = np.where(open_ & varied, target - collector.counts, 0)
-        banked_value = float(value[keep & varied].sum())
-        banked_cost = float(collector.counts.sum() + inc.sum())
         tied = np.flatnonzero(open_ & ~varied)
-        take = worth_continuing(
-            value[tied], (target - collector.counts)[tied], banked_value, banked_cost, self.elasticity, self.run_ratio()
-        )
-        chosen = tied[take]
-        inc[chosen] = np.minimum(target - collector.counts, self._chunk(target, collector.counts))[chosen]
-        return inc
+        if tied.size:
+            rest = self._value(target[tied], k[tied], s[tied], a0[tied] + s[tied], b0[tied] + k[tied] - s[tied])
+            cut = affordable_losses(rest, (target - collector.counts)[tied], allowance - lost, self.rng)
+            lost += float(rest[cut].sum())
+            go = tied[~cut]
+            inc[go] = chunk[go]
+        return inc, lost
 
     @staticmethod
     def _chunk(target: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -339,35 +345,34 @@ class SavingProgressive(BaseAllocator):
         return total
 
     # -- state ----------------------------------------------------------------------------------
+    def _own_history(self) -> DiscountedBeta | None:
+        history = self.belief.history
+        return None if history is None or history is self.predictor else history
+
     def _extra_state(self) -> StateDict:
+        own = self._own_history()
         return {
             "predictor": self.slot.state_dict(),
+            "belief": self.belief.state_dict(sources=False),
+            # the belief's own history when the predictor is its text source (else it is the predictor)
+            "belief_history": None if own is None else own.state_dict(),
             "tracker": self.tracker.state_dict(),
-            "population": [float(x) for x in self.population],
             "history_signal": [float(v) for v, _ in self.history],
             "history_spent": [int(c) for _, c in self.history],
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
         """Checks everything before anything changes, as the constructor and the step would
-        produce it: no unknown entries; a population prior with 0 < a, b and a + b at most
-        ``max_prior_strength`` (or the initial Beta(1, 1)); at most ``HISTORY`` steps of history,
-        each with 0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker and the
-        predictor check their own parts (the tracker into a fresh object, so a refused one changes
-        nothing)."""
-        names = ["predictor", "tracker", "population", "history_signal", "history_spent"]
-        reader = StateReader(state, type(self).__name__, names)
+        produce it: no unknown entries; at most ``HISTORY`` steps of history, each with
+        0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker, the belief and
+        the predictor check their own parts (the tracker into a fresh object, so a refused one
+        changes nothing; the belief's own state before the predictor's, put back if a later part
+        refuses)."""
+        names = ["predictor", "belief", "belief_history", "tracker", "history_signal", "history_spent"]
+        reader = StateReader(state, type(self).__name__, [n for n in names if n != "belief_history"])
         unknown = sorted(set(state) - {"allocator", "rng", "class", *names}, key=str)
         if unknown:
             raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
-        population = reader.array("population", (2,), dtype=float, low=0.0, low_open=True)
-        strongest = max(self.max_prior_strength, 2.0) * (1.0 + 1e-9)
-        if population.sum() > strongest:
-            raise reader.error(
-                "population",
-                f"prior strength a + b must be <= {max(self.max_prior_strength, 2.0)} "
-                f"(max_prior_strength), got {population.sum()}",
-            )
         raw = reader["history_signal"]
         if not isinstance(raw, (list, tuple, np.ndarray)):
             raise reader.error("history_signal", f"must be a list, got {type(raw).__name__}")
@@ -384,7 +389,23 @@ class SavingProgressive(BaseAllocator):
             )
         tracker = RegimeTracker()
         tracker.load_state_dict(state["tracker"])
-        self.slot.load_state_dict(state["predictor"])
+        own, saved = self._own_history(), state.get("belief_history")
+        if (own is None) != (saved is None):
+            raise reader.error("belief_history", "saved with another predictor than this allocator has")
+        # each part checks before it changes; the ones loaded first are put back if a later one refuses
+        before = self.belief.state_dict(sources=False), None if own is None else own.state_dict()
+        try:
+            try:
+                self.belief.load_state_dict(state["belief"])
+                if own is not None and saved is not None:
+                    own.load_state_dict(saved)
+            except ValueError as err:
+                raise reader.error("belief", str(err)) from None
+            self.slot.load_state_dict(state["predictor"])
+        except ValueError:
+            self.belief.load_state_dict(before[0])
+            if own is not None and before[1] is not None:
+                own.load_state_dict(before[1])
+            raise
         self.tracker = tracker
-        self.population = (float(population[0]), float(population[1]))
         self.history = [(float(v), int(c)) for v, c in zip(signal, spent)]

@@ -13,7 +13,7 @@ from scipy.special import betaln
 
 from .mixing import mixed_probability
 
-__all__ = ["beta_from_moments", "beta_mean_var", "beta_moment", "power_moments"]
+__all__ = ["beta_from_moments", "beta_mean_var", "beta_moment", "power_moments", "all_equal_beta"]
 
 _MEAN_EPS = 1e-12  # the mean is kept inside (0, 1) so that both Beta parameters are positive
 _POINT_STRENGTH = 1e8  # above this alpha + beta, betaln differences cancel: treat as a point mass
@@ -98,3 +98,33 @@ def power_moments(mean: np.ndarray, var: np.ndarray, powers: np.ndarray) -> np.n
         base = betaln(a, b)
         post = np.exp(betaln(a + powers, b) - base) + np.exp(betaln(a, b + powers) - base)
     return np.where(point[:, None] | ((al + be) > _POINT_STRENGTH)[:, None], plug, post)
+
+
+def all_equal_beta(alpha: Any, beta: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The chance that a group of n rollouts is all-equal (every reward 0, or every reward 1) when
+    p ~ Beta(alpha, beta), and its spread over the belief: with f(p) = p^n + (1 - p)^n,
+
+        P = E[f] = B(alpha + n, beta) / B(alpha, beta) + B(alpha, beta + n) / B(alpha, beta)
+
+    (exact: the beta-binomial chance of 0 or n successes), and sd = sqrt(E[f^2] - E[f]^2) with
+    E[f^2] = E[p^2n] + 2 E[p^n (1 - p)^n] + E[(1 - p)^2n], all Beta moments. ``sd`` is how sure the
+    belief is of P: 0 for a known p, largest when the belief splits its mass between the ends.
+
+    >>> prob, sd = all_equal_beta([1.0], [1.0], [4])   # p ~ Uniform: 2 / (n + 1)
+    >>> round(float(prob[0]), 4), bool(sd[0] > 0)
+    (0.4, True)
+    """
+    a, b = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+    n = np.asarray(n, dtype=float)
+    if np.any(~(a > 0)) or np.any(~(b > 0)) or np.any(~np.isfinite(a)) or np.any(~np.isfinite(b)):
+        raise ValueError("alpha and beta must be finite and > 0")
+    if np.any(n < 0) or np.any(n != np.round(n)):
+        raise ValueError(f"n must be whole numbers >= 0, got {np.unique(n[(n < 0) | (n != np.round(n))])[:5]}")
+    base = betaln(a, b)
+
+    def moment(i: Any, j: Any) -> np.ndarray:  # E[p^i (1 - p)^j]
+        return np.exp(betaln(a + i, b + j) - base)
+
+    prob = moment(n, 0.0) + moment(0.0, n)
+    second = moment(2 * n, 0.0) + 2.0 * moment(n, n) + moment(0.0, 2 * n)
+    return np.clip(prob, 0.0, 1.0), np.sqrt(np.clip(second - prob * prob, 0.0, None))

@@ -40,6 +40,9 @@ class TrainConfig:
     grad_var_resamples: int = 8
     fingerprint_every: int = 0  # > 0: noise-to-signal of the per-rollout gradients every k steps
     snapshot_step: int | None = None  # step whose (p, n) pairs are kept for the allocation plot
+    # AUROC of the policy's noisy view of its own margin (`sim.policy_view`), given each step to an
+    # allocator that takes it (``observe_policy``); None: no view
+    policy_view_auroc: float | None = 0.8
     # "kept": the loss is normalised by the rows trained on; "uniform": by Uniform's rows (budget,
     # batch prompts), a cut or skipped group counting as rows of zero advantage (`aggregation_weights`)
     loss_rows: str = "kept"

@@ -21,6 +21,7 @@ from adaptive_rollouts.clock import AllocatorClock
 from adaptive_rollouts.fingerprints import RegimeTracker, batch_variance_stats, noise_to_signal
 from adaptive_rollouts.sim.optim import make_optimizer
 from adaptive_rollouts.sim.oracle import TruePredictor
+from adaptive_rollouts.sim.policy_view import PolicyView
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 from adaptive_rollouts.types import Allocator
@@ -39,7 +40,9 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
     estimator and aggregation (`VIP` with the true p) on the same prompts and policy; the
     noise-to-signal ratio of the per-rollout gradients every ``fingerprint_every`` steps; the
     reward-only fingerprints of `RegimeTracker`; calibration pairs (predicted vs true p) when
-    ``predictor`` is given; and (p, n) pairs at ``snapshot_step``.
+    ``predictor`` is given; and (p, n) pairs at ``snapshot_step``. An allocator with
+    ``observe_policy`` gets, each step before ``run``, the policy's noisy view of its own margin on
+    the step's prompts (`sim.policy_view.PolicyView`, AUROC ``cfg.policy_view_auroc``).
     """
     problem.reset_parameters()
     opt = make_optimizer(
@@ -55,6 +58,10 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
     sim = Simulator(problem, seed=cfg.seed)
     order_rng = np.random.default_rng(cfg.seed + 7919)
     probe_rng = np.random.default_rng(cfg.seed + 104729)
+    observe_policy = getattr(allocator, "observe_policy", None)
+    view = (
+        PolicyView(problem, cfg.policy_view_auroc, seed=cfg.seed) if cfg.policy_view_auroc and observe_policy else None
+    )
     N = problem.n_prompts
     perm, pos = order_rng.permutation(N), 0
     snapshot = cfg.snapshot_step if cfg.snapshot_step is not None else cfg.steps // 2
@@ -92,6 +99,8 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
             pred = predictor.predict(prompts)
             tr["calib_pred"].extend(np.asarray(pred.mean, float).tolist())
             tr["calib_true"].extend(true_p.tolist())
+        if view is not None and observe_policy is not None:  # the policy's view, before any rollout
+            observe_policy(prompts, view.features(idx))
         probing = bool(cfg.grad_var_every) and step % cfg.grad_var_every == 0
         before = copy.deepcopy(allocator) if probing else None
         clock, sampler = AllocatorClock(), sim.sampler(prompts)

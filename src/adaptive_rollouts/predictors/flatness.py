@@ -1,0 +1,258 @@
+"""P(a group of n rollouts is all-equal) for every prompt, before generating, from three sources
+combined online: the policy's own view of the prompt, the prompt's history, similar prompts
+(docs/flatness.md derives and measures it)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.special import logit
+
+from ..checks.validation import check_integer, check_prompts, check_range, names
+from ..objectives.beta import all_equal_beta, beta_from_moments
+from ..state.checks import StateReader, restore_on_error
+from ..types import Prediction, StateDict
+from ._common import check_batch, logistic_normal_moments
+from .discounted_beta import DiscountedBeta
+from .probe import OnlineLogistic, RunningScaler
+
+__all__ = ["FlatnessPredictor", "STRENGTHS", "TEMPERS"]
+
+STRENGTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+"""Candidate spreads of p around the model's mean: Beta strength kappa (pseudo-rollouts)."""
+TEMPERS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+"""Candidate weights of a prompt's own (discounted) history in its belief."""
+_SCORE_DECAY = 0.99  # per update: the candidates are scored on the recent run
+_TEXT_CLIP = 1e-3  # the text model's mean enters as logit(clip(mean)): finite at 0 and 1
+
+
+class FlatnessPredictor:
+    """A Beta belief about each prompt's p, hence P(all-equal at n) = E[p^n + (1 - p)^n], exact
+    under it (`objectives.beta.all_equal_beta`), with how sure that is.
+
+    Sources (each can be off):
+
+    - **policy**: a feature vector per prompt from the policy itself (the trainer's hidden state at
+      the prompt's last token; the simulator's noisy view of its own logit margin), given each step
+      by `observe_policy` before the prompts are predicted; projected to at most ``rank`` columns
+      (a fixed Gaussian random projection when wider) and standardised by a running scaler;
+    - **text**: any predictor of p from the prompt (e.g. `GaussianProcess` on text embeddings,
+      VIP's similar prompts); its mean enters as one input, logit(mean);
+    - **history**: the prompt's own visits, `DiscountedBeta` (discounted per visit), as pseudo-counts
+      (s_h, f_h) capped at ``max_history_strength`` rollouts.
+
+    Model: an `OnlineLogistic` regression (forgetting ``forget`` per step) of successes on
+    z = [1, policy columns, text logit] gives a latent logit g ~ N(m, v), so E[p | z] = mu and the
+    parameters' uncertainty Var[p | z] = v_p (Gauss-Hermite); prompts that share z still differ in
+    p, by a spread kappa: the belief before history is the Beta with mean mu and variance
+    mu (1 - mu) / (kappa + 1) + v_p, and the prompt's history enters by Bayes' rule, tempered by t:
+
+        p ~ Beta(alpha_0 + t s_h, beta_0 + t f_h).
+
+    kappa (`STRENGTHS`) and t (`TEMPERS`) are chosen online: each update scores every pair by the
+    beta-binomial log-likelihood of the groups just seen under the belief it gave before seeing
+    them (prequential; scores decay by 0.99 per update) and the best pair is used. So the spread
+    and the weight of history are whatever has predicted the next groups best in this run - a
+    history that stopped predicting (p drifted) loses its weight. A group of n counts
+    (kappa + 1) / (kappa + n) rollouts' worth in the regression (rollouts that share a p carry less
+    information about the mean than independent ones). With every source off the model is the
+    population: the mean and spread of p across prompts.
+
+    >>> model = FlatnessPredictor(text=None)
+    >>> rng = np.random.default_rng(0)
+    >>> p = np.where(np.arange(64) % 2 == 0, 0.02, 0.6)            # half the prompts almost never pass
+    >>> for step in range(30):
+    ...     model.observe_policy(range(64), (np.log(p / (1 - p)) + rng.normal(0, 0.5, 64))[:, None])
+    ...     model.update(range(64), [rng.binomial(1, x, 8).astype(float) for x in p])
+    >>> model.observe_policy(range(64), np.log(p / (1 - p))[:, None])
+    >>> prob, sd = model.all_equal(range(64), 8)
+    >>> bool(prob[::2].mean() > 0.7 > 0.1 > prob[1::2].mean())
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        history: Any = True,
+        text: Any = None,
+        policy: bool = True,
+        rank: int = 32,
+        forget: float = 0.95,
+        max_history_strength: float = 32.0,
+        seed: int = 0,
+    ):
+        if history is True:
+            history = DiscountedBeta()
+        if history not in (None, False) and not isinstance(history, DiscountedBeta):
+            raise ValueError(f"history must be True, False, None or a DiscountedBeta, got {type(history).__name__}")
+        if text is not None and not all(hasattr(text, m) for m in ("predict", "update", "state_dict")):
+            raise ValueError(f"text must be None or a predictor (predict/update/state_dict), got {type(text).__name__}")
+        self.history: DiscountedBeta | None = history or None
+        self.text = text
+        self.policy = bool(policy)
+        self.rank = check_integer(rank, "rank", least=1)
+        self.forget = check_range(forget, "forget", 0.0, 1.0, high_closed=True)
+        self.max_history_strength = check_range(max_history_strength, "max_history_strength", 0.0)
+        self.seed = int(seed)
+        dim = 1 + (self.rank if self.policy else 0) + (1 if text is not None else 0)
+        self.model = OnlineLogistic(dim, forget=self.forget)
+        self.scaler = RunningScaler(self.rank)
+        self.width: int | None = None
+        self.scores = np.zeros((len(STRENGTHS), len(TEMPERS)))
+        self._pending: dict[Hashable, np.ndarray] = {}
+        self._projection: np.ndarray | None = None
+
+    # -- the policy's view ----------------------------------------------------------------------
+    def observe_policy(self, prompts: Sequence[Hashable], features: Any) -> None:
+        """This step's feature vector per prompt ([Q, width], the same width every step): kept
+        until the next `update`. Refused (ValueError naming the input) when off, of another width
+        than before, of the wrong row count, or not finite; a refused call changes nothing."""
+        if not self.policy:
+            raise ValueError("features: this FlatnessPredictor has the policy source off (policy=False)")
+        prompts = check_prompts(prompts)
+        x = np.asarray(features, dtype=float)
+        if x.ndim != 2 or x.shape[0] != len(prompts):
+            raise ValueError(f"features must be [{len(prompts)} prompts, width], got shape {x.shape}")
+        if self.width is not None and x.shape[1] != self.width:
+            raise ValueError(f"features have width {x.shape[1]}, earlier steps had {self.width}")
+        bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
+        if bad.size:
+            raise ValueError(f"features of prompts {names([prompts[i] for i in bad])} contain NaN/inf")
+        if self.width is None:
+            self.width = int(x.shape[1])
+        cols = self._project(x)
+        self.scaler.observe(cols)
+        self._pending = dict(zip(prompts, self.scaler.transform(cols)))
+
+    def _project(self, x: np.ndarray) -> np.ndarray:
+        """At most ``rank`` columns: a fixed Gaussian random projection (seeded) when wider, the
+        columns themselves padded with zeros otherwise."""
+        width = x.shape[1]
+        if width <= self.rank:
+            return np.pad(x, ((0, 0), (0, self.rank - width)))
+        if self._projection is None:
+            rng = np.random.default_rng([self.seed, width])
+            self._projection = rng.standard_normal((width, self.rank)) / np.sqrt(self.rank)
+        return x @ self._projection
+
+    # -- belief ---------------------------------------------------------------------------------
+    def _inputs(self, prompts: list) -> np.ndarray:
+        parts = [np.ones((len(prompts), 1))]
+        if self.policy:
+            zero = np.zeros(self.rank)
+            parts.append(np.array([self._pending.get(p, zero) for p in prompts]).reshape(len(prompts), self.rank))
+        if self.text is not None:
+            mean = np.asarray(self.text.predict(prompts).mean, dtype=float)
+            parts.append(logit(np.clip(mean, _TEXT_CLIP, 1.0 - _TEXT_CLIP))[:, None])
+        return np.hstack(parts)
+
+    def _history(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
+        """(s_h, f_h): the history's discounted successes and failures, capped in total."""
+        if self.history is None:
+            return np.zeros(len(prompts)), np.zeros(len(prompts))
+        pred = self.history.predict(prompts)
+        a, b = beta_from_moments(pred.mean, pred.var, min_strength=1e-9)
+        s = np.clip(a - self.history.prior_alpha, 0.0, None)
+        f = np.clip(b - self.history.prior_beta, 0.0, None)
+        scale = np.minimum(1.0, self.max_history_strength / np.maximum(s + f, 1e-12))
+        return s * scale, f * scale
+
+    def _candidates(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
+        """alpha, beta of every (kappa, t) candidate: arrays [kappa, t, prompt]."""
+        m, v = self.model.predict(self._inputs(prompts))
+        mu, var_param = logistic_normal_moments(m, v)
+        mu = np.clip(mu, 1e-6, 1.0 - 1e-6)
+        kappa = np.asarray(STRENGTHS)[:, None]
+        var = np.minimum(mu * (1.0 - mu) / (kappa + 1.0) + var_param, 0.999 * mu * (1.0 - mu))
+        a0, b0 = beta_from_moments(np.broadcast_to(mu, var.shape), var, min_strength=1e-3)
+        s, f = self._history(prompts)
+        t = np.asarray(TEMPERS)[None, :, None]
+        return a0[:, None, :] + t * s, b0[:, None, :] + t * f
+
+    def choice(self) -> tuple[float, float]:
+        """(kappa, t) in use: the best-scored pair (on ties, the first: the widest spread, no history)."""
+        i, j = np.unravel_index(int(np.argmax(self.scores)), self.scores.shape)
+        return STRENGTHS[i], TEMPERS[j]
+
+    def belief(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """Beta(alpha, beta) of p per prompt."""
+        prompts = check_prompts(prompts, nonempty=False, distinct=False)
+        a, b = self._candidates(prompts)
+        i, j = np.unravel_index(int(np.argmax(self.scores)), self.scores.shape)
+        return a[i, j], b[i, j]
+
+    def predict(self, prompts: Sequence[Hashable]) -> Prediction:
+        a, b = self.belief(prompts)
+        total = a + b
+        return Prediction(a / total, a * b / (total * total * (total + 1.0)))
+
+    def all_equal(self, prompts: Sequence[Hashable], n: Any) -> tuple[np.ndarray, np.ndarray]:
+        """P(all-equal at n) per prompt and its sd over the belief (``n``: one size or one per prompt)."""
+        a, b = self.belief(prompts)
+        return all_equal_beta(a, b, np.broadcast_to(np.asarray(n), a.shape))
+
+    # -- learning -------------------------------------------------------------------------------
+    def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
+        """Score the candidates on these groups, then learn from them (prompts with no rollouts
+        are ignored); the step's policy features are used and cleared."""
+        prompts, successes, counts = check_batch(prompts, rewards)
+        seen = np.flatnonzero(counts > 0)
+        if seen.size:
+            kept = [prompts[i] for i in seen.tolist()]
+            s, n = successes[seen], counts[seen]
+            a, b = self._candidates(kept)
+            flat = np.array([float(np.ptp(rewards[i]) <= 1e-8) for i in seen.tolist()])
+            prob = np.clip(all_equal_beta(a, b, np.broadcast_to(n, a.shape))[0], 1e-6, 1.0 - 1e-6)
+            loglik = (flat * np.log(prob) + (1.0 - flat) * np.log1p(-prob)).sum(axis=-1)
+            z = self._inputs(kept)
+            i, _ = np.unravel_index(int(np.argmax(self.scores)), self.scores.shape)
+            kappa = a[i, 0] + b[i, 0]  # the belief's strength before history (TEMPERS[0] = 0)
+            self.scores = _SCORE_DECAY * self.scores + loglik
+            self.model.update(z, s, n, weight=(kappa + 1.0) / (kappa + n))
+            for source in (self.history, self.text):
+                if source is not None:
+                    source.update(kept, [rewards[i] for i in seen.tolist()])
+        self._pending = {}
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self, sources: bool = True) -> StateDict:
+        """Everything learned (npz/JSON-safe). ``sources=False`` leaves out the history and text
+        predictors' own states (for an owner that saves them itself)."""
+        state: StateDict = {
+            "class": "FlatnessPredictor",
+            "policy": self.policy,
+            "rank": self.rank,
+            "forget": self.forget,
+            "seed": self.seed,
+            "width": -1 if self.width is None else self.width,
+            "scores": self.scores.copy(),
+            "model": self.model.state_dict(),
+            "scaler": self.scaler.state_dict(),
+        }
+        if sources:
+            state["history"] = None if self.history is None else self.history.state_dict()
+            state["text"] = None if self.text is None else self.text.state_dict()
+        return state
+
+    def load_state_dict(self, state: StateDict) -> None:
+        """Replace the learned state; every part is checked first, and a refused state changes nothing."""
+        reader = StateReader(state, "FlatnessPredictor", ["policy", "rank", "width", "scores", "model", "scaler"])
+        if bool(state["policy"]) != self.policy or reader.integer("rank") != self.rank:
+            raise reader.error("policy", "saved with another policy source or rank than this predictor has")
+        width = reader.integer("width", low=-1)
+        seed = reader.integer("seed") if "seed" in state else self.seed  # the projection's seed
+        scores = reader.array("scores", self.scores.shape)
+        model, scaler = OnlineLogistic(self.model.dim), RunningScaler(self.rank)
+        model.load_state_dict(state["model"])
+        scaler.load_state_dict(state["scaler"])
+        with restore_on_error(self):
+            for key, source in (("history", self.history), ("text", self.text)):
+                if key in state and (state[key] is None) != (source is None):
+                    raise reader.error(key, "saved with this source " + ("off" if state[key] is None else "on"))
+                if source is not None and state.get(key) is not None:
+                    source.load_state_dict(state[key])
+            self.width, self.seed = (None if width < 0 else width), seed
+            self.scores, self.model, self.scaler = scores, model, scaler
+            self._pending, self._projection = {}, None

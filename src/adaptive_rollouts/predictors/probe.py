@@ -1,0 +1,150 @@
+"""An online Bayesian logistic regression of group outcomes with forgetting, and the running
+standardiser of its inputs: the learner behind `FlatnessPredictor` (docs/flatness.md argues the
+choice)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+from ..checks.validation import check_integer, check_range
+from ..state.checks import StateReader
+from ..types import StateDict
+
+__all__ = ["OnlineLogistic", "RunningScaler"]
+
+_NEWTON_STEPS = 8
+
+
+class OnlineLogistic:
+    """Bayesian logistic regression of successes on inputs z, learned online by a Laplace step per
+    batch, with forgetting (old observations age as the inputs' meaning drifts).
+
+    Belief about the weights: w ~ N(mean, precision^-1). Before each batch the precision decays
+    toward the prior's, ``precision <- forget * precision + (1 - forget) / prior_var``; then the
+    mean moves to the maximum of
+
+        log N(w; mean, precision^-1) + sum_q c_q [s_q log sigmoid(z_q w) + (n_q - s_q) log sigmoid(-z_q w)]
+
+    (Newton's method), and the precision adds the likelihood's curvature there,
+    sum_q c_q n_q sigma_q (1 - sigma_q) z_q z_q^T. c_q weighs a group: 1 for independent rollouts,
+    less when rollouts of one prompt share a p that varies between prompts (a group of n is then
+    worth fewer independent rollouts). ``predict(z)`` returns the latent logit's mean z . mean and
+    variance z precision^-1 z^T.
+
+    >>> model = OnlineLogistic(2)
+    >>> z = np.array([[1.0, 1.0], [1.0, -1.0]])
+    >>> for _ in range(20):
+    ...     model.update(z, np.array([7.0, 1.0]), np.array([8.0, 8.0]))
+    >>> m, v = model.predict(z)
+    >>> bool(m[0] > 1.0 > -1.0 > m[1]), bool(v.max() < 0.1)
+    (True, True)
+    """
+
+    def __init__(self, dim: int, forget: float = 0.95, prior_var: float = 1.0):
+        self.dim = check_integer(dim, "dim", least=1)
+        self.forget = check_range(forget, "forget", 0.0, 1.0, high_closed=True)
+        self.prior_var = check_range(prior_var, "prior_var", 0.0)
+        self.mean = np.zeros(self.dim)
+        self.precision = np.eye(self.dim) / self.prior_var
+
+    def predict(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        z = self._check(z)
+        cov = np.linalg.inv(self.precision)
+        return z @ self.mean, np.einsum("ij,jk,ik->i", z, cov, z)
+
+    def update(
+        self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray, weight: np.ndarray | None = None
+    ) -> None:
+        z = self._check(z)
+        s, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
+        c = np.ones(n.size) if weight is None else np.asarray(weight, dtype=float)
+        if not (s.shape == n.shape == c.shape == (z.shape[0],)):
+            raise ValueError(f"successes, trials, weight need one entry per row of z ({z.shape[0]})")
+        prior_prec = self.forget * self.precision + (1.0 - self.forget) * np.eye(self.dim) / self.prior_var
+        prior_mean, w = self.mean, self.mean.copy()
+        for _ in range(_NEWTON_STEPS):
+            sig = expit(z @ w)
+            grad = z.T @ (c * (s - n * sig)) - prior_prec @ (w - prior_mean)
+            hess = prior_prec + (z * (c * n * sig * (1.0 - sig))[:, None]).T @ z
+            step = np.linalg.solve(hess, grad)
+            w = w + step
+            if float(np.abs(step).max()) < 1e-10:
+                break
+        sig = expit(z @ w)
+        self.mean = w
+        self.precision = prior_prec + (z * (c * n * sig * (1.0 - sig))[:, None]).T @ z
+
+    def log_likelihood(self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> float:
+        """log P(successes | trials, w = mean), for tests and diagnostics."""
+        g = self._check(z) @ self.mean
+        return float(np.sum(successes * log_expit(g) + (trials - successes) * log_expit(-g)))
+
+    def _check(self, z: np.ndarray) -> np.ndarray:
+        z = np.asarray(z, dtype=float)
+        if z.ndim != 2 or z.shape[1] != self.dim:
+            raise ValueError(f"inputs must be [rows, {self.dim}], got shape {z.shape}")
+        return z
+
+    def state_dict(self) -> StateDict:
+        return {
+            "dim": self.dim,
+            "forget": self.forget,
+            "prior_var": self.prior_var,
+            "mean": self.mean.copy(),
+            "precision": self.precision.copy(),
+        }
+
+    def load_state_dict(self, state: StateDict) -> None:
+        reader = StateReader(state, "OnlineLogistic", ["dim", "forget", "prior_var", "mean", "precision"])
+        if reader.integer("dim") != self.dim:
+            raise reader.error("dim", f"{state['dim']} inputs, this model has {self.dim}")
+        forget = reader.real("forget", low=0.0, high=1.0, low_open=True)
+        prior_var = reader.real("prior_var", low=0.0, low_open=True)
+        mean = reader.array("mean", (self.dim,))
+        precision = reader.array("precision", (self.dim, self.dim))
+        if not np.allclose(precision, precision.T) or np.linalg.eigvalsh(precision).min() <= 0:
+            raise reader.error("precision", "must be symmetric positive definite")
+        self.forget, self.prior_var, self.mean, self.precision = forget, prior_var, mean, precision
+
+
+class RunningScaler:
+    """Per-column mean and variance of every input seen so far (each batch weighs alike), by which
+    ``transform`` centres and scales (a column without spread is set to 0). The scale settles as
+    batches accumulate: re-centring on recent batches would hide from the probe a shift of every
+    prompt's representation at once (the policy getting better at everything), which is signal.
+
+    >>> scaler = RunningScaler(1)
+    >>> scaler.observe(np.array([[1.0], [3.0]]))
+    >>> scaler.transform(np.array([[1.0], [3.0]])).ravel().tolist()
+    [-1.0, 1.0]
+    """
+
+    def __init__(self, dim: int):
+        self.dim = check_integer(dim, "dim", least=1)
+        self.mean, self.var, self.seen = np.zeros(self.dim), np.zeros(self.dim), 0
+
+    def observe(self, x: np.ndarray) -> None:
+        x = np.asarray(x, dtype=float)
+        mean, var = x.mean(axis=0), x.var(axis=0)
+        self.seen += 1
+        keep = 1.0 - 1.0 / self.seen
+        new_mean = keep * self.mean + (1.0 - keep) * mean
+        self.var = keep * (self.var + (self.mean - new_mean) ** 2) + (1.0 - keep) * (var + (mean - new_mean) ** 2)
+        self.mean = new_mean
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        sd = np.sqrt(self.var)
+        return np.where(sd > 1e-12, (np.asarray(x, dtype=float) - self.mean) / np.where(sd > 1e-12, sd, 1.0), 0.0)
+
+    def state_dict(self) -> StateDict:
+        return {"dim": self.dim, "mean": self.mean.copy(), "var": self.var.copy(), "seen": self.seen}
+
+    def load_state_dict(self, state: StateDict) -> None:
+        reader = StateReader(state, "RunningScaler", ["dim", "mean", "var", "seen"])
+        if reader.integer("dim") != self.dim:
+            raise reader.error("dim", f"{state['dim']} columns, this scaler has {self.dim}")
+        seen = reader.integer("seen", low=0)
+        mean = reader.array("mean", (self.dim,))
+        var = reader.array("var", (self.dim,), low=0.0)
+        self.mean, self.var, self.seen = mean, var, seen

@@ -1,0 +1,167 @@
+"""The calibrated P(all-equal at n) (`predictors/flatness.py`, `predictors/probe.py`), its exact
+formula (`objectives.beta.all_equal_beta`), calibration scores and the simulator's probe analog."""
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.objectives.beta import all_equal_beta
+from adaptive_rollouts.predictors.calibration import calibration_scores
+from adaptive_rollouts.predictors.flatness import FlatnessPredictor
+from adaptive_rollouts.predictors.probe import OnlineLogistic, RunningScaler
+from adaptive_rollouts.sim.policy_view import PolicyView, sampled_auroc, view_auroc
+from adaptive_rollouts.sim.problem import make_problem
+from adaptive_rollouts.types import PolicyAware
+
+
+def test_all_equal_beta_matches_monte_carlo():
+    rng = np.random.default_rng(0)
+    a, b, n = np.array([0.3, 2.0, 5.0, 0.05]), np.array([0.7, 2.0, 1.0, 3.0]), np.array([4, 8, 16, 8])
+    prob, sd = all_equal_beta(a, b, n)
+    for i in range(4):
+        p = rng.beta(a[i], b[i], 400_000)
+        f = p ** n[i] + (1 - p) ** n[i]
+        k = rng.binomial(n[i], p)
+        assert prob[i] == pytest.approx(np.mean((k == 0) | (k == n[i])), abs=4e-3)  # the event itself
+        assert prob[i] == pytest.approx(f.mean(), abs=2e-3) and sd[i] == pytest.approx(f.std(), abs=2e-3)
+    with pytest.raises(ValueError, match="alpha and beta"):
+        all_equal_beta([0.0], [1.0], [4])
+    with pytest.raises(ValueError, match="n must be whole"):
+        all_equal_beta([1.0], [1.0], [2.5])
+
+
+def test_calibration_scores_match_brute_force():
+    rng = np.random.default_rng(1)
+    p, y = rng.random(500), (rng.random(500) < 0.4).astype(float)
+    s = calibration_scores(p, y, bins=5)
+    assert s["brier"] == pytest.approx(np.mean((p - y) ** 2))
+    assert s["log_loss"] == pytest.approx(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+    ece = sum(
+        np.sum(m) / 500 * abs(p[m].mean() - y[m].mean())
+        for m in [(p >= lo) & (p < lo + 0.2) if lo < 0.8 else p >= 0.8 for lo in np.arange(5) * 0.2]
+    )
+    assert s["ece"] == pytest.approx(ece)
+    with pytest.raises(ValueError, match="outcome must be 0 or 1"):
+        calibration_scores([0.5], [2])
+
+
+def test_online_logistic_recovers_weights_and_forgets():
+    rng = np.random.default_rng(2)
+    model = OnlineLogistic(2, forget=0.9)
+    for _ in range(60):
+        x = np.c_[np.ones(64), rng.normal(size=64)]
+        s = rng.binomial(8, 1 / (1 + np.exp(-(x @ [0.5, -1.5]))))
+        model.update(x, s, np.full(64, 8.0))
+    assert model.mean == pytest.approx([0.5, -1.5], abs=0.15)
+    for _ in range(60):  # the relation flips: old observations age out
+        x = np.c_[np.ones(64), rng.normal(size=64)]
+        model.update(x, rng.binomial(8, 1 / (1 + np.exp(-(x @ [0.5, 1.5])))), np.full(64, 8.0))
+    assert model.mean[1] == pytest.approx(1.5, abs=0.2)
+
+
+def test_running_scaler_matches_the_pooled_moments():
+    rng = np.random.default_rng(3)
+    batches = [rng.normal(2.0, 3.0, (32, 2)) for _ in range(5)]
+    scaler = RunningScaler(2)
+    for x in batches:
+        scaler.observe(x)
+    pooled = np.concatenate(batches)
+    assert scaler.mean == pytest.approx(pooled.mean(axis=0)) and scaler.var == pytest.approx(pooled.var(axis=0))
+
+
+def _steps(model, p, steps, rng, view_sd=0.5):
+    prompts = list(range(p.size))
+    for _ in range(steps):
+        if model.policy:
+            model.observe_policy(prompts, (np.log(p / (1 - p)) + rng.normal(0, view_sd, p.size))[:, None])
+        model.update(prompts, [rng.binomial(1, x, 8).astype(float) for x in p])
+
+
+def test_the_belief_is_calibrated_on_a_u_shaped_pool():
+    """P(all-equal at 8) vs how often groups are all-equal, on held-out draws."""
+    rng = np.random.default_rng(4)
+    p = np.clip(rng.beta(0.3, 0.3, 400), 1e-4, 1 - 1e-4)
+    model = FlatnessPredictor(history=None)
+    _steps(model, p, 30, rng)
+    model.observe_policy(range(400), (np.log(p / (1 - p)) + rng.normal(0, 0.5, 400))[:, None])
+    prob, sd = model.all_equal(range(400), 8)
+    flat = np.array([np.ptp(rng.binomial(1, x, (50, 8)), axis=1) == 0 for x in p]).mean(axis=1)
+    assert calibration_scores(prob, (rng.random(400) < flat).astype(float))["ece"] < 0.1
+    assert abs(prob.mean() - flat.mean()) < 0.03 and np.all(sd >= 0)
+    assert calibration_scores(prob, (rng.random(400) < flat).astype(float))["brier"] < 0.12
+
+
+def test_history_gets_weight_when_it_predicts_and_sources_switch_off():
+    rng = np.random.default_rng(5)
+    p = np.where(np.arange(64) < 32, 0.005, 0.5)  # no policy view: only the history tells them apart
+    model = FlatnessPredictor(policy=False)
+    _steps(model, p, 25, rng)
+    assert model.choice()[1] > 0
+    prob, _ = model.all_equal(range(64), 8)
+    assert prob[:32].mean() > 0.8 > 0.2 > prob[32:].mean()
+    blind = FlatnessPredictor(history=None, policy=False)  # every source off: the population alone
+    _steps(blind, p, 25, rng)
+    prob, _ = blind.all_equal(range(64), 8)
+    assert np.ptp(prob) < 1e-12
+
+
+def test_bad_features_are_refused_naming_the_input():
+    model = FlatnessPredictor()
+    model.observe_policy(["a", "b"], np.ones((2, 3)))
+    before = repr(model.state_dict())
+    with pytest.raises(ValueError, match="width 4, earlier steps had 3"):
+        model.observe_policy(["a", "b"], np.ones((2, 4)))
+    with pytest.raises(ValueError, match="prompts 'b' contain NaN"):
+        model.observe_policy(["a", "b"], np.array([[1.0, 2, 3], [np.nan, 0, 0]]))
+    with pytest.raises(ValueError, match=r"features must be \[2 prompts"):
+        model.observe_policy(["a", "b"], np.ones(3))
+    with pytest.raises(ValueError, match="policy source off"):
+        FlatnessPredictor(policy=False).observe_policy(["a"], np.ones((1, 3)))
+    assert repr(model.state_dict()) == before
+
+
+def test_wide_features_are_projected_and_a_resumed_predictor_continues_identically():
+    rng = np.random.default_rng(6)
+    p = rng.beta(0.5, 0.5, 48)
+    hidden = rng.normal(size=(48, 300)) + np.log(p / (1 - p))[:, None] * rng.normal(size=300)
+    a, b = FlatnessPredictor(), FlatnessPredictor()
+    for step in range(8):
+        rewards = [rng.binomial(1, x, 8).astype(float) for x in p]
+        a.observe_policy(range(48), hidden)
+        a.update(range(48), rewards)
+        if step == 4:
+            b.load_state_dict(a.state_dict())
+        elif step > 4:
+            b.observe_policy(range(48), hidden)
+            b.update(range(48), rewards)
+    a.observe_policy(range(48), hidden)
+    b.observe_policy(range(48), hidden)
+    assert np.array_equal(a.all_equal(range(48), 8)[0], b.all_equal(range(48), 8)[0])
+    bad = {**a.state_dict(), "scores": np.zeros((2, 2))}
+    with pytest.raises(ValueError, match="scores"):
+        b.load_state_dict(bad)
+
+
+def test_the_simulators_view_has_the_published_auroc_by_monte_carlo():
+    pb = make_problem("hard-heavy", n_prompts=600, n_test=10, seed=1)
+    view = PolicyView(pb, auroc=0.8, seed=1)
+    assert view.sigma > 0 and view_auroc(pb.success(), view.sigma) == pytest.approx(0.8, abs=0.01)
+    rng = np.random.default_rng(7)
+    idx = np.repeat(np.arange(600), 16)
+    scores, won = [], []
+    for seed in range(6):  # fresh per-prompt noise each time: the AUROC is an expectation over it
+        v = PolicyView(pb, auroc=0.8, seed=100 + seed)
+        scores.append(v.features(idx)[:, 0])
+        won.append(rng.random(idx.size) < pb.success(idx))
+    aucs = [sampled_auroc(s, y) for s, y in zip(scores, won)]
+    assert np.mean(aucs) == pytest.approx(0.8, abs=0.02)
+    easy = make_problem("easy-heavy", n_prompts=300, n_test=10, seed=0)
+    assert PolicyView(easy, auroc=0.99).sigma == 0.0  # even the known p ranks worse: no noise
+
+
+def test_the_default_takes_the_policys_view():
+    from adaptive_rollouts.allocators import make_allocator
+
+    alloc = make_allocator()
+    assert isinstance(alloc, PolicyAware)
+    with pytest.raises(ValueError, match="contain NaN"):
+        alloc.observe_policy([0, 1], np.array([[np.nan], [0.0]]))
