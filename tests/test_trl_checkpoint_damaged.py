@@ -87,7 +87,7 @@ CASES = [
     ("bad-success", lambda s: s["success"].update(seen_low=5.0), "success/seen_low"),
     ("bad-tokens", lambda s: s.update(tokens_total=-4), "tokens_total"),
     ("bad-totals", lambda s: s["totals"].update(steps=-1), "totals"),
-    ("bad-allocator", lambda s: s["allocator"].update(population=[-1.0, 1.0]), "allocator/population"),
+    ("bad-allocator", lambda s: s["allocator"].update(history_spent=[-8]), "allocator/history_spent"),
 ]
 
 
