@@ -15,6 +15,7 @@ import numpy as np
 from scipy.stats import binom
 
 from .beta import beta_from_moments, beta_moment, power_moments
+from .centred import DrGRPO
 from .estimator import Estimator
 from .mixing import mixed_probability
 
@@ -132,13 +133,10 @@ class GRPO(Estimator):
     def unit_variance(self, n: Any) -> np.ndarray:
         raise ValueError("GRPO's variance depends on p, not only on n: use variance(n, success_prob=...)")
 
-    def unit_cost(self, n: Any) -> np.ndarray:
-        n = np.maximum(np.asarray(n, dtype=float), 2.0)
-        return (n - 1.0) / (n * n)
-
-    def unit_marginal(self, n: Any) -> np.ndarray:
-        n = np.maximum(np.asarray(n, dtype=float), 2.0)
-        return (1.0 + n - n * n) / (n * n * (n + 1.0) ** 2)
+    # at a fixed chance of signal a GRPO group's cost in n has Dr. GRPO's shape (the std
+    # normalisation moves the weight, not the shape): one formula, Dr. GRPO's
+    unit_cost = DrGRPO.unit_cost
+    unit_marginal = DrGRPO.unit_marginal
 
     def _signal_cost(self, n: np.ndarray, c0: float, success_prob: Any, mixed: Any) -> np.ndarray:
         if mixed is None:
