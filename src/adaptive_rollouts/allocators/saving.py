@@ -269,10 +269,6 @@ class SavingProgressive(BaseAllocator):
             target[chosen] = equal_split(budget, chosen.size)
         return target
 
-    @staticmethod
-    def _successes(rewards: Rewards) -> np.ndarray:
-        return _group_stats(rewards)[1]
-
     def _explore(
         self, target: np.ndarray, value: np.ndarray, a0: np.ndarray, b0: np.ndarray, allowance: float
     ) -> tuple[np.ndarray, int]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logit
 
+from ..checks.rewards import all_equal
 from ..checks.validation import check_integer, check_prompts, check_range, names
 from ..objectives.beta import all_equal_beta, beta_from_moments
 from ..state.checks import StateReader, restore_on_error
@@ -171,16 +172,21 @@ class FlatnessPredictor:
         t = np.asarray(TEMPERS)[None, :, None]
         return a0[:, None, :] + t * s, b0[:, None, :] + t * f
 
-    def choice(self) -> tuple[float, float]:
-        """(kappa, t) in use: the best-scored pair (on ties, the first: the widest spread, no history)."""
+    def _best(self) -> tuple[int, int]:
+        """Indices of the best-scored (kappa, t) pair (on ties, the first: the widest spread, no history)."""
         i, j = np.unravel_index(int(np.argmax(self.scores)), self.scores.shape)
+        return int(i), int(j)
+
+    def choice(self) -> tuple[float, float]:
+        """(kappa, t) in use: the best-scored pair."""
+        i, j = self._best()
         return STRENGTHS[i], TEMPERS[j]
 
     def belief(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """Beta(alpha, beta) of p per prompt."""
         prompts = check_prompts(prompts, nonempty=False, distinct=False)
         a, b = self._candidates(prompts)
-        i, j = np.unravel_index(int(np.argmax(self.scores)), self.scores.shape)
+        i, j = self._best()
         return a[i, j], b[i, j]
 
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
@@ -203,17 +209,18 @@ class FlatnessPredictor:
             kept = [prompts[i] for i in seen.tolist()]
             s, n = successes[seen], counts[seen]
             a, b = self._candidates(kept)
-            flat = np.array([float(np.ptp(rewards[i]) <= 1e-8) for i in seen.tolist()])
+            groups = [np.asarray(rewards[i], dtype=float) for i in seen.tolist()]
+            flat = all_equal(np.array([g.min() for g in groups]), np.array([g.max() for g in groups])).astype(float)
             prob = np.clip(all_equal_beta(a, b, np.broadcast_to(n, a.shape))[0], 1e-6, 1.0 - 1e-6)
             loglik = (flat * np.log(prob) + (1.0 - flat) * np.log1p(-prob)).sum(axis=-1)
             z = self._inputs(kept)
-            i, _ = np.unravel_index(int(np.argmax(self.scores)), self.scores.shape)
+            i, _ = self._best()
             kappa = a[i, 0] + b[i, 0]  # the belief's strength before history (TEMPERS[0] = 0)
             self.scores = _SCORE_DECAY * self.scores + loglik
             self.model.update(z, s, n, weight=(kappa + 1.0) / (kappa + n))
             for source in (self.history, self.text):
                 if source is not None:
-                    source.update(kept, [rewards[i] for i in seen.tolist()])
+                    source.update(kept, groups)
         self._pending = {}
 
     # -- state ----------------------------------------------------------------------------------
