@@ -15,7 +15,7 @@ def test_readme_names_the_defaults_class_kind_and_pilot_size():
     text = " ".join(README.split())  # the sentence may wrap anywhere
     found = re.search(
         r"Its default \(`(\w+)`, kind \"(\w+)\"\) treats the budget as a ceiling: it pilots every "
-        r"prompt with (\d+) rollouts",
+        r"prompt it keeps with (\d+) rollouts",
         text,
     )
     assert found, "README no longer states the default's class, kind and pilot size in one sentence"
