@@ -7,30 +7,44 @@ the comparison is what a user who switches without retuning gets. Statistic: `si
 (rollouts to 50/75/90% of the gain, paired seeds, 90% bootstrap interval). Every run is appended to
 ``runs.jsonl`` in ``--out`` as it ends and reused on a rerun with the same settings.
 
-Run: .venv/bin/python benchmarks/loss_rows.py [--seeds 16] [--cells a,b] [--map results/map/saving-paired-a.json]
-(writes results/loss_rows/loss_rows.json, rendered into docs/saving.md by ``make docs``).
+Besides each arm against Uniform, the two normalisations are compared with each other on the same
+seeds (the "uniform" arm's rollouts to 50/75/90% of the gain over the "kept" arm's), per cell and
+pooled over the cells (geometric mean, 90% interval from the cells' bootstrap draws). The decision
+rule, fixed before the run: "uniform" becomes the default's normalisation when the pooled interval of
+that ratio lies above 1; otherwise "kept" stays.
+
+Run: .venv/bin/python benchmarks/loss_rows.py [--seeds 16] [--cells a,b] [--map results/map/saving-flatness-a.json ...]
+(writes results/loss_rows/loss_rows.json and, beside it, every run's curve in
+loss_rows.runs.jsonl.gz; rendered into docs/saving.md by ``make docs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 from pathlib import Path
 
 import numpy as np
 
 from adaptive_rollouts.experiments.bench import build_allocator
-from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, bootstrap_gain_speedup, gain_speedup
+from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, bootstrap_gain_speedup, gain_speedup, pooled_effect
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.sim.regimes import select_cells
 from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.state.atomic import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "loss_rows" / "loss_rows.json"
+RECORDS = OUT.with_name("loss_rows.runs.jsonl.gz")
 ARMS = (("uniform", "kept"), ("default", "kept"), ("default", "uniform"))
-DEFAULT_CELLS = "cold-start/d16-Q32,hard-heavy/d128-Q16-L16,cold-start/d128-Q16-pool200-L16,hard-heavy/d128-Q16"
+DEFAULT_CELLS = (
+    "hard-heavy/d16-Q32,cold-start/d16-Q32,easy-heavy/d16-Q32,"
+    "hard-heavy/d128-Q16-L16,cold-start/d128-Q16-pool200-L16,hard-heavy/d128-Q16"
+)
 
 
 def _run(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
@@ -53,14 +67,34 @@ def _run(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
     return {"rollouts": tr["rollouts"], "accuracy": tr["accuracy"], "accuracy0": tr["accuracy0"]}
 
 
+def _against(base: list[dict], arm: list[dict]) -> dict:
+    """``arm`` against ``base`` on paired seeds: rollouts to 50/75/90% of the gain (`gain_speedup`)
+    with its 90% bootstrap interval, share of ``base``'s rollouts, final accuracy minus ``base``'s."""
+    lo, hi, draws = bootstrap_gain_speedup(base, arm)
+    return {
+        "gain_speedup": gain_speedup(base, arm),
+        "ci90": [lo, hi],
+        "spend": float(np.mean([r["rollouts"][-1] for r in arm]) / np.mean([r["rollouts"][-1] for r in base])),
+        "final_gap": float(
+            np.mean([final_level(r["accuracy"]) - final_level(b["accuracy"]) for r, b in zip(arm, base)])
+        ),
+        "_draws": draws,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--cells", default=DEFAULT_CELLS)
     parser.add_argument(
-        "--map", nargs="+", default=sorted(str(p) for p in (ROOT / "results" / "map").glob("saving-paired-*.json"))
+        "--map", nargs="+", default=sorted(str(p) for p in (ROOT / "results" / "map").glob("saving-flatness-*.json"))
     )
     parser.add_argument("--out", default="runs/loss_rows")
+    parser.add_argument(
+        "--allow-mixed-commits",
+        action="store_true",
+        help="use runs of other code versions found in --out (recorded in the result); refused otherwise",
+    )
     args = parser.parse_args(argv)
     rates: dict[str, float] = {}
     for path in args.map:
@@ -76,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     store = {(r["cell"], r["method"], r["loss_rows"], r["seed"], r["lr"]): r for r in read_jsonl(folder / "runs.jsonl")}
     commit = git_commit()
     rows = []
+    draws: dict[str, dict[str, np.ndarray]] = {"kept": {}, "uniform": {}, "uniform_over_kept": {}}
     for cell in cells:
         lr = rates[cell.key]
         runs: dict[tuple[str, str], list[dict]] = {}
@@ -88,28 +123,47 @@ def main(argv: list[str] | None = None) -> int:
                     append_jsonl(folder / "runs.jsonl", store[key])
                 runs.setdefault((method, loss_rows), []).append(store[key])
         uni = runs[("uniform", "kept")]
-        row = {"cell": cell.key, "lr": lr}
+        row: dict = {"cell": cell.key, "lr": lr}
         for method, loss_rows in ARMS[1:]:
             arm = runs[(method, loss_rows)]
-            lo, hi, _ = bootstrap_gain_speedup(uni, arm)
-            row[loss_rows] = {
-                "gain_speedup": gain_speedup(uni, arm),
-                "ci90": [lo, hi],
-                "spend": float(np.mean([r["rollouts"][-1] for r in arm]) / np.mean([r["rollouts"][-1] for r in uni])),
-                "final_gap": float(
-                    np.mean([final_level(r["accuracy"]) - final_level(u["accuracy"]) for r, u in zip(arm, uni)])
-                ),
-            }
+            row[loss_rows] = _against(uni, arm)
+        row["uniform_over_kept"] = _against(runs[("default", "kept")], runs[("default", "uniform")])
+        for name in draws:
+            draws[name][cell.key] = row[name]["_draws"]
         rows.append(row)
-        print(row, flush=True)
-    commits = sorted({r["commit"] for r in store.values() if r["cell"] in {c.key for c in cells}})
+        print({k: {n: x for n, x in v.items() if n != "_draws"} if isinstance(v, dict) else v for k, v in row.items()})
+    cell_keys = {c.key for c in cells}
+    used = [r for r in store.values() if r["cell"] in cell_keys and r["seed"] < args.seeds]
+    commits = sorted({r["commit"] for r in used})
+    if len(commits) > 1 and not args.allow_mixed_commits:
+        raise SystemExit(
+            f"{folder / 'runs.jsonl'} holds runs of {len(commits)} code versions {commits}: use another --out "
+            "or --allow-mixed-commits"
+        )
+    pooled = {
+        name: pooled_effect([r[name]["gain_speedup"] for r in rows], [draws[name][r["cell"]] for r in rows])
+        for name in ("kept", "uniform", "uniform_over_kept")
+    }
+    better = "uniform" if pooled["uniform_over_kept"]["low"] > 1.0 else "kept"
     settings = {
         "seeds": args.seeds,
         "cells": [c.key for c in cells],
         "steps": SAVING_MAP.steps,
         "fractions": list(FRACTIONS),
+        "rates_from": [str(Path(m).resolve().relative_to(ROOT)) for m in args.map],
+        "allow_mixed_commits": args.allow_mixed_commits,
+        "decision": "uniform when the pooled 90% interval of uniform_over_kept lies above 1, else kept",
     }
-    write_result(OUT, {"rows": rows, "run_commits": commits, **settings}, command=command_line(), settings=settings)
+    for r in rows:
+        for name in ("kept", "uniform", "uniform_over_kept"):
+            r[name].pop("_draws")
+    data = {"rows": rows, "pooled": pooled, "better": better, "run_commits": commits, **settings}
+    write_result(OUT, data, command=command_line(), settings=settings)
+    lines = [
+        json.dumps(r, sort_keys=True)
+        for r in sorted(used, key=lambda r: (r["cell"], r["method"], r["loss_rows"], r["seed"]))
+    ]
+    atomic_write(RECORDS, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
     print(f"wrote {OUT}")
     return 0
 
