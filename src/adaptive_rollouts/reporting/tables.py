@@ -20,7 +20,12 @@ from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_summary,
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
-from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_loss_rows, render_saving_signal
+from adaptive_rollouts.reporting.saving_tables import (
+    render_demo_saving,
+    render_loss_rows,
+    render_loss_rows_summary,
+    render_saving_signal,
+)
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -164,6 +169,7 @@ RENDERERS = {
     "map-protocol": render_map_protocol,
     "saving-signal": render_saving_signal,
     "loss-rows": render_loss_rows,
+    "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
     "flatness-calibration": render_flatness_calibration,
     "saving-pool": render_saving_pool,
