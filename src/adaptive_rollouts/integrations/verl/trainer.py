@@ -249,9 +249,9 @@ def _make_trainer_class():
                 real = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
                 self._observe_pending(real, metrics)
             scale = 1.0
-            real = sum(not t.get("is_padding", False) for t in batch.tags)
-            if self.loss_rows == "uniform" and real:
-                scale = verl_loss_rows_scale(self.loss_agg_mode, rows=real, padded_rows=len(batch.keys))
+            rows = sum(not t.get("is_padding", False) for t in batch.tags)
+            if self.loss_rows == "uniform" and rows:
+                scale = verl_loss_rows_scale(self.loss_agg_mode, rows=rows, padded_rows=len(batch.keys))
                 metrics["adaptive/loss_rows_scale"] = scale
             with session_keys(batch.keys), advantage_scale(scale):
                 return super()._compute_advantage(batch, metrics)
