@@ -13,6 +13,10 @@ pooled over the cells (geometric mean, 90% interval from the cells' bootstrap dr
 rule, fixed before the run: "uniform" becomes the default's normalisation when the pooled interval of
 that ratio lies above 1; otherwise "kept" stays.
 
+Beside them, what retuning would buy: the default ("kept") at its own best rate, tuned exactly as
+the map tuned Uniform's (`tuning.tune_grid` on the map's grid and tune seeds, scored by the final
+level), against Uniform and against itself at Uniform's rate on the same seeds.
+
 Run: .venv/bin/python benchmarks/loss_rows.py [--seeds 16] [--cells a,b] [--map results/map/saving-flatness-a.json ...]
 (writes results/loss_rows/loss_rows.json and, beside it, every run's curve in
 loss_rows.runs.jsonl.gz; rendered into docs/saving.md by ``make docs``).
@@ -33,6 +37,7 @@ from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
+from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 from adaptive_rollouts.sim.regimes import select_cells
 from adaptive_rollouts.sim.train import TrainConfig, train
 from adaptive_rollouts.state.atomic import atomic_write
@@ -41,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "loss_rows" / "loss_rows.json"
 RECORDS = OUT.with_name("loss_rows.runs.jsonl.gz")
 ARMS = (("uniform", "kept"), ("default", "kept"), ("default", "uniform"))
+TUNE = tuple(SAVING_MAP.tune_seeds)  # the seeds the map tuned Uniform's rate on
 DEFAULT_CELLS = (
     "hard-heavy/d16-Q32,cold-start/d16-Q32,easy-heavy/d16-Q32,"
     "hard-heavy/d128-Q16-L16,cold-start/d128-Q16-pool200-L16,hard-heavy/d128-Q16"
@@ -109,31 +115,45 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     store = {(r["cell"], r["method"], r["loss_rows"], r["seed"], r["lr"]): r for r in read_jsonl(folder / "runs.jsonl")}
     commit = git_commit()
+
+    def get(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
+        key = (cell.key, method, loss_rows, seed, lr)
+        if key not in store:
+            store[key] = {"cell": cell.key, "method": method, "loss_rows": loss_rows, "seed": seed, "lr": lr}
+            store[key].update(_run(cell, method, loss_rows, seed, lr), commit=commit)
+            append_jsonl(folder / "runs.jsonl", store[key])
+        return store[key]
+
+    seeds = range(args.seeds)
+    names = ("kept", "uniform", "uniform_over_kept", "own_rate", "own_over_uniform_rate")
     rows = []
-    draws: dict[str, dict[str, np.ndarray]] = {"kept": {}, "uniform": {}, "uniform_over_kept": {}}
+    draws: dict[str, dict[str, np.ndarray]] = {name: {} for name in names}
     for cell in cells:
         lr = rates[cell.key]
-        runs: dict[tuple[str, str], list[dict]] = {}
-        for method, loss_rows in ARMS:
-            for seed in range(args.seeds):
-                key = (cell.key, method, loss_rows, seed, lr)
-                if key not in store:
-                    store[key] = {"cell": cell.key, "method": method, "loss_rows": loss_rows, "seed": seed, "lr": lr}
-                    store[key].update(_run(cell, method, loss_rows, seed, lr), commit=commit)
-                    append_jsonl(folder / "runs.jsonl", store[key])
-                runs.setdefault((method, loss_rows), []).append(store[key])
-        uni = runs[("uniform", "kept")]
+        runs = {arm: [get(cell, *arm, s, lr) for s in seeds] for arm in ARMS}
+        uni, kept = runs[("uniform", "kept")], runs[("default", "kept")]
         row: dict = {"cell": cell.key, "lr": lr}
         for method, loss_rows in ARMS[1:]:
-            arm = runs[(method, loss_rows)]
-            row[loss_rows] = _against(uni, arm)
-        row["uniform_over_kept"] = _against(runs[("default", "kept")], runs[("default", "uniform")])
-        for name in draws:
-            draws[name][cell.key] = row[name]["_draws"]
+            row[loss_rows] = _against(uni, runs[(method, loss_rows)])
+        row["uniform_over_kept"] = _against(kept, runs[("default", "uniform")])
+        try:
+            own, tried = tune_grid(
+                lambda x: float(np.mean([final_level(get(cell, "default", "kept", s, x)["accuracy"]) for s in TUNE])),
+                SAVING_MAP.lr_grid,
+                SAVING_MAP.lr_step,
+                SAVING_MAP.max_extensions,
+            )
+        except LearningRateAtEdge as err:
+            raise SystemExit(f"{cell.key}: the default's own rate: {err}") from None
+        own_runs = [get(cell, "default", "kept", s, own) for s in seeds]
+        row["own_rate"] = {"lr": own, "tried": tried, **_against(uni, own_runs)}
+        row["own_over_uniform_rate"] = _against(kept, own_runs)
+        for name in names:
+            draws[name][cell.key] = row[name].pop("_draws")
         rows.append(row)
-        print({k: {n: x for n, x in v.items() if n != "_draws"} if isinstance(v, dict) else v for k, v in row.items()})
+        print({k: {n: x for n, x in v.items() if n != "tried"} if isinstance(v, dict) else v for k, v in row.items()})
     cell_keys = {c.key for c in cells}
-    used = [r for r in store.values() if r["cell"] in cell_keys and r["seed"] < args.seeds]
+    used = [r for r in store.values() if r["cell"] in cell_keys and (r["seed"] < args.seeds or r["seed"] in TUNE)]
     commits = sorted({r["commit"] for r in used})
     if len(commits) > 1 and not args.allow_mixed_commits:
         raise SystemExit(
@@ -142,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     pooled = {
         name: pooled_effect([r[name]["gain_speedup"] for r in rows], [draws[name][r["cell"]] for r in rows])
-        for name in ("kept", "uniform", "uniform_over_kept")
+        for name in names
     }
     better = "uniform" if pooled["uniform_over_kept"]["low"] > 1.0 else "kept"
     settings = {
@@ -151,18 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         "steps": SAVING_MAP.steps,
         "fractions": list(FRACTIONS),
         "rates_from": [str(Path(m).resolve().relative_to(ROOT)) for m in args.map],
+        "tune_seeds": list(TUNE),
+        "lr_grid": list(SAVING_MAP.lr_grid),
         "allow_mixed_commits": args.allow_mixed_commits,
         "decision": "uniform when the pooled 90% interval of uniform_over_kept lies above 1, else kept",
     }
-    for r in rows:
-        for name in ("kept", "uniform", "uniform_over_kept"):
-            r[name].pop("_draws")
     data = {"rows": rows, "pooled": pooled, "better": better, "run_commits": commits, **settings}
     write_result(OUT, data, command=command_line(), settings=settings)
-    lines = [
-        json.dumps(r, sort_keys=True)
-        for r in sorted(used, key=lambda r: (r["cell"], r["method"], r["loss_rows"], r["seed"]))
-    ]
+    order = sorted(used, key=lambda r: (r["cell"], r["method"], r["loss_rows"], r["lr"], r["seed"]))
+    lines = [json.dumps(r, sort_keys=True) for r in order]
     atomic_write(RECORDS, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
     print(f"wrote {OUT}")
     return 0
