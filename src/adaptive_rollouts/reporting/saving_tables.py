@@ -139,6 +139,30 @@ def render_loss_rows(root: Path) -> str:
         f"Decision rule, fixed before the run: {d['decision']}. Result: the default's normalisation is "
         f"**{d['better']}**.",
     ]
+    if "own_rate" in d["pooled"]:
+        own = [
+            [
+                x["cell"],
+                f"{x['lr']:g}",
+                f"{x['own_rate']['lr']:g} (of {', '.join(f'{t:g}' for t in x['own_rate']['tried'])})",
+                arm(x["own_rate"]),
+                _gain(x["own_over_uniform_rate"]),
+            ]
+            for x in d["rows"]
+        ]
+        own.append(["pooled", "", "", _pooled(d["pooled"]["own_rate"]), _pooled(d["pooled"]["own_over_uniform_rate"])])
+        lines += [
+            "",
+            f"What retuning would buy: the default (loss over the kept rows) at its own best rate, tuned as the map "
+            f"tuned Uniform's (the same grid and extensions, tune seeds {d['tune_seeds'][0]}-{d['tune_seeds'][-1]}, "
+            "the final level), against Uniform, and against itself at Uniform's rate on the same seeds (above 1: its "
+            "own rate reaches the gain in fewer rollouts).",
+            "",
+            *table(
+                ["cell", "Uniform's rate", "the default's own rate", "at its own rate", "own rate / Uniform's rate"],
+                own,
+            ),
+        ]
     return block(lines, [r])
 
 
@@ -159,12 +183,27 @@ def render_loss_rows_summary(root: Path) -> str:
         else f"at the rate tuned for Uniform the default's interval lies above 1 in {gaining} of {cells} cells only: "
         "retune where it does not"
     )
-    lines = [
+    text = (
         f"Switching from Uniform (stock GRPO) to the default at the same learning rate, in the simulator "
         f"({cells} cells of the saving map, {d['seeds']} paired seeds, Uniform's tuned rate per cell): {verdict}. "
         f"With the loss over the rows it trains on (`kept`) its speedup in rollouts to 50/75/90% of Uniform's gain "
         f"is {_pooled(kept)} pooled (90% interval), at {min(spends):.2f}-{max(spends):.2f} of Uniform's rollouts; with "
         f"the loss over Uniform's rows (`uniform`) {_pooled(uniform)}; `uniform` against `kept` on the same seeds "
-        f"{_pooled(ratio)}. The default normalisation is `{d['better']}`.",
-    ]
+        f"{_pooled(ratio)}. The default normalisation is `{d['better']}`."
+    )
+    if "own_over_uniform_rate" in d["pooled"]:
+        retune = d["pooled"]["own_over_uniform_rate"]
+        if retune["low"] > 1.0:
+            reading = "a retune gains more"
+        elif retune["high"] < 1.0:
+            reading = "retuning did not help on these seeds"
+        else:
+            reading = "its interval covers 1: no gain from retuning that these seeds can show"
+        same = sum(x["own_rate"]["lr"] == x["lr"] for x in d["rows"])
+        text += (
+            f" Retuning the rate for the default (tuned as Uniform's was; the same rate in {same} of {cells} cells) "
+            f"changes its speedup by {_pooled(retune)} on the same seeds, to {_pooled(d['pooled']['own_rate'])}: "
+            f"{reading}."
+        )
+    lines = [text]
     return block(lines, [r])
