@@ -295,6 +295,8 @@ def _make_trainer_class():
             parts = {"allocator": self.allocator, "success": self.signal, "regime": self.regime}
             if "totals" in state:
                 parts["totals"] = self.adaptive_step.totals
+                if isinstance(state["totals"], dict) and "token_steps" not in state["totals"]:
+                    logger.warning("%s has no token totals (older format): they restart at 0", path)
             else:  # written before the running totals existed
                 logger.warning("%s has no running totals (older format): they restart at 0", path)
             load_together(state, parts, path)
