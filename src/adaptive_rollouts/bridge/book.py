@@ -131,9 +131,8 @@ class StepBook:
         the rest failed), or a `Generated` with their completion lengths (checked by
         `checks.lengths.check_lengths`, at most ``max_length``). Returns the allocator's `Draw`
         (scored successes; unscored = asked - scored; their lengths, scored first, when given)."""
-        lengths = None
-        if isinstance(raws, Generated):
-            raws, lengths = raws.rewards, raws.lengths
+        lengths = raws.lengths if isinstance(raws, Generated) else None
+        raws = raws.rewards if isinstance(raws, Generated) else raws
         idx = [int(i) for i in np.asarray(indices).reshape(-1)]
         asked = np.asarray(asked, dtype=np.int64).reshape(-1)
         groups = [np.atleast_1d(np.asarray(r, dtype=object)).ravel().tolist() for r in raws]
