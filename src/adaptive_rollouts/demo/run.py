@@ -132,10 +132,12 @@ def run_one(
     save_models: Path | None = None,
     on_step=None,
     learning_rate: float | None = None,
+    allocator=None,
 ) -> RunResult:
     """One training run of arm ``method``; ``save_models``: a folder that gets the weights at every
     evaluation (``step-<k>.safetensors``, for the gradient fingerprints); ``on_step()``: called after
-    each step; ``learning_rate``: overrides ``cfg.learning_rate(method)``."""
+    each step; ``learning_rate``: overrides ``cfg.learning_rate(method)``; ``allocator``: an object
+    that replaces the arm's (the arm still sets the loss), e.g. a `traces.TraceRecorder`."""
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback, set_seed
     from trl import GRPOConfig
@@ -226,7 +228,8 @@ def run_one(
         oracle = SampledSuccess(
             model, tokenizer, [p.prompt for p in pool], cfg.oracle_samples, seed=30_000 + 1000 * seed
         )
-    allocator = make_arm_allocator(method, seed, cfg.mean_rollouts, features=features, oracle=oracle)
+    if allocator is None:
+        allocator = make_arm_allocator(method, seed, cfg.mean_rollouts, features=features, oracle=oracle)
     trainer = AdaptiveGRPOTrainer(
         model=model,
         reward_funcs=verifier,
