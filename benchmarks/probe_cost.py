@@ -37,8 +37,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=8, help="training steps (the first is warm-up)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lengths", default="9,64,256,1024", help="completion lengths of part 2 (empty: skip it)")
-    ap.add_argument("--repeats", type=int, default=3, help="timings per length in part 2 (the median is kept)")
+    ap.add_argument("--lengths", default="9,64,256", help="completion lengths of part 2 (empty: skip it)")
+    ap.add_argument("--repeats", type=int, default=2, help="timings per length in part 2 (the median is kept)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
     if args.steps < 2:
@@ -106,29 +106,32 @@ def longer_completions(lengths: list[int], repeats: int, seed: int) -> list[dict
     for length in lengths:
         model = build_model(tokenizer, seed=seed, max_position_embeddings=enc["input_ids"].shape[1] + length).eval()
         ids, mask = enc["input_ids"].repeat_interleave(8, 0), enc["attention_mask"].repeat_interleave(8, 0)
-        prefill, generate = [], []
-        for r in range(repeats + 1):  # the first of each: warm-up, not kept
-            start = time.perf_counter()
-            last_token_hidden_states(model, enc["input_ids"], enc["attention_mask"])
-            t_prefill = time.perf_counter() - start
+
+        def generate(tokens: int, r: int):
             torch.manual_seed(seed + r)
-            start = time.perf_counter()
             with torch.no_grad():
                 out = model.generate(
                     input_ids=ids,
                     attention_mask=mask,
                     do_sample=True,
                     temperature=1.0,
-                    min_new_tokens=length,
-                    max_new_tokens=length,
+                    min_new_tokens=tokens,
+                    max_new_tokens=tokens,
                 )
-            t_generate = time.perf_counter() - start
-            if out.shape[1] - ids.shape[1] != length:
-                raise RuntimeError(f"generated {out.shape[1] - ids.shape[1]} tokens, asked for {length}")
-            if r:
-                prefill.append(t_prefill)
-                generate.append(t_generate)
-        p, g = float(np.median(prefill)), float(np.median(generate))
+            if out.shape[1] - ids.shape[1] != tokens:
+                raise RuntimeError(f"generated {out.shape[1] - ids.shape[1]} tokens, asked for {tokens}")
+
+        last_token_hidden_states(model, enc["input_ids"], enc["attention_mask"])  # warm-up, not timed
+        generate(2, 0)
+        prefill, generation = [], []
+        for r in range(repeats):
+            start = time.perf_counter()
+            last_token_hidden_states(model, enc["input_ids"], enc["attention_mask"])
+            prefill.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            generate(length, r)
+            generation.append(time.perf_counter() - start)
+        p, g = float(np.median(prefill)), float(np.median(generation))
         rows.append({"length": length, "prefill_seconds": p, "generate_seconds": g, "share_of_generation": p / g})
         print(f"L={length}: prefill {p * 1e3:.1f} ms, generation {g:.2f} s, share {100 * p / g:.2f}%", flush=True)
     return rows
@@ -143,8 +146,12 @@ def main(argv=None) -> None:
 
     settings = {"steps": args.steps, "seed": args.seed, "lengths": args.length_list, "repeats": args.repeats}
     data: dict = {"training": None, "lengths": None}
-    if Path(args.out).exists() and load_result(args.out).settings == settings:
-        data |= load_result(args.out).data  # resume: reuse the finished part
+    if Path(args.out).exists():  # resume: reuse each finished part made with this part's settings
+        old = load_result(args.out)
+        if all(old.settings.get(k) == settings[k] for k in ("steps", "seed")):
+            data["training"] = old.data["training"]
+        if all(old.settings.get(k) == settings[k] for k in ("lengths", "repeats", "seed")):
+            data["lengths"] = old.data["lengths"]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:
