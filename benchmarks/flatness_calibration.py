@@ -190,7 +190,27 @@ def replay_trace(trace: Any) -> dict[str, Any]:
             pred[name].append(prob)
         outcome.append(flat(rewards))
         predictors.update(prompts, rewards)
-    return {"outcome": np.concatenate(outcome), **{m: np.concatenate(v) for m, v in pred.items()}}
+    steps = np.concatenate([np.full(o.size, t) for t, o in enumerate(outcome)])
+    return {"outcome": np.concatenate(outcome), "step": steps, **{m: np.concatenate(v) for m, v in pred.items()}}
+
+
+def by_half(got: dict[str, list[np.ndarray]]) -> dict[str, dict]:
+    """Scores on the first and the second half of each trace's steps, pooled over the traces: how
+    far calibration has come once the predictors have seen the prompts a few times."""
+    halves: dict[str, dict] = {}
+    for half in ("first", "second"):
+        keep = [(s >= (s.max() + 1) / 2) == (half == "second") for s in got["step"]]
+        y = np.concatenate([o[k] for o, k in zip(got["outcome"], keep)])
+        halves[half] = {
+            m: {
+                x: v
+                for x, v in calibration_scores(np.concatenate([p[k] for p, k in zip(got[m], keep)]), y).items()
+                if x in SCORES
+            }
+            for m in PREDICTORS
+        }
+        halves[half]["groups"] = int(y.size)
+    return halves
 
 
 def score_traces(folder: Path, out: Path) -> None:
@@ -200,7 +220,7 @@ def score_traces(folder: Path, out: Path) -> None:
     stems = sorted(p.with_suffix("") for p in folder.glob("*.npz"))
     if not stems:
         raise SystemExit(f"no traces in {folder} (record them: python benchmarks/tinylm_traces.py)")
-    per_trace, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome")}
+    per_trace, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome", "step")}
     settings: dict[str, Any] = {}
     for stem in stems:
         trace, meta = load_trace(stem)
@@ -219,8 +239,9 @@ def score_traces(folder: Path, out: Path) -> None:
     pooled = {m: calibration_scores(np.concatenate(pooled_data[m]), y) for m in PREDICTORS}
     out.mkdir(parents=True, exist_ok=True)
     reliability_png(pooled, out / "reliability_tinylm.png", "tiny-LM ladder traces")
-    settings |= {"traces": [str(stem.relative_to(out)) for stem in stems], "predictors": list(PREDICTORS)}
-    path = write_result(out / "tinylm.json", {"traces": per_trace, "pooled": pooled}, settings=settings)
+    settings |= {"traces": [f"{stem.parent.name}/{stem.name}" for stem in stems], "predictors": list(PREDICTORS)}
+    data = {"traces": per_trace, "pooled": pooled, "halves": by_half(pooled_data)}
+    path = write_result(out / "tinylm.json", data, settings=settings)
     print(f"wrote {path}")
 
 

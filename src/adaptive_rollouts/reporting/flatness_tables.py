@@ -86,6 +86,26 @@ def render_flatness_tinylm(root: Path) -> str:
         "",
         *table(["trace", "groups", "all-equal", *names], per_trace),
         "",
+        "By half of each run's steps (pooled over the traces; the first half includes every prompt's first visits):",
+        "",
+        *table(
+            ["predictor", *(f"{h} half: {k}" for h in ("first", "second") for k in ("Brier / history's", "ECE"))],
+            [
+                [
+                    m,
+                    *(
+                        x
+                        for h in ("first", "second")
+                        for x in (
+                            f"{d['halves'][h][m]['brier'] / d['halves'][h]['history']['brier']:.2f}x",
+                            f"{d['halves'][h][m]['ece']:.3f}",
+                        )
+                    ),
+                ]
+                for m in names
+            ],
+        ),
+        "",
         "![Reliability diagram, tiny LM](../results/flatness_calibration/reliability_tinylm.png)",
     ]
     return block(lines, [r])
