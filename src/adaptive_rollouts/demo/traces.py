@@ -136,7 +136,7 @@ def save_trace(stem: str | os.PathLike, trace: GroupTrace, settings: Mapping[str
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     arrays = {name: getattr(trace, name) for name in ARRAYS}
-    np.savez_compressed(stem.with_suffix(".npz"), **arrays)  # type: ignore[arg-type]
+    np.savez_compressed(stem.with_suffix(".npz"), **arrays)
     return write_result(stem.with_suffix(".json"), {"prompts": trace.prompts}, settings=dict(settings or {}))
 
 

@@ -158,9 +158,7 @@ def train(
         torch.manual_seed(seed)
         rates = success_rates(model, tokenizer, pool, samples=16)
     meta = {
-        "training": dict(
-            steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, seed=seed, sft_problems=sft_problems
-        )
+        "training": dict(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, seed=seed, sft_problems=sft_problems)
         | ({"cooldown": cooldown} if cooldown else {}),  # the default warm start's config keeps its fields
         "cpu_seconds_this_session": round(time.process_time() - start, 1),
         "held_out_greedy_accuracy_by_length": accuracy_by_length(model, tokenizer, held_out),
