@@ -40,6 +40,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ import numpy as np
 
 from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.map_runner import RunPool, check_jobs
 from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.experiments.results import git_commit
 from adaptive_rollouts.experiments.run_store import read_json, setting_differences, write_json
@@ -257,17 +259,31 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
     }
 
 
+def _task_run(task: tuple[Cell, str, int, float], cfg: MapConfig) -> dict:
+    """`_one_run` of one (cell, method, seed, rate) task (what `RunPool` hands to a worker)."""
+    return _one_run(*task, cfg)
+
+
 class _NotRunYet(Exception):
     pass
 
 
-def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missing: bool = True) -> dict[str, Any]:
+def run_map(
+    cfg: MapConfig, folder: str | Path, progress: bool = True, run_missing: bool = True, jobs: int = 1
+) -> dict[str, Any]:
     """Run (or resume) the map into ``folder``; return {"config", "cells", "lr", "errors", "runs",
     "missing"}. ``run_missing=False`` only reads what is there (a partial map): method/cell pairs
-    with runs still missing are listed in "missing" and left out of the results."""
+    with runs still missing are listed in "missing" and left out of the results. ``jobs`` worker
+    processes run the runs (`map_runner.RunPool`); the result and ``runs.jsonl`` do not depend on it."""
+    check_jobs(jobs)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     store = MapStore(folder, cfg)
+    with RunPool(partial(_task_run, cfg=cfg), jobs if run_missing else 1) as pool:
+        return _run_map(cfg, folder, store, pool, progress, run_missing)
+
+
+def _run_map(cfg: MapConfig, folder: Path, store: MapStore, pool: RunPool, progress: bool, run_missing: bool) -> dict:
     commit = git_commit()  # the code this invocation runs
     n_est = len(cfg.cells) * sum(
         (0 if m in cfg.untuned else len(cfg.tune_seeds) * len(cfg.lr_grid)) + len(_seeds_for(cfg, m))
@@ -280,11 +296,26 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
         if r is None and not run_missing:
             raise _NotRunYet
         if r is None:
-            r = {**_one_run(cell, method, seed, lr, cfg), "commit": commit}
+            r = {**pool.get((cell, method, seed, lr)), "commit": commit}
             store.add(r)
         bar.set_postfix_str(f"{cell.key} {method}", refresh=False)
         bar.update(1)
         return r
+
+    def run_seeds(cell: Cell, method: str, seeds: Sequence[int], lr: float) -> list[dict]:
+        pool.prefetch((cell, method, s, lr) for s in seeds if store.get(cell.key, method, s, lr) is None)
+        return [run(cell, method, s, lr) for s in seeds]
+
+    def prefetch(method: str) -> None:
+        # what the method's column will surely run: at Uniform's rate (untuned), or the first grid
+        tasks = []
+        for cell in cfg.cells:
+            uniform_lr = best_lr.get(cell.key, {}).get("uniform")
+            if method in cfg.untuned:
+                tasks += [(cell, method, s, uniform_lr) for s in _seeds_for(cfg, method)] if uniform_lr else []
+            else:
+                tasks += [(cell, method, s, float(lr)) for lr in cfg.lr_grid for s in cfg.tune_seeds]
+        pool.prefetch(t for t in tasks if store.get(t[0].key, t[1], t[2], t[3]) is None)
 
     best_lr: dict[str, dict[str, float]] = {}
     errors: dict[str, str] = {}
@@ -305,6 +336,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
             write_json(info_path, {**cells_info[cell.key], "settings": wanted})
     # Method by method over every cell, so a partial map holds whole columns (the first methods).
     for method in cfg.methods:
+        prefetch(method)
         for cell in cfg.cells:
             try:
                 if method in cfg.untuned:
@@ -313,22 +345,19 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
                         raise _NotRunYet
                     if uniform_lr is None:
                         raise ValueError(f"{method} runs at Uniform's rate, which this cell has none of")
-                    for s in _seeds_for(cfg, method):
-                        run(cell, method, s, uniform_lr)
+                    run_seeds(cell, method, _seeds_for(cfg, method), uniform_lr)
                     best_lr.setdefault(cell.key, {})[method] = uniform_lr
                     continue
                 lr, _ = tune_grid(
-                    lambda lr: float(np.mean([run(cell, method, s, lr)["final"] for s in cfg.tune_seeds])),
+                    lambda lr: float(np.mean([r["final"] for r in run_seeds(cell, method, cfg.tune_seeds, lr)])),
                     cfg.lr_grid,
                     cfg.lr_step,
                     cfg.max_extensions,
                 )
-                for s in _seeds_for(cfg, method):
-                    run(cell, method, s, lr)
+                run_seeds(cell, method, _seeds_for(cfg, method), lr)
                 uniform_lr = best_lr.get(cell.key, {}).get("uniform")
                 if method in cfg.same_rate and uniform_lr is not None:
-                    for s in _seeds_for(cfg, method):
-                        run(cell, method, s, uniform_lr)
+                    run_seeds(cell, method, _seeds_for(cfg, method), uniform_lr)
             except (LearningRateAtEdge, ValueError) as err:
                 errors[f"{cell.key} {method}"] = f"{type(err).__name__}: {err}"
                 continue
