@@ -10,6 +10,8 @@ from scipy.stats import norm
 
 from adaptive_rollouts.experiments.map_runner import RunPool, check_jobs
 from adaptive_rollouts.experiments.regime_map import NULL, QUICK_MAP, REPLICATE, run_map
+from adaptive_rollouts.reporting.gain_report import protocol_line
+from adaptive_rollouts.reporting.map_report import write_map_report
 from adaptive_rollouts.sim.policy_view import PolicyView, view_auroc
 from adaptive_rollouts.sim.problem import make_problem
 from adaptive_rollouts.sim.regimes import Cell
@@ -29,6 +31,7 @@ def _map():
         grad_var_every=0,
         fingerprint_every=3,
         max_extensions=6,
+        fractions=(0.5, 0.75, 0.9),
     )
 
 
@@ -47,6 +50,19 @@ def test_a_map_in_two_processes_writes_the_runs_of_one_process(tmp_path):
     # resuming in processes reruns nothing
     again = run_map(cfg, tmp_path / "two", progress=False, jobs=2)
     assert _lines(tmp_path / "two") == _lines(tmp_path / "one") and again["lr"] == one["lr"]
+    # read with the jackknife-t interval, which the header and the protocol line name
+    write_map_report(again, tmp_path / "two", plots=False)
+    data = json.loads((tmp_path / "two" / "map.json").read_text())
+    assert data["header"]["settings"]["interval"] == "jackknife-t"
+    e = data["data"]["rows"][0]["methods"][REPLICATE]
+    assert e["gain_ci90"][0] <= e["gain_speedup"] <= e["gain_ci90"][1] and e["gain_log_se"] >= 0
+    assert "jackknife-t on log speedup over the 3 paired seeds" in protocol_line(data["data"]["config"])
+    assert np.isfinite(data["data"]["pooled"][REPLICATE]["effect"])
+
+
+def test_the_jackknife_needs_three_paired_seeds(tmp_path):
+    with pytest.raises(ValueError, match="jackknife-t interval needs >= 3 paired seeds"):
+        run_map(dataclasses.replace(_map(), paired_seeds=(0, 1), fractions=(0.5,)), tmp_path, progress=False)
 
 
 def test_a_failing_run_fails_where_the_map_asks_for_it():
