@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from adaptive_rollouts.experiments.coverage import interval_coverage, twin_curves
+from adaptive_rollouts.experiments.coverage import interval_coverage, resampled_control_coverage, twin_curves
 from adaptive_rollouts.experiments.gain_speedup import (
     gain_interval,
     gain_speedup,
@@ -86,3 +86,21 @@ def test_the_16_seed_percentile_bootstrap_undercovers_and_the_jackknife_t_does_n
     assert jack["coverage"] > 0.9 - 1.5 * jack["se"]
     assert jack["coverage"] - pct["coverage"] >= 0.03
     assert pct["undefined"] == jack["undefined"] == 0
+
+
+def test_resampled_controls_pair_runs_of_one_instance_and_refuse_a_lone_run():
+    rng = np.random.default_rng(4)
+    cells = []
+    for _ in range(2):  # two cells of five instances, three runs of one distribution each
+        cell = []
+        for _ in range(5):
+            a, b = twin_curves(rng, 1, steps=20)
+            c, _ = twin_curves(rng, 1, steps=20)
+            cell.append([a[0], b[0], c[0]])
+        cells.append(cell)
+    cov = resampled_control_coverage(cells, seeds=6, trials=3, resamples=50)
+    assert cov["jackknife-t"]["trials"] == cov["percentile"]["trials"] == 6
+    with pytest.raises(ValueError, match="cell 1: every instance needs >= 2 runs"):
+        resampled_control_coverage([cells[0], [[cells[1][0][0]]]], seeds=4, trials=1)
+    with pytest.raises(ValueError, match="trials"):
+        interval_coverage(seeds=4, trials=0)

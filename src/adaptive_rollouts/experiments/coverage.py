@@ -16,6 +16,8 @@ arms of a seed some 0.02-0.04 apart).
 `interval_coverage` runs ``trials`` such draws and reports how often each interval of
 `gain_speedup.gain_interval` covers 1.00 (both intervals on the same draws), so a method that
 covers less than its nominal level shows it beside one that does not.
+`resampled_control_coverage` does the same on measured curves: pairs drawn from the runs of a
+committed map's arms that share Uniform's distribution.
 
 >>> cov = interval_coverage(seeds=8, trials=4, resamples=100, seed=0)
 >>> sorted(cov), all(0.0 <= c["coverage"] <= 1.0 for c in cov.values())
@@ -24,14 +26,14 @@ covers less than its nominal level shows it beside one that does not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval
 from adaptive_rollouts.experiments.intervals import INTERVALS, check_interval
 
-__all__ = ["twin_curves", "interval_coverage"]
+__all__ = ["twin_curves", "interval_coverage", "resampled_control_coverage"]
 
 
 def twin_curves(
@@ -85,15 +87,57 @@ def interval_coverage(
     paired seeds, ``curves`` its settings) whose ``level`` interval covers 1, "se": its binomial
     standard error, "log_width": the mean width on log speedup, "undefined": draws without a finite
     interval (counted as not covering)}."""
-    for name in intervals:
-        check_interval(name)
+    rng = np.random.default_rng(seed)
+    draws = (twin_curves(rng, seeds, **curves) for _ in range(_check_trials(trials)))  # type: ignore[arg-type]
+    return _tally(draws, intervals, fractions, resamples, level)
+
+
+def resampled_control_coverage(
+    instances: Sequence[Sequence[Sequence[dict]]],
+    seeds: int = 16,
+    trials: int = 20,
+    intervals: Sequence[str] = INTERVALS,
+    fractions: Sequence[float] = FRACTIONS,
+    resamples: int = 1000,
+    level: float = 0.9,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """As `interval_coverage`, on measured curves: ``instances[c][i]`` holds the runs of cell c's
+    problem instance i by arms of one distribution (Uniform, the null control, the replicate: true
+    speedup 1). A draw takes ``seeds`` instances of one cell at random (with replacement) and two
+    of each instance's runs in random order as the pair; ``trials`` draws per cell."""
+    rng = np.random.default_rng(seed)
+    for c, cell in enumerate(instances):
+        if not cell or any(len(runs) < 2 for runs in cell):
+            raise ValueError(f"cell {c}: every instance needs >= 2 runs of arms with one distribution")
+
+    def draws():
+        for cell in instances:
+            for _ in range(_check_trials(trials)):
+                picks = [(cell[i], rng.permutation(len(cell[i]))[:2]) for i in rng.integers(0, len(cell), seeds)]
+                yield [runs[a] for runs, (a, _) in picks], [runs[b] for runs, (_, b) in picks]
+
+    return _tally(draws(), intervals, fractions, resamples, level)
+
+
+def _check_trials(trials: int) -> int:
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
-    rng = np.random.default_rng(seed)
+    return trials
+
+
+def _tally(
+    draws: Iterable[tuple[list[dict], list[dict]]],
+    intervals: Sequence[str],
+    fractions: Sequence[float],
+    resamples: int,
+    level: float,
+) -> dict[str, dict[str, float]]:
+    for name in intervals:
+        check_interval(name)
     hits: dict[str, list[bool]] = {name: [] for name in intervals}
     widths: dict[str, list[float]] = {name: [] for name in intervals}
-    for _ in range(trials):
-        u, m = twin_curves(rng, seeds, **curves)  # type: ignore[arg-type]
+    for u, m in draws:
         for name in intervals:
             ci = gain_interval(u, m, fractions, name, resamples, level)
             lo, hi = ci["low"], ci["high"]
@@ -102,11 +146,12 @@ def interval_coverage(
             widths[name].append(float(np.log(hi / lo)) if ok and lo > 0 else float("nan"))
     out = {}
     for name in intervals:
-        c = float(np.mean(hits[name]))
+        c, n = float(np.mean(hits[name])), len(hits[name])
         w = np.asarray(widths[name])
         out[name] = {
             "coverage": c,
-            "se": float(np.sqrt(c * (1 - c) / trials)),
+            "se": float(np.sqrt(c * (1 - c) / n)),
+            "trials": n,
             "log_width": float(np.nanmean(w)) if np.isfinite(w).any() else float("nan"),
             "undefined": int((~np.isfinite(w)).sum()),
         }

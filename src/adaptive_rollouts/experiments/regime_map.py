@@ -203,10 +203,10 @@ SAVING_MAP = MapConfig(
     untuned=tuple(m for m in SAVING_METHODS if m != "uniform"),
     same_rate=(DEFAULT,),
     tune_seeds=tuple(range(100, 106)),
-    # 32 paired seeds with the jackknife-t interval, fixed before the run: on resampled pairs of the
-    # controls of the 16-seed maps (true speedup 1) it covers 1 in about 90% of trials where the
-    # percentile bootstrap of 16 seeds covered 84% (`experiments.intervals`); the other arms
-    # (report seeds) keep 16
+    # 32 paired seeds with the jackknife-t interval, fixed before the run: where the true speedup is 1
+    # (twin curves, and pairs resampled from the 16-seed maps' controls) it covers 1 at about its
+    # 90% where the percentile bootstrap covers less (`experiments.intervals`,
+    # benchmarks/interval_coverage.py); the other arms (report seeds) keep 16
     report_seeds=tuple(range(16)),
     paired_seeds=tuple(range(32)),
     grad_var_every=0,  # the gradient probes are the full map's; this map reads learning curves
