@@ -46,7 +46,13 @@ def render_map_seeds(root: Path) -> str:
     lines = [
         f"- One cell (`{d['cell']}`, {d['seeds']} paired seeds, arms {', '.join(d['methods'])}; {d['runs']} runs "
         f"with Uniform's tuning): {d['one_process_s']:.0f} s in one process, {d['processes_s']:.0f} s with "
-        f"`--jobs {d['jobs']}` ({d['speedup']:.2f}x; the same runs: {'yes' if d['same_runs'] else 'NO'}).",
+        f"`--jobs {d['jobs']}` ({d['speedup']:.2f}x; the same runs: {'yes' if d['same_runs'] else 'NO'})"
+        + (
+            f"; CPU time {d['one_process_cpu_s']:.0f} s and {d['processes_cpu_s']:.0f} s (what the cell costs "
+            "where the cores are free)."
+            if "one_process_cpu_s" in d
+            else "."
+        ),
         f"- The policy view's calibration per run: {cal['earlier_s']:.2f} s written the earlier way, "
         f"{cal['present_s']:.2f} s now (the same sigma: {'yes' if cal['same_sigma'] else 'NO'}).",
         "",
