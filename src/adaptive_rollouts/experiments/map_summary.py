@@ -7,12 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.experiments.gain_speedup import (
-    bootstrap_gain_speedup,
-    gain_speedup,
-    gain_speedup_parts,
-    pooled_effect,
-)
+from adaptive_rollouts.experiments.gain_speedup import gain_interval, gain_speedup, gain_speedup_parts, pooled_gain
+from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 from adaptive_rollouts.fingerprints import batch_noise_to_signal
@@ -72,17 +68,23 @@ def _fingerprints(result: dict, cell: str) -> dict[str, float]:
     return {**uniform_fingerprints(uni, info["budget"]), "transfer": info.get("transfer_measured", float("nan"))}
 
 
-def _gain_entry(u: list[dict], m: list[dict], fractions: Sequence[float], resamples: int, prefix: str = "") -> dict:
+def _gain_entry(
+    u: list[dict], m: list[dict], fractions: Sequence[float], resamples: int, interval: str, prefix: str = ""
+) -> dict:
     """The primary statistic (`gain_speedup`) of ``m`` against ``u`` (paired seed lists), its parts,
-    90% paired-bootstrap interval, per-seed values and (not saved) the bootstrap draws."""
-    lo, hi, draws = bootstrap_gain_speedup(u, m, fractions, resamples)
-    return {
+    90% paired interval by ``interval`` (`gain_interval`; the jackknife-t's standard error on log
+    speedup is kept), per-seed values and (not saved) what pools it over cells."""
+    ci = gain_interval(u, m, fractions, interval, resamples)
+    out = {
         f"{prefix}gain_speedup": gain_speedup(u, m, fractions),
         f"{prefix}gain_parts": gain_speedup_parts(u, m, fractions),
-        f"{prefix}gain_ci90": [lo, hi],
+        f"{prefix}gain_ci90": [ci["low"], ci["high"]],
         f"{prefix}gain_per_seed": [gain_speedup([a], [b], fractions) for a, b in zip(u, m)],
-        f"_{prefix}draws": draws,
+        f"_{prefix}interval": ci,
     }
+    if "se" in ci:
+        out[f"{prefix}gain_log_se"] = ci["se"]
+    return out
 
 
 def summarize_map(result: dict) -> dict[str, Any]:
@@ -92,6 +94,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
     frac = result["config"]["target_at"]
     fractions = tuple(result["config"].get("fractions") or ())
     resamples = result["config"].get("bootstrap", 1000)
+    interval = result["config"].get("interval", OLD_INTERVAL)  # a map that names none was read with it
     rows = []
     for cell in result["cells"]:
         uni = _runs_at(result, cell, "uniform")
@@ -122,7 +125,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 "lr": result["lr"][cell][method],
             }
             if fractions:
-                entry.update(_gain_entry(u_same, runs, fractions, resamples))
+                entry.update(_gain_entry(u_same, runs, fractions, resamples, interval))
             uniform_lr = result["lr"][cell].get("uniform")
             same = (
                 _runs_at(result, cell, method, lr=uniform_lr) if method in result["config"].get("same_rate", ()) else []
@@ -134,7 +137,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 )
                 entry["same_rate_per_seed"] = [speedup([u], [r], frac) for u, r in zip(u_same, same)]
                 if fractions:
-                    entry.update(_gain_entry(u_same, same, fractions, resamples, prefix="same_rate_"))
+                    entry.update(_gain_entry(u_same, same, fractions, resamples, interval, prefix="same_rate_"))
             probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
             if probes:
                 nsr = batch_noise_to_signal(
@@ -153,7 +156,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
         out["saving_targets"] = saving_targets(rows)
     if fractions:
         out["pooled"] = _pooled(rows, result["config"]["methods"])
-    for r in rows:  # the bootstrap draws served the pooled effect; they are not kept
+    for r in rows:  # the bootstrap draws and standard errors served the pooled effect; draws are not kept
         for e in r["methods"].values():
             for k in [k for k in e if k.startswith("_")]:
                 del e[k]
@@ -162,14 +165,14 @@ def summarize_map(result: dict) -> dict[str, Any]:
 
 def _pooled(rows: list[dict], methods: Sequence[str]) -> dict[str, dict[str, float]]:
     """Per method (and the default at Uniform's rate, ``default@uniform-rate``) the pooled effect of
-    the primary statistic over the cells (`pooled_effect`)."""
+    the primary statistic over the cells (`pooled_gain`: by the cells' interval method)."""
     out = {}
     arms = [(m, "") for m in methods if m != "uniform"] + [(f"{m}@uniform-rate", "same_rate_") for m in methods]
     for name, prefix in arms:
         base = name.split("@")[0] if prefix else name
         es = [r["methods"][base] for r in rows if f"{prefix}gain_speedup" in r["methods"].get(base, {})]
         if es:
-            out[name] = pooled_effect([e[f"{prefix}gain_speedup"] for e in es], [e[f"_{prefix}draws"] for e in es])
+            out[name] = pooled_gain([e[f"{prefix}gain_speedup"] for e in es], [e[f"_{prefix}interval"] for e in es])
     return out
 
 
