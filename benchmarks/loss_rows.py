@@ -4,12 +4,12 @@ zero advantage, `TrainConfig.loss_rows="uniform"`), against Uniform, on cells of
 
 Uniform's rate per cell is read from a committed saving-map result file (``--map``, its ``lr``), so
 the comparison is what a user who switches without retuning gets. Statistic: `sim.gain_speedup`
-(rollouts to 50/75/90% of the gain, paired seeds, 90% bootstrap interval). Every run is appended to
+(rollouts to 50/75/90% of the gain, paired seeds, the saving map's 90% interval). Every run is appended to
 ``runs.jsonl`` in ``--out`` as it ends and reused on a rerun with the same settings.
 
 Besides each arm against Uniform, the two normalisations are compared with each other on the same
 seeds (the "uniform" arm's rollouts to 50/75/90% of the gain over the "kept" arm's), per cell and
-pooled over the cells (geometric mean, 90% interval from the cells' bootstrap draws). The decision
+pooled over the cells (geometric mean and the map's pooled 90% interval, `gain_speedup.pooled_gain`). The decision
 rule, fixed before the run: "uniform" becomes the default's normalisation when the pooled interval of
 that ratio lies above 1; otherwise "kept" stays.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_rollouts.experiments.bench import build_allocator
-from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, bootstrap_gain_speedup, gain_speedup, pooled_effect
+from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup, pooled_gain
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
@@ -47,6 +47,7 @@ OUT = ROOT / "results" / "loss_rows" / "loss_rows.json"
 RECORDS = OUT.with_name("loss_rows.runs.jsonl.gz")
 ARMS = (("uniform", "kept"), ("default", "kept"), ("default", "uniform"))
 TUNE = tuple(SAVING_MAP.tune_seeds)  # the seeds the map tuned Uniform's rate on
+INTERVAL = SAVING_MAP.interval  # the map's interval of the primary statistic (`experiments.intervals`)
 DEFAULT_CELLS = (
     "hard-heavy/d16-Q32,cold-start/d16-Q32,easy-heavy/d16-Q32,"
     "hard-heavy/d128-Q16-L16,cold-start/d128-Q16-pool200-L16,hard-heavy/d128-Q16"
@@ -75,16 +76,17 @@ def _run(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
 
 def _against(base: list[dict], arm: list[dict]) -> dict:
     """``arm`` against ``base`` on paired seeds: rollouts to 50/75/90% of the gain (`gain_speedup`)
-    with its 90% bootstrap interval, share of ``base``'s rollouts, final accuracy minus ``base``'s."""
-    lo, hi, draws = bootstrap_gain_speedup(base, arm)
+    with its 90% interval (the saving map's, `gain_interval`), share of ``base``'s rollouts, final
+    accuracy minus ``base``'s; ``_interval`` is what pools it over cells."""
+    ci = gain_interval(base, arm, interval=INTERVAL)
     return {
         "gain_speedup": gain_speedup(base, arm),
-        "ci90": [lo, hi],
+        "ci90": [ci["low"], ci["high"]],
         "spend": float(np.mean([r["rollouts"][-1] for r in arm]) / np.mean([r["rollouts"][-1] for r in base])),
         "final_gap": float(
             np.mean([final_level(r["accuracy"]) - final_level(b["accuracy"]) for r, b in zip(arm, base)])
         ),
-        "_draws": draws,
+        "_interval": ci,
     }
 
 
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.seeds)
     names = ("kept", "uniform", "uniform_over_kept", "own_rate", "own_over_uniform_rate")
     rows = []
-    draws: dict[str, dict[str, np.ndarray]] = {name: {} for name in names}
+    intervals: dict[str, dict[str, dict]] = {name: {} for name in names}
     for cell in cells:
         lr = rates[cell.key]
         runs = {arm: [get(cell, *arm, s, lr) for s in seeds] for arm in ARMS}
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         row["own_rate"] = {"lr": own, "tried": tried, **_against(uni, own_runs)}
         row["own_over_uniform_rate"] = _against(kept, own_runs)
         for name in names:
-            draws[name][cell.key] = row[name].pop("_draws")
+            intervals[name][cell.key] = row[name].pop("_interval")
         rows.append(row)
         print({k: {n: x for n, x in v.items() if n != "tried"} if isinstance(v, dict) else v for k, v in row.items()})
     cell_keys = {c.key for c in cells}
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             "or --allow-mixed-commits"
         )
     pooled = {
-        name: pooled_effect([r[name]["gain_speedup"] for r in rows], [draws[name][r["cell"]] for r in rows])
+        name: pooled_gain([r[name]["gain_speedup"] for r in rows], [intervals[name][r["cell"]] for r in rows])
         for name in names
     }
     better = "uniform" if pooled["uniform_over_kept"]["low"] > 1.0 else "kept"
@@ -170,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         "cells": [c.key for c in cells],
         "steps": SAVING_MAP.steps,
         "fractions": list(FRACTIONS),
+        "interval": INTERVAL,
         "rates_from": [str(Path(m).resolve().relative_to(ROOT)) for m in args.map],
         "tune_seeds": list(TUNE),
         "lr_grid": list(SAVING_MAP.lr_grid),

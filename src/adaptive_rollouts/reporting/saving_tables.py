@@ -120,10 +120,10 @@ def render_loss_rows(root: Path) -> str:
     lines = [
         f"The default against Uniform at Uniform's tuned rate (read from {', '.join(f'`{m}`' for m in d['rates_from'])}), "
         f"{d['seeds']} paired seeds, {d['steps']} steps, runs at {', '.join(c[:10] for c in d['run_commits'])}; "
-        "rollouts to 50/75/90% of the gain (90% interval), share of "
+        f"rollouts to 50/75/90% of the gain (90% {d['interval']} interval over the seeds), share of "
         "Uniform's rollouts, final accuracy minus Uniform's. Last column: the loss over Uniform's rows against the loss "
         "over the kept rows, same seeds (above 1: Uniform's rows reach the gain in fewer rollouts). Pooled: geometric "
-        "mean over the cells with its 90% interval.",
+        "mean over the cells with its pooled 90% interval.",
         "",
         *table(
             [
