@@ -74,15 +74,22 @@ def _fingerprints(result: dict, cell: str) -> dict[str, float]:
 
 def _gain_entry(u: list[dict], m: list[dict], fractions: Sequence[float], resamples: int, prefix: str = "") -> dict:
     """The primary statistic (`gain_speedup`) of ``m`` against ``u`` (paired seed lists), its parts,
-    90% paired-bootstrap interval, per-seed values and (not saved) the bootstrap draws."""
+    90% paired-bootstrap interval, per-seed values and (not saved) the bootstrap draws; where every
+    run recorded its generated tokens (a length cell) also the statistic on the token axis
+    (``token_gain_speedup``, ``token_gain_ci90``: tokens to the targets instead of rollouts)."""
     lo, hi, draws = bootstrap_gain_speedup(u, m, fractions, resamples)
-    return {
+    out = {
         f"{prefix}gain_speedup": gain_speedup(u, m, fractions),
         f"{prefix}gain_parts": gain_speedup_parts(u, m, fractions),
         f"{prefix}gain_ci90": [lo, hi],
         f"{prefix}gain_per_seed": [gain_speedup([a], [b], fractions) for a, b in zip(u, m)],
         f"_{prefix}draws": draws,
     }
+    if all("tokens" in r for r in [*u, *m]):
+        tlo, thi, _ = bootstrap_gain_speedup(u, m, fractions, resamples, cost="tokens")
+        out[f"{prefix}token_gain_speedup"] = gain_speedup(u, m, fractions, cost="tokens")
+        out[f"{prefix}token_gain_ci90"] = [tlo, thi]
+    return out
 
 
 def summarize_map(result: dict) -> dict[str, Any]:

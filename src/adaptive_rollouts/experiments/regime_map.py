@@ -75,6 +75,7 @@ DEFAULT = "default"
 NULL = "uniform-rounds"  # null control: Uniform's allocation with independent sampling noise
 REPLICATE = "uniform-replicate"  # Uniform again, on the same problem instances with other sampling seeds
 REPLICATE_SEED_OFFSET = 1_000_003  # the replicate's sampling and batch-order seed: the run's seed + this
+TOKEN_TRACE = ("tokens", "round_max_tokens", "truncated", "success_tokens", "success_rollouts")
 
 
 @dataclass
@@ -252,6 +253,9 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
         "regime": {k: float(v) for k, v in tr["regime"].items()},
         "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
+        # a length cell's token accounting (`train`): the token axis of the primary statistic and the
+        # step-time model read these
+        **{k: tr[k] for k in TOKEN_TRACE if k in tr},
         "seconds": time.perf_counter() - t0,
         "settings": run_settings(cfg, cell, method),
     }
