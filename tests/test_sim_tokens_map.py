@@ -1,0 +1,75 @@
+"""A length cell through the map: runs record tokens, the summary reads the primary statistic on the
+token axis with the same function, the map report shows it beside rollouts, and the tokens
+benchmark's renderer reads its result file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from adaptive_rollouts.experiments.gain_speedup import gain_speedup
+from adaptive_rollouts.experiments.regime_map import NULL, QUICK_MAP, run_map
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.token_summary import length_stats, token_comparison
+from adaptive_rollouts.reporting.map_report import write_map_report
+from adaptive_rollouts.reporting.tables import RENDERERS
+from adaptive_rollouts.reporting.token_tables import TOKENS, render_tokens
+from adaptive_rollouts.sim.regimes import Cell
+
+
+def _tiny_length_map():
+    return dataclasses.replace(
+        QUICK_MAP,
+        cells=[Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)],
+        methods=("uniform", NULL, "default"),
+        untuned=(NULL, "default"),
+        same_rate=("default",),
+        tune_seeds=(100,),
+        report_seeds=(0, 1),
+        paired_seeds=(0, 1),
+        steps=8,
+        n_test=30,
+        grad_var_every=0,
+        fingerprint_every=0,
+        max_extensions=6,
+        fractions=(0.5, 0.75, 0.9),
+        bootstrap=50,
+    )
+
+
+def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
+    cfg = _tiny_length_map()
+    result = run_map(cfg, tmp_path, progress=False)
+    cell = cfg.cells[0].key
+    lr = result["lr"][cell]["uniform"]
+    uni = [result["runs"][(cell, "uniform", s, lr)] for s in (0, 1)]
+    dft = [result["runs"][(cell, "default", s, lr)] for s in (0, 1)]
+    assert all(len(r["tokens"]) == cfg.steps for r in uni + dft)
+    write_map_report(result, tmp_path, plots=False)
+    data = json.loads((tmp_path / "map.json").read_text())["data"]
+    e = data["rows"][0]["methods"]["default"]
+    assert e["same_rate_token_gain_speedup"] == pytest.approx(gain_speedup(uni, dft, cfg.fractions, cost="tokens"))
+    lo, hi = e["same_rate_token_gain_ci90"]
+    assert lo <= e["same_rate_token_gain_speedup"] <= hi
+    text = (tmp_path / "map.md").read_text()
+    assert "Rollouts and tokens to target" in text
+
+    rows = [
+        {
+            "cell": cell,
+            "failure_ratio": 4.0,
+            "lr": lr,
+            "arms": {"default": token_comparison(uni, dft, cfg.fractions, resamples=20)},
+            "uniform_lengths": length_stats(uni),
+        }
+    ]
+    settings = {"seeds": [0, 1], "steps": cfg.steps, "tune_seeds": [100], "default_allocator": "saving-progressive"}
+    write_result(
+        tmp_path / TOKENS, {"rows": rows, **settings}, command="python benchmarks/tokens.py", settings=settings
+    )
+    block = render_tokens(tmp_path)
+    assert RENDERERS["tokens"] is render_tokens
+    assert cell in block and "tokens / rollouts" in block and "met in" in block
+    assert "Source: " in block or "results/tokens/tokens.json" in block
