@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         uni = _runs(result, cell.key, "uniform", lr, list(seeds))
         row = {"cell": cell.key, "failure_ratio": cell.failure_ratio, "lr": lr, "arms": {}}
         for arm in ARMS:
-            row["arms"][arm] = token_comparison(uni, _runs(result, cell.key, arm, lr, list(seeds)), cfg.fractions)
+            runs = _runs(result, cell.key, arm, lr, list(seeds))
+            row["arms"][arm] = token_comparison(uni, runs, cfg.fractions, cap=LengthModel().max_tokens)
         row["uniform_lengths"] = length_stats(uni)
         rows.append(row)
         print(cell.key, {a: round(row["arms"][a]["tokens_over_rollouts"], 3) for a in ARMS}, flush=True)

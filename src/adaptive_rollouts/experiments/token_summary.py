@@ -54,10 +54,16 @@ def _per_step_mean(runs: Sequence[dict], values: Any) -> float:
 
 
 def token_comparison(
-    uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS, resamples: int = 1000
+    uniform: Sequence[dict],
+    method: Sequence[dict],
+    fractions: Sequence[float] = FRACTIONS,
+    resamples: int = 1000,
+    cap: int | None = None,
 ) -> dict[str, Any]:
     """The method against Uniform (paired seed lists) on the rollout, token and synchronous-time axes
-    (`gain_speedup`, 90% paired-bootstrap intervals), per-step modelled times and rounds."""
+    (`gain_speedup`, 90% paired-bootstrap intervals), per-step modelled times, rounds and rollouts
+    per round; with the generation ``cap``, also the share of each arm's rounds whose longest rollout
+    ran to it (such a round lasts the full cap on a synchronous engine)."""
     u = [with_sync_time(r) for r in uniform]
     m = [with_sync_time(r) for r in method]
     out: dict[str, Any] = {}
@@ -84,5 +90,11 @@ def token_comparison(
     out["break_even_overhead"] = break_even_overhead(
         [s for r in m for s in r["round_max_tokens"]], [s for r in u for s in r["round_max_tokens"]]
     )
+    out["rollouts_per_round"] = float(sum(r["rollouts"][-1] for r in m) / sum(sum(step_rounds(r)) for r in m))
+    if cap is not None:
+        out["rounds_at_cap"] = {
+            name: float(np.mean([x >= cap for r in runs for step in r["round_max_tokens"] for x in step]))
+            for name, runs in (("method", m), ("uniform", u))
+        }
     out["lengths"] = length_stats(method)
     return out
