@@ -1,6 +1,6 @@
 """Tokens and modelled step time: the default and the null control against Uniform on the length cells.
 
-The length cells (`sim.regimes.TOKEN_CELLS`: failures on the hardest prompts 2x and 4x as long as
+The length cells (`sim.regimes.TOKEN_CELLS`: failures on the hardest prompts 2.5 and 4 times as long as
 successes, a cap at 8,192 tokens, lengths growing over training; `sim.lengths`) run through the saving
 map's protocol (`experiments.regime_map.run_map` with the saving map's settings: Uniform's rate tuned
 on the tune seeds, every other arm at Uniform's rate, paired seeds fixed here before the run). Per cell
@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         row["uniform_lengths"] = length_stats(uni)
         rows.append(row)
         print(cell.key, {a: round(row["arms"][a]["tokens_over_rollouts"], 3) for a in ARMS}, flush=True)
-    commits = sorted({r["commit"] for r in result["runs"].values()})
+    keys = {c.key for c in cells}
+    commits = sorted({r["commit"] for r in result["runs"].values() if r["cell"] in keys})
     settings = {
         "seeds": list(seeds),
         "cells": [c.key for c in cells],

@@ -104,7 +104,7 @@ def test_old_cells_keep_their_settings_and_their_committed_runs():
 def test_lengths_never_change_what_the_default_learns():
     base = _one_run(Cell("cold-start", dim=16, batch_prompts=32), "default", 1, 1.6, SAVING_MAP)
     long = _one_run(TOKEN_CELLS[1], "default", 1, 1.6, SAVING_MAP)
-    assert TOKEN_CELLS[1].key == "cold-start/d16-Q32-F2"
+    assert TOKEN_CELLS[1].key == "cold-start/d16-Q32-F2.5"
     assert long["accuracy"] == base["accuracy"] and long["rollouts"] == base["rollouts"]
     steps = len(long["rollouts"])
     assert len(long["round_max_tokens"]) == steps and all(1 <= len(r) <= 4 for r in long["round_max_tokens"])
