@@ -72,6 +72,7 @@ def render_tokens(root: Path) -> str:
     cont_met = sum(a["continuous_step_time_ratio"] <= 1.0 for a in default)
     n = len(default)
     lines = [
+        f"Runs at {', '.join(c[:10] for c in d.get('run_commits', [])) or 'the commit below'}; "
         f"{len(d['seeds'])} paired seeds, {d['steps']} steps, every arm at Uniform's rate (tuned on seeds "
         f"{d['tune_seeds']}), the default being `{d['default_allocator']}`. Measured lengths over Uniform's "
         "rollouts (tokens; cap 8,192):",
