@@ -54,7 +54,7 @@ from adaptive_rollouts.experiments.speedup import bootstrap_speedup, final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import TOKEN_TRACE, TrainConfig, train
 
 __all__ = [
     "MapConfig",
@@ -75,7 +75,6 @@ DEFAULT = "default"
 NULL = "uniform-rounds"  # null control: Uniform's allocation with independent sampling noise
 REPLICATE = "uniform-replicate"  # Uniform again, on the same problem instances with other sampling seeds
 REPLICATE_SEED_OFFSET = 1_000_003  # the replicate's sampling and batch-order seed: the run's seed + this
-TOKEN_TRACE = ("tokens", "round_max_tokens", "truncated", "success_tokens", "success_rollouts")
 
 
 @dataclass

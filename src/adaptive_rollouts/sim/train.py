@@ -26,7 +26,10 @@ from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 from adaptive_rollouts.types import Allocator
 
-__all__ = ["TrainConfig", "Simulator", "train"]
+__all__ = ["TrainConfig", "Simulator", "train", "TOKEN_TRACE"]
+
+TOKEN_TRACE = ("tokens", "round_max_tokens", "truncated", "success_tokens", "success_rollouts")
+"""The trace's token accounting, per step, recorded when the problem has a length model (see `train`)."""
 
 
 def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
@@ -92,7 +95,7 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
     tr["alloc_p"], tr["alloc_n"] = [], []
     length_model = problem.length_model
     if length_model is not None:
-        for k in ("tokens", "round_max_tokens", "truncated", "success_tokens", "success_rollouts"):
+        for k in TOKEN_TRACE:
             tr[k] = []
     total = total_tokens = 0
     for step in range(cfg.steps):
