@@ -73,3 +73,34 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
     assert RENDERERS["tokens"] is render_tokens
     assert cell in block and "tokens / rollouts" in block and "met in" in block
     assert "Source: " in block or "results/tokens/tokens.json" in block
+
+
+def test_committed_tokens_file_recomputes_from_its_run_records():
+    """Every number of results/tokens/tokens.json follows from the committed run records."""
+    from pathlib import Path
+
+    from adaptive_rollouts.experiments.map_records import read_run_records, records_path
+    from adaptive_rollouts.experiments.results import load_result
+    from adaptive_rollouts.sim.lengths import LengthModel
+
+    root = Path(__file__).resolve().parents[1]
+    data = load_result(root / TOKENS).data
+    records = read_run_records(records_path(root / TOKENS))
+    seeds = data["seeds"]
+    for row in data["rows"]:
+
+        def runs(method: str, row: dict = row) -> list[dict]:
+            by_seed = {
+                r["seed"]: r for r in records if (r["cell"], r["method"], r["lr"]) == (row["cell"], method, row["lr"])
+            }
+            return [by_seed[s] for s in seeds]
+
+        uni = runs("uniform")
+        assert length_stats(uni) == pytest.approx(row["uniform_lengths"], rel=1e-12)
+        for arm, saved in row["arms"].items():
+            again = token_comparison(uni, runs(arm), data["fractions"], cap=LengthModel().max_tokens)
+            for axis in ("rollouts", "tokens", "sync_time"):
+                assert again[axis]["speedup"] == pytest.approx(saved[axis]["speedup"], rel=1e-12)
+                assert again[axis]["ci90"] == pytest.approx(saved[axis]["ci90"], rel=1e-12)
+            assert again["sync_step_time"] == pytest.approx(saved["sync_step_time"], rel=1e-12)
+            assert again["continuous_step_time_ratio"] == pytest.approx(saved["continuous_step_time_ratio"], rel=1e-12)
