@@ -82,6 +82,7 @@ def test_token_comparison_on_known_runs():
     assert out["rounds_per_step"] == {"method": 2.0, "uniform": 1.0}
     assert out["break_even_overhead"] == pytest.approx(-10.0)
     assert out["rollouts_per_round"] == 2.5  # 20 rollouts in 8 rounds
+    assert out["round_time_ratio"] == 1.0  # every round of both lasts 10
     assert out["rounds_at_cap"] == {"method": 1.0, "uniform": 1.0}
     assert token_comparison([u], [m], resamples=10, cap=11)["rounds_at_cap"]["method"] == 0.0
     assert with_sync_time(m, round_overhead=1.0)["sync_time"] == [22.0, 44.0, 66.0, 88.0]

@@ -90,6 +90,10 @@ def token_comparison(
     out["break_even_overhead"] = break_even_overhead(
         [s for r in m for s in r["round_max_tokens"]], [s for r in u for s in r["round_max_tokens"]]
     )
+    # how long one of the method's rounds lasts against one of Uniform's (longest rollout per round)
+    out["round_time_ratio"] = (out["sync_step_time"]["method"] / out["rounds_per_step"]["method"]) / (
+        out["sync_step_time"]["uniform"] / out["rounds_per_step"]["uniform"]
+    )
     out["rollouts_per_round"] = float(sum(r["rollouts"][-1] for r in m) / sum(sum(step_rounds(r)) for r in m))
     if cap is not None:
         out["rounds_at_cap"] = {

@@ -60,6 +60,7 @@ def render_tokens(root: Path) -> str:
                     _ci(a["sync_time"]),
                     f"{a['rounds_per_step']['method']:.2f}",
                     f"{a['rollouts_per_round']:.0f}",
+                    f"{a['round_time_ratio']:.2f}" if "round_time_ratio" in a else "-",
                     f"{a['rounds_at_cap']['method']:.0%}" if "rounds_at_cap" in a else "-",
                     f"{a['sync_step_time']['ratio']:.2f}",
                     f"{a['continuous_step_time_ratio']:.2f}",
@@ -83,14 +84,15 @@ def render_tokens(root: Path) -> str:
         ),
         "",
         "Against Uniform: speedup to 50/75/90% of the gain on each axis (90% interval); rounds per step, "
-        "rollouts per round and the share of rounds whose longest rollout ran to the cap; "
+        "rollouts per round, how long a round lasts against Uniform's single round, and the share of rounds "
+        "whose longest rollout ran to the cap; "
         "modelled step time over Uniform's per step (synchronous: rounds x longest rollout; continuous "
         "batching: tokens / throughput); the overhead per round (token-times) below which the synchronous "
         "step is no slower than Uniform's:",
         "",
         *table(
             ["cell", "arm", "rollouts", "tokens", "tokens / rollouts", "sync time", "rounds / step"]
-            + ["rollouts / round", "rounds at the cap"]
+            + ["rollouts / round", "round / Uniform's round", "rounds at the cap"]
             + ["sync step / Uniform", "continuous step / Uniform", "break-even overhead"],
             body,
         ),
