@@ -48,7 +48,14 @@ def test_checkpoint_holds_allocator_state_and_resume_matches(tmp_path, caplog):
     resumed = trainer_at(tmp_path / "resumed")
     resumed.train(resume_from_checkpoint=str(folder))
     assert [c.tolist() for c in resumed.allocation_history] == [c.tolist() for c in full.allocation_history]
-    running = ("adaptive/rollouts_spent_total", "adaptive/budget_share_total", "adaptive/completion_tokens_total")
+    running = (
+        "adaptive/rollouts_spent_total",
+        "adaptive/budget_share_total",
+        "adaptive/completion_tokens_total",
+        "adaptive/tokens_spent_total",
+        "adaptive/tokens_saved_total",
+    )
+    assert state["totals"]["token_steps"] == 2 and state["totals"]["tokens_spent"] > 0
     for name in ("adaptive/count_max", "regime/revisits", "regime/zero_variance_fraction_mean", "loss", *running):
         assert logged(resumed, name) == pytest.approx(logged(full, name)[-len(logged(resumed, name)) :])
     ours, theirs = resumed.allocator.state_dict()["predictor"], full.allocator.state_dict()["predictor"]
@@ -79,6 +86,19 @@ def test_a_checkpoint_from_before_the_running_totals_loads_with_them_rebuilt(tmp
     assert "no running totals" in caplog.text
     name = "adaptive/rollouts_spent_total"
     assert logged(resumed, name) == logged(full, name) == [12.0, 24.0, 36.0, 48.0]  # rebuilt from the history
+
+    # written before the token totals: tokens_spent_total rebuilt from the completion tokens, saved restarts
+    caplog.clear()
+    before_tokens = {**state, "totals": {k: state["totals"][k] for k in ("steps", "rollouts_spent", "budget")}}
+    save_state(folder / STATE_FILE, before_tokens)
+    again = trainer_at(tmp_path / "again")
+    with caplog.at_level(logging.WARNING):
+        again.train(resume_from_checkpoint=str(folder))
+    assert "no token totals" in caplog.text
+    name = "adaptive/tokens_spent_total"
+    assert logged(again, name)[-2:] == pytest.approx(logged(full, name)[-2:])  # (the first two: TRL's log history)
+    saved = logged(full, "adaptive/tokens_saved")
+    assert logged(again, "adaptive/tokens_saved_total")[-2:] == pytest.approx(np.cumsum(saved[2:]).tolist())
 
     save_state(folder / STATE_FILE, {**state, "totals": {"steps": 2, "rollouts_spent": 30, "budget": 24}})
     with pytest.raises(ValueError, match="rollouts_spent 30 exceeds budget 24"):

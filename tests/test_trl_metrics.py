@@ -86,3 +86,29 @@ def test_allocator_without_metrics_still_gets_the_standard_set(tmp_path):
     assert logged(trainer, "adaptive/num_prompts") == [3.0] * 4
     assert logged(trainer, "adaptive/count_min") == [4.0] * 4
     assert logged(trainer, "regime/revisits") == [0.0, 0.0, 3.0, 6.0]  # 6 prompts, 3 per step: epoch 2 revisits
+
+
+def test_token_metrics_are_the_completion_lengths_of_the_rollouts_generated(tmp_path):
+    """Each round hands the step every rollout's completion length (tokens the model generated):
+    ``adaptive/tokens_spent`` is the completion tokens of the step's rollouts (the completion mask of
+    the batch), ``tokens_saved`` the hand-computed estimate against Uniform's 4 per prompt, and the
+    running totals add them up."""
+    allocator = Skewed()
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, reward=reward_length, allocator=allocator)
+    cap = Capture(trainer)
+    trainer.train()
+    assert trainer.adaptive_step.max_length == trainer.args.max_completion_length
+    spent, saved = logged(trainer, "adaptive/tokens_spent"), logged(trainer, "adaptive/tokens_saved")
+    assert len(spent) == len(cap.outputs) == 2
+    for step, out in enumerate(cap.outputs):
+        assert spent[step] == out["completion_mask"].sum().item()
+        first, second = allocator.answers[step]
+        a, b = first.lengths, second.lengths  # the Draws the allocator got, lengths per asked prompt
+        lengths = [np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), a[2]]
+        assert [len(g) for g in lengths] == [9, 2, 1]
+        assert spent[step] == sum(int(g.sum()) for g in lengths)
+        want = sum((4 - len(g)) * g.mean() for g in lengths)  # Uniform: 12 rollouts over 3 prompts
+        assert saved[step] == pytest.approx(want)
+    assert logged(trainer, "adaptive/tokens_spent_total") == pytest.approx(np.cumsum(spent).tolist())
+    assert logged(trainer, "adaptive/tokens_saved_total") == pytest.approx(np.cumsum(saved).tolist())
+    assert spent == logged(trainer, "adaptive/completion_tokens")  # in TRL every rollout spent is trained on

@@ -27,6 +27,11 @@ Keys (all JSON-able; `allocation_histogram` has int keys, which JSON turns into 
 | brier | mean over rollouts of (predicted p - reward)^2 (graded rewards: squared error) |
 | brier_group | mean over non-skipped groups of (predicted p - group mean reward)^2 |
 | allocator_seconds | seconds the allocator itself spent (sampling excluded; `clock.AllocatorClock`) |
+| tokens_spent | completion tokens of every rollout generated (only when ``sample`` gave lengths; `token_metrics`) |
+| tokens_saved | an estimate of the tokens Uniform would have spent beyond them (`token_metrics`) |
+
+The two token keys are there only when every rollout of the step came with its completion length
+(`types.Draw`); without lengths the dict is the same as before they existed.
 
 The predictor-quality four are None when no prediction is given, or when it is the same for every
 prompt of the step (a prior: nothing learned about them yet); ``allocator_seconds`` when no time is.
@@ -54,9 +59,10 @@ import numpy as np
 
 from .checks.rewards import ZERO_VARIANCE_TOL, all_equal, group_extremes
 from .checks.validation import check_rewards_flat
+from .solvers.split import equal_split
 from .types import Prediction, Prompt
 
-__all__ = ["DEPRECATED_NAMES", "PREDICTION_KEYS", "StepMetrics", "step_metrics", "group_has_signal"]
+__all__ = ["DEPRECATED_NAMES", "PREDICTION_KEYS", "StepMetrics", "step_metrics", "group_has_signal", "token_metrics"]
 
 PREDICTION_KEYS = ("predicted_success", "observed_success", "brier", "brier_group")
 """What only an allocator that predicts can report: the quality of its prediction."""
@@ -179,3 +185,34 @@ def step_metrics(
             group_means = total[used] / counts[used]
             out["brier_group"] = float(np.mean((mean[used] - group_means) ** 2))
     return out
+
+
+def token_metrics(lengths: Sequence[np.ndarray], budget: int | None) -> dict[str, Any]:
+    """``tokens_spent`` and ``tokens_saved`` of a step whose prompt q generated ``n_q = len(lengths[q])``
+    rollouts of completion lengths ``lengths[q]`` (tokens), out of a budget C.
+
+    tokens_spent = sum_q sum_j lengths[q][j], measured.
+
+    tokens_saved = sum_q (u_q - n_q) L_q, an *estimate*: u = Uniform's counts for the same budget
+    (``floor(C / Q)`` each, the first ``C mod Q`` prompts one more; `solvers.equal_split`), L_q the
+    mean length of prompt q's rollouts in this step, or, for a prompt with none (skipped), the mean
+    length over all rollouts of the step. The rollouts Uniform would have generated and this step
+    did not are priced at what this step's rollouts of the same prompt cost; a prompt given more than
+    Uniform's count adds its extra tokens as negative savings, so a "fill" allocator that moves
+    rollouts to shorter prompts saves tokens without saving rollouts. Its rollout part,
+    sum_q (u_q - n_q), is ``rollouts_saved``. None without a budget, or when nothing was generated
+    (no length to price the rollouts not generated).
+
+    >>> m = token_metrics([np.array([100, 300]), np.array([], dtype=int), np.array([50, 50, 50, 50])], 9)
+    >>> m["tokens_spent"], m["tokens_saved"]  # Uniform: 3 each; 1 x 200 + 3 x 100 (step mean) - 1 x 50
+    (600, 450.0)
+    """
+    sizes = np.array([len(g) for g in lengths], dtype=np.int64)
+    totals = np.array([float(np.sum(g)) for g in lengths])
+    spent = int(totals.sum())
+    saved = None
+    if budget is not None and sizes.sum() > 0:
+        step_mean = totals.sum() / sizes.sum()
+        per_rollout = np.where(sizes > 0, totals / np.maximum(sizes, 1), step_mean)
+        saved = float(np.dot(equal_split(int(budget), len(lengths)) - sizes, per_rollout))
+    return {"tokens_spent": spent, "tokens_saved": saved}

@@ -24,27 +24,51 @@ rollouts (reported as skipped), so a trainer trains on fewer rollouts than C."""
 
 
 class Draw(list):
-    """The answer of a ``sample`` call when some rollouts could not be scored (TRL: every reward
-    function returned None; verl: a failed session): the list of per-prompt scored rewards (so code
-    that reads it as a plain list keeps working) plus ``unscored[i]``, how many rollouts of the i-th
-    requested prompt were generated but have no reward (``len(draw[i]) + unscored[i]`` = the count
-    asked). Unscored rollouts are spent (they count against the budget) but are never observations.
+    """The answer of a ``sample`` call that says more than the rewards: the list of per-prompt scored
+    rewards (so code that reads it as a plain list keeps working), plus
+
+    - ``unscored[i]``: how many rollouts of the i-th requested prompt were generated but have no reward
+      (TRL: every reward function returned None; verl: a failed session); ``len(draw[i]) +
+      unscored[i]`` = the count asked. Unscored rollouts are spent (they count against the budget)
+      but are never observations;
+    - ``lengths`` (optional): one 1-D int array per requested prompt, the completion length in tokens
+      of every rollout generated for it: the scored ones first (``len(draw[i])`` entries, in the order
+      of the rewards), then the unscored ones (``unscored[i]`` entries). None for a prompt (or for the
+      whole draw) whose lengths are unknown: then rollouts are counted, as for a plain list.
+
+    `with_lengths` builds one whose rollouts are all scored.
 
     >>> import numpy as np
     >>> d = Draw([np.ones(2), np.zeros(0)], [1, 3])
-    >>> len(d), d.unscored.tolist()
-    (2, [1, 3])
+    >>> len(d), d.unscored.tolist(), d.lengths
+    (2, [1, 3], None)
+    >>> d = Draw.with_lengths([np.array([1.0, 0.0])], [[120, 512]])
+    >>> d.unscored.tolist(), d.lengths
+    ([0], [[120, 512]])
     """
 
-    def __init__(self, rewards: Sequence[np.ndarray], unscored: Sequence[int] | np.ndarray):
+    def __init__(
+        self,
+        rewards: Sequence[np.ndarray],
+        unscored: Sequence[int] | np.ndarray,
+        lengths: Sequence[Any] | None = None,
+    ):
         super().__init__(rewards)
         self.unscored = np.asarray(unscored)
+        self.lengths: list[Any] | None = None if lengths is None else list(lengths)  # checked where it is read
+
+    @classmethod
+    def with_lengths(cls, rewards: Sequence[np.ndarray], lengths: Sequence[Any]) -> Draw:
+        """Every rollout scored (``rewards[i]``), with its completion length (``lengths[i]``, one entry
+        per reward, same order)."""
+        rewards = list(rewards)
+        return cls(rewards, np.zeros(len(rewards), dtype=np.int64), lengths)
 
 
 SampleFn = Callable[[np.ndarray, np.ndarray], Rewards | Draw]
 """sample(indices, counts) generates counts[i] more rollouts for prompts[indices[i]] and
 returns their rewards, one 1-D array of length counts[i] per entry, or a `Draw` when some of them
-could not be scored."""
+could not be scored or when it knows their completion lengths (tokens)."""
 
 
 class Prediction(NamedTuple):

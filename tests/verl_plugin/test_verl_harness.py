@@ -39,6 +39,10 @@ def test_single_shot_vip_on_row_keys_with_this_steps_metrics(run):
         assert m["adaptive/mean_reward"] == pytest.approx(np.mean(scores))
         assert m["adaptive/count_max"] == max(len(g) for g in groups.values())
         assert "regime/zero_variance_fraction" in m
+        # every rollout's completion tokens (its response mask): here each answer is 3 tokens
+        assert m["adaptive/tokens_spent"] == sum(r["loss_tokens"] for g in groups.values() for r in g) == 48
+        assert m["adaptive/tokens_saved"] == 0.0  # a "fill" allocator on equal lengths saves none
+        assert m["adaptive/tokens_spent_total"] == 48 * step
     # after one epoch VIP knows q0 (p=0) never succeeds: by step 3 counts are uneven
     assert len({len(g) for g in rows_by_uid(trainer.actor_rollout_wg.updates[2]).values()}) > 1
 
@@ -83,6 +87,10 @@ def test_failed_session_single_shot_trains_the_rest_and_pads(run):
     pad = [r for r in update["rows"] if r["padding"]]
     assert len(real) == 15 and len(pad) == 1  # verl pads to its batch multiple
     assert pad[0]["advantage"] == 0.0
+    assert m["adaptive/tokens_spent"] == sum(r["loss_tokens"] for r in real) == 45  # the failed session: 0 tokens
+    # against Uniform's 4 each: q0's 4 extra rollouts cost 3 tokens each, the skipped q3's 4 are
+    # priced at the step's mean, 45 / 16 (q1 and q2 got Uniform's count)
+    assert m["adaptive/tokens_saved"] == pytest.approx(-4 * 3 + 4 * 45 / 16)
 
 
 def test_failed_session_progressive_is_redispatched(run):
@@ -120,7 +128,10 @@ def test_multi_turn_tool_agent_one_reward_per_session(run):
     update = trainer.actor_rollout_wg.updates[0]
     rows = [r for r in update["rows"] if not r["padding"]]
     assert len(rows) == 32  # two outputs (turns) per session, 16 sessions
-    assert step_metrics(logged, 1)["adaptive/rollouts_spent"] == 16
+    m = step_metrics(logged, 1)
+    assert m["adaptive/rollouts_spent"] == 16
+    # a session's completion tokens: the model's tokens of both its outputs (the tool result masked out)
+    assert m["adaptive/tokens_spent"] == sum(r["loss_tokens"] for r in rows) == 16 * 6
     sessions = {}
     for r in rows:
         round_uid, s, _ = r["key"].rsplit("_", 2)  # a round's uid; r["uid"] is the prompt's
@@ -220,6 +231,7 @@ def test_save_resume_matches_uninterrupted_and_state_precedes_completion(run, tm
     assert len(resumed.actor_rollout_wg.updates) == 2  # steps 3 and 4
     assert H.trained_counts(full.actor_rollout_wg)[2:] == H.trained_counts(resumed.actor_rollout_wg)
     spending = ["rollouts_spent", "rollouts_saved", "skipped", "trained_rows", "padding_rows", "response_tokens"]
+    spending += ["tokens_spent", "tokens_saved", "tokens_spent_total", "tokens_saved_total", "rollouts_spent_total"]
     for step in (3, 4):  # what the resumed steps spent, saved, skipped and padded is the uninterrupted run's
         expected, got = step_metrics(full_log, step), step_metrics(resumed_log, step)
         assert [got["adaptive/" + k] for k in spending] == [expected["adaptive/" + k] for k in spending]

@@ -288,3 +288,13 @@ def test_rekeyed_loader_keeps_verls_order_and_works_with_worker_processes():
     keys = [k for b in batches for k in b[W.KEY_FIELD]]
     assert sorted(keys) == sorted(f"toy.parquet#{i}" for i in range(8))
     assert pickle.loads(pickle.dumps(dataset))[2][W.KEY_FIELD] == "toy.parquet#2"
+
+
+def test_session_lengths_sum_each_sessions_outputs_and_check_each_output():
+    keys = ["u1_0_0", "u1_0_1", "u1_1_0", "u2_0_0"]
+    got = R.group_sessions(keys, [0.0, 1.0, 0.0, 0.5], [3, 4, 5, 16])
+    assert got.lengths_of("u1") == [7, 5] and got.output_lengths("u1") == [3, 4, 5]
+    assert R.session_lengths(got, ["u1", "u2", "none"], ["a", "b", "c"], maximum=16) == [[7, 5], [16], []]
+    with pytest.raises(ValueError, match=r"lengths of prompt 1 \('b'\) must be <= the configured maximum 15, got 16"):
+        R.session_lengths(got, ["u1", "u2"], ["a", "b"], maximum=15)
+    assert R.group_sessions(keys, [0.0, 1.0, 0.0, 0.5]).lengths_of("u1") is None  # not read: rollouts counted

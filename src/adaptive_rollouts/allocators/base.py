@@ -30,12 +30,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..checks.lengths import LengthsNotice, check_lengths, lengths_state
 from ..checks.validation import budget_span, check_budget, check_feasible, check_prompts, check_rewards_flat
-from ..metrics import step_metrics
+from ..metrics import step_metrics, token_metrics
 from ..state import check_savable_keys, describe
 from ..state.checks import restore_on_error
-from ..types import AllocatorKind, Plan, Prediction, Prompt, Rewards, SampleFn, StateDict
-from .collector import RolloutCollector
+from ..types import AllocatorKind, Draw, Plan, Prediction, Prompt, Rewards, SampleFn, StateDict
+from .collector import RolloutCollector, _checked_unscored
 
 __all__ = [
     "BaseAllocator",
@@ -74,6 +75,8 @@ class BaseAllocator:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.last_metrics: dict[str, Any] | None = None
+        # says once per run that a step's lengths were partly missing (shared with `bridge.TrainerStep`)
+        self.lengths_notice = LengthsNotice()
 
     # -- budget ---------------------------------------------------------------------------------
     @contextmanager
@@ -218,9 +221,25 @@ class BaseAllocator:
         self.last_metrics = step_metrics(
             prompts, collector.scored, rewards, prediction, wall, budget=budget, generated=collector.counts
         )
+        self.last_metrics.update(self._token_values(collector.lengths(), collector.lengths_partial, budget))
         if extra:
             self.last_metrics.update(extra)
         return rewards
+
+    def _token_values(self, lengths: list[np.ndarray] | None, partial: bool, budget: int | None) -> dict[str, Any]:
+        """`metrics.token_metrics` of the step when every rollout came with its length (nothing
+        otherwise; a step with lengths for only some rollouts says so once, `LengthsNotice`). A "fill"
+        allocator that was not told its budget spent exactly it."""
+        if partial:
+            notice = getattr(self, "lengths_notice", None)
+            if not isinstance(notice, LengthsNotice):
+                notice = self.lengths_notice = LengthsNotice()
+            notice.say(f"{type(self).__name__}.run")
+        if lengths is None:
+            return {}
+        if budget is None and self.kind == "fill":
+            budget = int(sum(len(g) for g in lengths))
+        return token_metrics(lengths, budget)
 
     def _add_metrics(self, extra: dict[str, Any]) -> None:
         """Extend this step's `last_metrics` (set by the step that just ran)."""
@@ -251,7 +270,9 @@ class SingleShotAllocator(BaseAllocator):
     def observe(self, plan: Plan | Sequence[Prompt], rewards: Sequence[np.ndarray]) -> None:
         """Learn from this step's rewards (one array per prompt, its length the rollouts scored) and
         set `last_metrics`. ``plan`` is the `Plan` they were drawn for (its prediction, budget and
-        planning time enter the metrics), or the prompts alone."""
+        planning time enter the metrics), or the prompts alone. ``rewards`` may be a `Draw` with
+        each rollout's completion length (``lengths``; then ``tokens_spent`` / ``tokens_saved`` enter
+        the metrics) and its ``unscored`` rollouts."""
         with self._restoring_state():
             start = time.perf_counter()
             if not isinstance(plan, Plan):
@@ -259,11 +280,29 @@ class SingleShotAllocator(BaseAllocator):
             checked, flat, sizes = check_rewards_flat(plan.prompts, rewards)
             assert checked is not None
             self._check_storable(plan.prompts)
+            lengths: list[np.ndarray | None] = [None] * len(plan.prompts)
+            if isinstance(rewards, Draw) and rewards.lengths is not None:
+                room = (
+                    plan.counts - sizes
+                    if plan.counts.shape == sizes.shape
+                    else np.full(sizes.shape, np.iinfo(np.int64).max)
+                )
+                unscored = _checked_unscored(rewards.unscored, room, plan.prompts)
+                lengths = check_lengths(plan.prompts, rewards.lengths, sizes + unscored, source="observe(...)")
             spent = int(plan.counts.sum()) if plan.budget >= 0 else int(sizes.sum())
-            self._observe_checked(plan, checked, flat, start, spent)
+            state = lengths_state(lengths)
+            known = [g for g in lengths if g is not None] if state == "complete" else None
+            self._observe_checked(plan, checked, flat, start, spent, known, state == "partial")
 
     def _observe_checked(
-        self, plan: Plan, rewards: list[np.ndarray], flat: np.ndarray | None, start: float, spent: int
+        self,
+        plan: Plan,
+        rewards: list[np.ndarray],
+        flat: np.ndarray | None,
+        start: float,
+        spent: int,
+        lengths: list[np.ndarray] | None = None,
+        lengths_partial: bool = False,
     ) -> None:
         """`observe` on input already checked (by `observe`, or by the collector inside `run`)."""
         self._observe(plan.prompts, rewards)
@@ -275,6 +314,7 @@ class SingleShotAllocator(BaseAllocator):
         self.last_metrics = step_metrics(
             plan.prompts, counts, rewards, plan.prediction, wall, flat=flat, budget=budget, spent=spent, generated=made
         )
+        self.last_metrics.update(self._token_values(lengths, lengths_partial, budget))
 
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         plan = self.plan(prompts, budget)
@@ -282,7 +322,10 @@ class SingleShotAllocator(BaseAllocator):
         collector.draw(plan.counts)  # plan.counts: what was generated, so unscored ones are not "skipped"
         start = time.perf_counter()
         rewards = collector.rewards()
-        self._observe_checked(plan, rewards, collector.flat(), start, int(collector.counts.sum()))
+        spent = int(collector.counts.sum())
+        self._observe_checked(
+            plan, rewards, collector.flat(), start, spent, collector.lengths(), collector.lengths_partial
+        )
         return rewards
 
     def _predict(self, prompts: list) -> Prediction | None:

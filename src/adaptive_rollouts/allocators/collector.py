@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..checks.lengths import check_lengths, lengths_state
 from ..checks.validation import check_rewards_flat
 from ..clock import AllocatorClock
 from ..types import Draw, Prompt, Rewards, SampleFn
@@ -38,6 +39,10 @@ class RolloutCollector:
     rollouts were left unscored. Such rollouts are spent (`counts`, the budget) but are not
     observations (`scored`, `unscored`): allocators learn from the rewards only, never from a
     made-up 0. A plain list answer must hold exactly the rewards asked for.
+
+    A `Draw` may also carry each rollout's completion length (``lengths``, checked by
+    `checks.lengths.check_lengths`); `lengths` gives them per prompt over every round, or None when
+    some rollout's length is unknown (`lengths_partial` says whether some were known).
     """
 
     def __init__(self, prompts: Sequence[Prompt], sample: SampleFn, clock: AllocatorClock | None = None):
@@ -46,6 +51,7 @@ class RolloutCollector:
         self.counts = np.zeros(len(self.prompts), dtype=np.int64)
         self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
         self._draws: list[tuple[np.ndarray, list[np.ndarray], np.ndarray]] = []
+        self._lengths: list[list[np.ndarray | None]] = []  # per draw, one group per asked prompt (or None)
         self.clock = AllocatorClock() if clock is None else clock  # sampling is paused time
 
     @property
@@ -68,12 +74,16 @@ class RolloutCollector:
         sub_prompts = self.prompts if everyone else [self.prompts[i] for i in indices.tolist()]
         asked = increments[indices]
         unscored = np.zeros(indices.size, dtype=np.int64)
+        lengths = None
         if isinstance(answer, Draw):
             unscored = _checked_unscored(answer.unscored, asked, sub_prompts)
+            lengths = answer.lengths
             answer = list(answer)
         groups, flat, _ = check_rewards_flat(sub_prompts, answer, asked - unscored, source="sample(...)")
         assert groups is not None
+        checked = check_lengths(sub_prompts, lengths, asked, source="sample(...)")
         self._draws.append((indices, groups, flat))
+        self._lengths.append(checked)
         self.counts[indices] += asked
         self.unscored[indices] += unscored
 
@@ -91,6 +101,32 @@ class RolloutCollector:
             for i, g in zip(indices.tolist(), groups):
                 parts[i].append(g)
         return [np.concatenate(g) if len(g) > 1 else g[0] if g else np.zeros(0) for g in parts]
+
+    def _length_groups(self) -> list[np.ndarray | None]:
+        return [g for draw in self._lengths for g in draw]
+
+    @property
+    def lengths_partial(self) -> bool:
+        """Whether this step's lengths are known for some rollouts and not for others
+        (`checks.lengths.lengths_state`): its tokens cannot be counted."""
+        return lengths_state(self._length_groups()) == "partial"
+
+    def lengths(self) -> list[np.ndarray] | None:
+        """Each prompt's completion lengths over every draw: those of its scored rollouts in the order
+        of `rewards`, then those of its unscored ones (an empty array for a prompt never drawn). None
+        unless every rollout drawn has a length (no draw at all: None)."""
+        if not self._lengths or lengths_state(self._length_groups()) != "complete":
+            return None
+        scored: list[list[np.ndarray]] = [[] for _ in self.prompts]
+        unscored: list[list[np.ndarray]] = [[] for _ in self.prompts]
+        for (indices, groups, _), lengths in zip(self._draws, self._lengths):
+            for i, g, length in zip(indices.tolist(), groups, lengths):
+                assert length is not None
+                scored[i].append(length[: g.size])
+                unscored[i].append(length[g.size :])
+        return [
+            np.concatenate([*a, *b]).astype(np.int64) if a else np.zeros(0, np.int64) for a, b in zip(scored, unscored)
+        ]
 
     def flat(self) -> np.ndarray | None:
         """All rewards in prompt order, when that is how they were drawn (one draw for everyone)."""

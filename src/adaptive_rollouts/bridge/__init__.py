@@ -12,15 +12,16 @@ A trainer plug-in adapts its framework's hooks and calls, for everything else, t
    allocator's success signal (`scored_draw`), holds the counts to the allocator's kind
    (`check_counts` / `check_spent`), times the allocator, runs the ``policy_features`` pass for an
    allocator that reads it, and returns a `StepResult`: counts, successes, raw rewards, unscored,
-   rounds, allocator seconds, the metrics (computed once), the regime fingerprints and the running
-   totals; `StepResult.log` is what the trainer logs;
+   rounds, allocator seconds, the metrics (computed once; ``tokens_spent`` / ``tokens_saved`` when
+   ``generate`` answers with completion lengths, `Generated`), the regime fingerprints and the
+   running totals; `StepResult.log` is what the trainer logs;
 4. `step_values` / `step_log` (`logs`): the standard metrics and log of counts and successes a
    trainer already has (what `TrainerStep` computes for an allocator without ``last_metrics``).
 """
 
 from __future__ import annotations
 
-from .book import PerPrompt, RoundFn, RoundIncomplete, RunningTotals, StepBook
+from .book import Generated, PerPrompt, RoundFn, RoundIncomplete, RunningTotals, StepBook
 from .build import (
     DEFAULT_NAMES,
     OptionsError,
@@ -47,6 +48,7 @@ from .steps import (
 
 __all__ = [
     "DEFAULT_NAMES",
+    "Generated",
     "NOT_LOGGED",
     "PerPrompt",
     "PlannedStep",

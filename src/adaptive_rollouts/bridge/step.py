@@ -6,7 +6,11 @@ prompt keys, the budget and one callable of its own that plays a *round*:
     generate(indices, counts) -> one group of raw rewards per asked prompt
 
 (``counts[j]`` new rollouts of ``keys[indices[j]]``, scored by the trainer's reward; None / NaN: a
-rollout nobody could score; a group shorter than asked: the rest failed, spent without a reward).
+rollout nobody could score; a group shorter than asked: the rest failed, spent without a reward),
+or a `book.Generated` of those groups and each rollout's completion length in tokens, which the step
+checks (`checks.lengths.check_lengths`, at most ``max_length``), hands to the allocator in its
+`types.Draw` and turns into ``tokens_spent`` / ``tokens_saved`` (`metrics.token_metrics`) and their
+running totals.
 `TrainerStep.run` then owns everything between the trainer and the allocator: the allocator's
 ``sample`` around ``generate`` (each request checked, refused before anything is generated when it
 would pass the budget), the rewards mapped to successes in [0, 1] a round at a time, the counts,
@@ -35,13 +39,15 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.checks.lengths import LengthsNotice
+from adaptive_rollouts.checks.validation import check_integer
 from adaptive_rollouts.clock import AllocatorClock
 from adaptive_rollouts.fingerprints import RegimeTracker
-from adaptive_rollouts.metrics import step_metrics
+from adaptive_rollouts.metrics import step_metrics, token_metrics
 from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Draw, PolicyAware, ReportsMetrics, allocator_kind
 
-from .book import RoundFn, RoundIncomplete, RunningTotals, StepBook
+from .book import Generated, RoundFn, RoundIncomplete, RunningTotals, StepBook
 from .logs import scalar
 from .steps import check_counts, check_request, check_spent, plan_or_prompts
 
@@ -49,6 +55,9 @@ __all__ = ["NOT_LOGGED", "PlannedStep", "StepResult", "TrainerStep", "check_poli
 
 INCOMPLETE_KEYS = ("num_prompts", "rollouts_spent", "unscored", "budget", "rollouts_saved", "skipped")
 """What an incomplete step (`RoundIncomplete`) reports: what it spent, not statistics of cut groups."""
+
+TOKEN_KEYS = ("tokens_spent", "tokens_saved")
+"""What a step with completion lengths adds (`metrics.token_metrics`), computed by the step for every allocator."""
 
 NOT_LOGGED = ("budget",)
 """Step values that are the trainer's own setting, the same every step: kept in `StepResult.values`,
@@ -137,7 +146,8 @@ class TrainerStep:
     ``policy_features(prompts) -> [Q, width]``: the policy's view of each prompt, given to an
     allocator that offers ``observe_policy`` (`types.PolicyAware`) once per step before it
     allocates; for any other allocator it is never called. ``totals``: the running totals (restored
-    from a checkpoint by the trainer)."""
+    from a checkpoint by the trainer). ``max_length``: the trainer's largest completion length in
+    tokens (TRL's ``max_completion_length``), which no rollout's length may pass (None: no limit)."""
 
     def __init__(
         self,
@@ -147,6 +157,7 @@ class TrainerStep:
         regime: RegimeTracker | None = None,
         policy_features: Callable[[Sequence[Any]], Any] | None = None,
         totals: RunningTotals | None = None,
+        max_length: int | None = None,
     ):
         self.allocator = allocator
         self.kind = allocator_kind(allocator)
@@ -154,6 +165,10 @@ class TrainerStep:
         self.regime = RegimeTracker() if regime is None else regime
         self.policy_features = policy_features
         self.totals = RunningTotals() if totals is None else totals
+        self.max_length = None if max_length is None else check_integer(max_length, "max_length", least=1)
+        # one notice for the run: the allocator's own when it has one, so partly missing lengths are said once
+        notice = getattr(allocator, "lengths_notice", None)
+        self.lengths_notice = notice if isinstance(notice, LengthsNotice) else LengthsNotice()
         self._width: int | None = None
         self.who = f"allocator {type(allocator).__name__}"
 
@@ -198,9 +213,9 @@ class TrainerStep:
                     raws = generate(idx, cnt)
                 except RoundIncomplete as err:
                     if err.raws is not None:
-                        book.add(idx, err.raws, cnt)
+                        book.add(idx, err.raws, cnt, self.max_length)
                     raise
-                return book.add(idx, raws, cnt)
+                return book.add(idx, raws, cnt, self.max_length)
 
         incomplete = False
         with clock.running():
@@ -224,13 +239,16 @@ class TrainerStep:
         counts = check_counts(plan, len(keys), budget, self.kind, self.who)
         return PlannedStep(keys, budget, plan_or_prompts(plan, keys), counts, clock, policy_seconds, began)
 
-    def observe(self, planned: PlannedStep, raws: Sequence[Any], book: StepBook | None = None) -> StepResult:
-        """The planned step's raw rewards (one group per prompt, at most its count) to ``observe``."""
+    def observe(
+        self, planned: PlannedStep, raws: Sequence[Any] | Generated, book: StepBook | None = None
+    ) -> StepResult:
+        """The planned step's raw rewards (one group per prompt, at most its count; or a `Generated`
+        with their completion lengths) to ``observe`` (a `types.Draw` with the lengths, when given)."""
         book = StepBook(planned.keys, signal=self.signal) if book is None else book
         book.reserve(np.arange(len(planned.keys)), planned.counts, planned.budget, self.who)
-        book.add(np.arange(len(planned.keys)), raws, planned.counts)
+        book.add(np.arange(len(planned.keys)), raws, planned.counts, self.max_length)
         with planned.clock.running():
-            self.allocator.observe(planned.plan, book.successes())
+            self.allocator.observe(planned.plan, book.draw())
         wall = time.perf_counter() - planned.began
         return self._result(book, planned.budget, planned.clock.seconds, planned.policy_seconds, False, wall)
 
@@ -260,6 +278,13 @@ class TrainerStep:
             values = dict(step_metrics(book.prompts, scored, successes, budget=budget, generated=book.requested))
         if incomplete:  # the groups are cut short: what was spent, not statistics of unfinished groups
             values = {k: values[k] for k in INCOMPLETE_KEYS}
+        for name in TOKEN_KEYS:  # the step's own count below, the same for every allocator
+            values.pop(name, None)
+        if book.lengths_partial:
+            self.lengths_notice.say(f"the step of {self.who}")
+        lengths = book.lengths()
+        tokens = None if lengths is None else token_metrics(lengths, budget)
+        values.update(tokens or {})
         spent = int(book.requested.sum())
         values["budget"], values["rollouts_saved"] = budget, budget - spent  # the step's, whatever the allocator knew
         values["allocator_seconds"] = seconds  # the trainer's clock: one measure for every allocator
@@ -269,7 +294,7 @@ class TrainerStep:
             values["policy_seconds"] = policy_seconds
             values["policy_share"] = min(1.0, policy_seconds / wall) if wall > 0 else 0.0  # of the step's time
         self.regime.update(book.prompts, successes)  # one tracker, one signal: what the allocator saw
-        self.totals.add(spent, budget)
+        self.totals.add(spent, budget, tokens)
         return StepResult(
             keys=book.prompts,
             budget=budget,

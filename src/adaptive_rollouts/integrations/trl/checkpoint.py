@@ -4,9 +4,12 @@
 safetensors, the rest as JSON in its header; no pickle) holds the allocator's ``state_dict()`` (its
 predictor, e.g. VIP's GP, its random generator and history), the `SuccessSignal` (the reward range
 seen in auto mode), the `RegimeTracker`, the allocation history, the allocator time and the running
-totals (`bridge.RunningTotals`, the completion tokens trained on). A checkpoint written before the
-running totals existed loads: its rollout totals are rebuilt from the history and the budget (exact:
-TRL's budget is the same every step) and the token total restarts at 0, with a warning.
+totals (`bridge.RunningTotals`: rollouts and tokens spent and saved; the completion tokens trained
+on). A checkpoint written before the running totals existed loads: its rollout totals are rebuilt
+from the history and the budget (exact: TRL's budget is the same every step) and the token totals
+restart at 0, with a warning. One written before the token totals (``tokens_spent`` /
+``tokens_saved``) loads with ``tokens_spent`` rebuilt from its completion tokens trained on (the
+same rollouts in TRL) and ``tokens_saved`` restarting at 0, with a warning.
 ``adaptive_rollouts.json`` next to it is a readable summary (what is inside, for which step).
 `ResumableRepeatSampler` keeps the data order of a resumed run equal to an uninterrupted one.
 """
@@ -133,6 +136,14 @@ def load_trainer_state(trainer: Any, folder: str) -> bool:
         tokens = state.get("tokens_total")
         if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 0:
             raise ValueError(f"{path}: entry 'tokens_total' must be an integer >= 0, got {tokens!r}")
+        if isinstance(totals, dict) and "token_steps" not in totals:  # written before the token totals
+            stepped = sum(1 for counts in history if counts.sum() > 0)  # steps that generated (and counted) tokens
+            totals = {**totals, "token_steps": stepped, "tokens_spent": int(tokens), "tokens_saved": 0.0}
+            logger.warning(
+                "%s has no token totals (older format): tokens_spent_total rebuilt from its completion tokens, "
+                "tokens_saved_total restarts at 0",
+                path,
+            )
     else:  # written before the running totals: rebuilt from the history (TRL's budget is fixed)
         budget = int(trainer.args.generation_batch_size)
         spent = int(sum(int(c.sum()) for c in history))

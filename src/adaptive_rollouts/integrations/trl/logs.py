@@ -5,9 +5,10 @@
 - `LogsMixin._fix_logs`: the replay ran with groups of one; the logged advantages and
   ``frac_reward_zero_std`` are put back for the true groups;
 - `LogsMixin._log_allocation`: the step's log (`bridge.StepResult.log`: one name per quantity under
-  ``adaptive/``, the running totals, the regime fingerprints under ``regime/``, plus what only this
-  trainer knows: ``padding_unused``, ``padding_rows``, ``completion_tokens``,
-  ``completion_tokens_total``, ``empty_step``), on every process. The key list: docs/trl.md.
+  ``adaptive/``, the running totals, ``tokens_spent`` / ``tokens_saved`` from each rollout's
+  completion length, the regime fingerprints under ``regime/``, plus what only this trainer knows:
+  ``padding_unused``, ``padding_rows``, ``completion_tokens``, ``completion_tokens_total``,
+  ``empty_step``), on every process. The key list: docs/trl.md.
 """
 
 from __future__ import annotations

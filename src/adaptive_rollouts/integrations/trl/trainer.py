@@ -35,6 +35,7 @@ from trl import GRPOTrainer
 
 from adaptive_rollouts.advantages import equal_prompt_weights
 from adaptive_rollouts.bridge import (
+    Generated,
     RunningTotals,
     TrainerStep,
     allocator_kind,
@@ -139,8 +140,15 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self.tokens_total = 0  # completion tokens trained on since the start
         self._policy_features = policy_features_for(self, policy_features)
-        # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals
-        self.adaptive_step = TrainerStep(self.allocator, self.success, regime=self.regime, totals=self.totals)
+        # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals; each
+        # round hands it the completion lengths (tokens the model generated, at most max_completion_length)
+        self.adaptive_step = TrainerStep(
+            self.allocator,
+            self.success,
+            regime=self.regime,
+            totals=self.totals,
+            max_length=self.max_completion_length,
+        )
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 
     def _map_style(self) -> bool:
@@ -196,11 +204,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         result = None
         if self.accelerator.is_main_process:
 
-            def generate(indices: np.ndarray, counts: np.ndarray) -> list[list[float]]:
+            def generate(indices: np.ndarray, counts: np.ndarray) -> Generated:
                 if world > 1:
                     broadcast_object_list([("round", indices.tolist(), counts.tolist())])
                 got = play(indices.tolist(), counts.tolist())
-                return [[r.reward for r in got[i]] for i in indices.tolist()]  # NaN: unscored
+                rewards = [[r.reward for r in got[i]] for i in indices.tolist()]  # NaN: unscored
+                return Generated(rewards, [[model_tokens(r) for r in got[i]] for i in indices.tolist()])
 
             def features(_prompts: Sequence[Any]) -> np.ndarray | None:
                 if world > 1:

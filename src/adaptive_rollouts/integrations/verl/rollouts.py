@@ -6,7 +6,9 @@ all carry the session's final reward), and marks the prompt ``{uid}`` ``finished
 once every session settled. A failed session leaves no trajectory.
 
 One rollout for the allocator is one *session*: its score is the final output's ``rm_scores``
-summed over tokens (verl's sequence score, before any KL penalty); NaN if it has none.
+summed over tokens (verl's sequence score, before any KL penalty); NaN if it has none. Its
+completion length is the tokens the model generated in it: the ``response_mask`` of its outputs
+summed (tool results, masked out, are not counted), over all its outputs.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.checks.lengths import check_lengths
+
 __all__ = [
     "SessionScores",
     "group_sessions",
+    "session_lengths",
     "parse_key",
     "read_session_scores",
     "relabel_uids",
@@ -38,15 +43,34 @@ def parse_key(key: str) -> tuple[str, int, int]:
 
 
 class SessionScores:
-    """Per prompt uid: the sessions that produced a trajectory and each one's score (NaN: unscored)."""
+    """Per prompt uid: the sessions that produced a trajectory and each one's score (NaN: unscored),
+    and, when read, the completion length of each of their outputs (``lengths``, None: not read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, with_lengths: bool = False) -> None:
         self.scores: dict[str, dict[int, float]] = {}
+        self.lengths: dict[str, dict[int, list[int]]] | None = {} if with_lengths else None
 
-    def add(self, key: str, score: float, final_index: dict[str, int]) -> None:
+    def add(self, key: str, score: float, final_index: dict[str, int], length: int | None = None) -> None:
         uid, session, index = parse_key(key)
         if index == final_index[f"{uid}_{session}"]:
             self.scores.setdefault(uid, {})[session] = score
+        if self.lengths is not None and length is not None:
+            self.lengths.setdefault(uid, {}).setdefault(session, []).append(int(length))
+
+    def lengths_of(self, uid: str) -> list[int] | None:
+        """Completion tokens of ``uid``'s sessions (summed over each session's outputs), in the order
+        of `of`; None when lengths were not read."""
+        if self.lengths is None:
+            return None
+        sessions = self.lengths.get(uid, {})
+        return [sum(sessions.get(s, [])) for s in sorted(self.scores.get(uid, {}))]
+
+    def output_lengths(self, uid: str) -> list[int] | None:
+        """Completion tokens of every output of ``uid``'s sessions (each at most verl's
+        ``response_length``); None when lengths were not read."""
+        if self.lengths is None:
+            return None
+        return [n for s in sorted(self.lengths.get(uid, {})) for n in self.lengths[uid][s]]
 
     def of(self, uid: str) -> np.ndarray:
         """Scores of ``uid``'s sessions, in session order (NaN where a session has no score)."""
@@ -54,18 +78,37 @@ class SessionScores:
         return np.array([sessions[s] for s in sorted(sessions)], dtype=float)
 
 
-def group_sessions(keys: Sequence[str], scores: Sequence[float]) -> SessionScores:
-    """Scores of the final output of each session (multi-output agent loops give several rows)."""
-    if len(keys) != len(scores):
+def group_sessions(keys: Sequence[str], scores: Sequence[float], lengths: Sequence[int] | None = None) -> SessionScores:
+    """Scores of the final output of each session (multi-output agent loops give several rows), and
+    each output's completion length when ``lengths`` (one per key) is given."""
+    if len(keys) != len(scores) or (lengths is not None and len(lengths) != len(keys)):
         raise ValueError(f"{len(keys)} trajectory keys for {len(scores)} scores")
     final: dict[str, int] = {}
     for key in keys:
         uid, session, index = parse_key(key)
         final[f"{uid}_{session}"] = max(index, final.get(f"{uid}_{session}", -1))
-    out = SessionScores()
-    for key, score in zip(keys, scores):
-        out.add(key, float(score), final)
+    out = SessionScores(with_lengths=lengths is not None)
+    for j, (key, score) in enumerate(zip(keys, scores)):
+        out.add(key, float(score), final, None if lengths is None else lengths[j])
     return out
+
+
+def session_lengths(
+    sessions: SessionScores, uids: Sequence[str], prompts: Sequence[Any], maximum: int | None
+) -> list[list[int]] | None:
+    """Each uid's session lengths (`SessionScores.lengths_of`), after checking every output's length
+    (`checks.lengths.check_lengths`: a whole number >= 0, at most verl's ``response_length``),
+    naming the prompt ``prompts[j]`` of ``uids[j]``; None when the lengths were not read.
+
+    >>> s = group_sessions(["u_0_0", "u_1_0"], [1.0, 0.0], [3, 5])
+    >>> session_lengths(s, ["u"], ["q0"], maximum=16)
+    [[3, 5]]
+    """
+    if sessions.lengths is None:
+        return None
+    outputs = [sessions.output_lengths(u) or [] for u in uids]
+    check_lengths(prompts, outputs, [len(o) for o in outputs], maximum, source="verl rollouts (response_mask)")
+    return [sessions.lengths_of(u) or [] for u in uids]
 
 
 def wait_for_groups(
@@ -117,12 +160,20 @@ def trajectory_keys(uids: Sequence[str], partition_id: str = "train") -> list[st
 
 
 def read_session_scores(keys: Sequence[str], partition_id: str = "train") -> SessionScores:
-    """Read ``rm_scores`` of the trajectories and group them by session."""
+    """Read ``rm_scores`` and ``response_mask`` of the trajectories and group them by session (the
+    lengths are left unread, None, when the batch has no ``response_mask``)."""
     import transfer_queue as tq
 
     keys = list(keys)
     if not keys:
-        return SessionScores()
+        return SessionScores(with_lengths=True)
+    try:
+        data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores", "response_mask"])
+    except Exception:  # no response mask stored: the scores alone (the step then counts rollouts)
+        data = None
+    if data is not None:
+        lengths = [int(m.sum().item()) if m is not None else 0 for m in data["response_mask"]]
+        return group_sessions(keys, _scores(data), lengths)
     try:
         data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])
     except Exception as err:  # the field is missing when rewards come from a colocated reward model
@@ -131,11 +182,12 @@ def read_session_scores(keys: Sequence[str], partition_id: str = "train") -> Ses
             "rollout's reward while the step runs (rule-based rewards, or reward.reward_model.enable_resource_pool"
             f"=true): {err}"
         ) from err
-    scores = []
-    for s in data["rm_scores"]:
-        total = float(s.sum().item()) if s is not None else math.nan
-        scores.append(total)
-    return group_sessions(keys, scores)
+    return group_sessions(keys, _scores(data))
+
+
+def _scores(data: Any) -> list[float]:
+    """Each trajectory's sequence score: its ``rm_scores`` summed (NaN: none)."""
+    return [float(s.sum().item()) if s is not None else math.nan for s in data["rm_scores"]]
 
 
 def relabel_uids(keys: Sequence[str], new_uids: Sequence[str], partition_id: str = "train") -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.bridge import RoundIncomplete, StepResult
+from adaptive_rollouts.bridge import Generated, RoundIncomplete, StepResult
 from adaptive_rollouts.types import allocator_kind
 
 from . import rollouts as R
@@ -76,12 +76,16 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
     round_uids: dict[str, str] = {}  # round uid -> the prompt's original uid
     feedback = StepFeedback(keys, signal=trainer.signal, budget=trainer.budget)
 
-    def generate(indices: np.ndarray, counts: np.ndarray) -> list[list[float]]:
+    def generate(indices: np.ndarray, counts: np.ndarray) -> Generated | list[list[float]]:
         """One round (the budget guard and the success mapping are the step's): dispatched, and
         re-dispatched for failed or unscored sessions up to the retries ("fill" only). Returns each
-        prompt's scored rewards plus the last attempt's unscored ones (the rest: failed, missing)."""
+        prompt's scored rewards plus the last attempt's unscored ones (the rest: failed, missing),
+        with their completion lengths when verl stored them (`rollouts.session_lengths`)."""
         need = counts.copy()
         got: list[list[float]] = [[] for _ in indices]
+        got_len: list[list[int]] = [[] for _ in indices]  # the lengths of ``got``, in its order
+        nan_len: list[list[int]] = [[] for _ in indices]  # the lengths of the last attempt's unscored
+        with_lengths = True
         nan_left = np.zeros(len(indices), dtype=np.int64)  # last attempt's unscored, not retried yet
         failed_left = np.zeros(len(indices), dtype=np.int64)  # last attempt's failed sessions
         for attempt in range(retries + 1):
@@ -98,11 +102,18 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
             R.wait_for_groups(new, "train", timeout_s=s.round_timeout_s, max_poll_s=s.round_poll_max_s)
             stored = R.trajectory_keys(new, "train")
             sessions = R.read_session_scores(stored, "train")
+            prompts = [keys[int(indices[j])] for j in live]
+            lengths = R.session_lengths(sessions, new, prompts, trainer.max_response_length)
+            with_lengths = with_lengths and lengths is not None
             unscored = set()
-            for u, j in zip(new, live):
+            for pos, (u, j) in enumerate(zip(new, live)):
                 raw = np.asarray(sessions.of(u), dtype=float)
                 scored = raw[~np.isnan(raw)]
                 got[j].extend(scored.tolist())
+                if lengths is not None:
+                    length = np.asarray(lengths[pos], dtype=np.int64)
+                    got_len[j].extend(length[~np.isnan(raw)].tolist())
+                    nan_len[j] = length[np.isnan(raw)].tolist()
                 nan_left[j], failed_left[j] = raw.size - scored.size, need[j] - raw.size
                 need[j] -= scored.size
                 if scored.size < raw.size:
@@ -111,10 +122,13 @@ def run_rounds(trainer: Any, batch: Any, keys: list, base_uids: list[str]) -> tu
             if drop:
                 tq.kv_clear(keys=drop, partition_id="train")
         raws = [g + [float("nan")] * int(n) if left else g for g, n, left in zip(got, nan_left, need > 0)]
+        answer: Generated | list[list[float]] = raws
+        if with_lengths:
+            answer = Generated(raws, [a + b if left else a for a, b, left in zip(got_len, nan_len, need > 0)])
         if kind == "fill" and np.any(need > 0):
             missing = {keys[int(indices[j])]: int(need[j]) for j in np.flatnonzero(need > 0)}
-            raise RoundIncomplete(f"rollouts still missing after {s.session_retries} re-dispatches: {missing}", raws)
-        return raws  # "save": what is missing is spent and unscored (the step's Draw tells the allocator)
+            raise RoundIncomplete(f"rollouts still missing after {s.session_retries} re-dispatches: {missing}", answer)
+        return answer  # "save": what is missing is spent and unscored (the step's Draw tells the allocator)
 
     result = trainer.adaptive_step.run(keys, trainer.budget, generate, book=feedback)
     if result.incomplete:

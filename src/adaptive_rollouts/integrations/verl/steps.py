@@ -82,9 +82,9 @@ class StepFeedback(StepBook):
         self.redispatched = 0
         self.incomplete = False
 
-    def add(self, indices: Any, raws: Sequence[Any], asked: Any) -> Draw:
+    def add(self, indices: Any, raws: Any, asked: Any, max_length: int | None = None) -> Draw:
         missing = self.missing
-        draw = super().add(indices, raws, asked)
+        draw = super().add(indices, raws, asked, max_length)
         self.failed_sessions += self.missing - missing
         return draw
 

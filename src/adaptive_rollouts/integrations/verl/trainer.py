@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.bridge import (
+    Generated,
     PlannedStep,
     TrainerStep,
     allocator_kind,
@@ -123,6 +124,8 @@ def _make_trainer_class():
             self.trainer_mode = "sync"  # registered as "adaptive", behaves as verl's sync mode
             s = self.settings
             self.budget = int(s.budget or config.data.train_batch_size * config.actor_rollout_ref.rollout.n)
+            # the longest response verl generates: no output's completion length may pass it
+            self.max_response_length = int(config.actor_rollout_ref.rollout.response_length)
             self.aggregation = aggregation_for(config.actor_rollout_ref.actor.get("loss_agg_mode"), s.aggregation)
             self.estimator = estimator_for(
                 config.algorithm.get("adv_estimator"),
@@ -230,7 +233,10 @@ def _make_trainer_class():
             self._pending = None
             sessions = R.read_session_scores(trajectory_keys, "train")
             feedback = StepFeedback(planned.keys, signal=self.signal, budget=self.budget)
-            result = self.adaptive_step.observe(planned, [sessions.of(uid) for uid in uids], book=feedback)
+            raws = [sessions.of(uid) for uid in uids]
+            lengths = R.session_lengths(sessions, uids, planned.keys, self.max_response_length)
+            answer = raws if lengths is None else Generated(raws, lengths)  # completion tokens, when stored
+            result = self.adaptive_step.observe(planned, answer, book=feedback)
             metrics.update(result.log(feedback.metrics(prefix="")))
 
         def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
@@ -289,6 +295,8 @@ def _make_trainer_class():
             parts = {"allocator": self.allocator, "success": self.signal, "regime": self.regime}
             if "totals" in state:
                 parts["totals"] = self.adaptive_step.totals
+                if isinstance(state["totals"], dict) and "token_steps" not in state["totals"]:
+                    logger.warning("%s has no token totals (older format): they restart at 0", path)
             else:  # written before the running totals existed
                 logger.warning("%s has no running totals (older format): they restart at 0", path)
             load_together(state, parts, path)
