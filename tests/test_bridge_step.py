@@ -140,9 +140,12 @@ class Reader(Uniform):
 def test_policy_features_reach_a_policy_aware_allocator_before_it_allocates():
     alloc = Reader()
     assert isinstance(alloc, PolicyAware) and not isinstance(Uniform(), PolicyAware)
-    step = TrainerStep(alloc, policy_features=lambda prompts: np.ones((len(prompts), 3)))
-    result = step.run(["a", "b"], 4, _rounds(lambda i, n: [1.0] * n), prompts=["text a", "text b"])
-    assert [e[0] for e in alloc.events] == ["policy", "plan"] and alloc.events[0][1] == ["text a", "text b"]
+    read = []
+    step = TrainerStep(alloc, policy_features=lambda prompts: read.append(prompts) or np.ones((len(prompts), 3)))
+    result = step.run(["a", "b"], 4, _rounds(lambda i, n: [1.0] * n), prompts=[{"text": "a"}, {"text": "b"}])
+    assert [e[0] for e in alloc.events] == ["policy", "plan"]
+    assert read == [[{"text": "a"}, {"text": "b"}]]  # the pass reads the trainer's rows (not hashable) ...
+    assert alloc.events[0][1] == ["a", "b"]  # ... the allocator gets the keys its run gets
     assert alloc.events[0][2].dtype == np.float32 and alloc.events[0][2].shape == (2, 3)
     log = result.log()
     assert log["adaptive/policy_seconds"] >= 0 and 0 <= log["adaptive/policy_share"] <= 1

@@ -146,6 +146,24 @@ def test_warm_start_resume_is_bit_for_bit(tmp_path):
         assert torch.equal(a, b), k
 
 
+def test_a_cooldown_resumes_from_the_constant_rate_runs_checkpoint(tmp_path):
+    """The ladder's warm start: a constant-rate run's checkpoint at steps - cooldown, continued with
+    the decaying rate, is bit for bit a straight run with the cooldown; the rate does decay."""
+    from adaptive_rollouts.demo.warm_start import lr_at, train
+
+    kw = dict(batch_size=8, lr=1e-3, seed=3, warmup=2, log_every=100, sft_problems=300, eval_problems=8, **SMALL)
+    straight, meta = train(6, work=tmp_path / "a", ckpt_every=100, cooldown=3, **kw)
+    train(3, work=tmp_path / "b", ckpt_every=3, **kw)  # constant rate, checkpoint at 3
+    resumed, _ = train(6, work=tmp_path / "b", ckpt_every=100, cooldown=3, **kw)
+    for (k, a), b in zip(straight.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
+    constant, _ = train(6, work=tmp_path / "c", ckpt_every=100, **kw)
+    assert any(not torch.equal(a, b) for a, b in zip(straight.state_dict().values(), constant.state_dict().values()))
+    assert meta["training"]["cooldown"] == 3 and [lr_at(s, 1.0, 2, 6, 3) for s in (3, 4, 5, 6)] == [1, 1, 2 / 3, 1 / 3]
+    with pytest.raises(ValueError, match="cooldown must lie in"):
+        lr_at(1, 1.0, 2, 6, 7)
+
+
 def test_shipped_warm_start_is_partial():
     if not (ASSETS / "warm_start.safetensors").exists():
         pytest.fail("demo/assets/warm_start.safetensors is missing: run scripts/train_warm_start.py")

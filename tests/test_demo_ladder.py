@@ -1,4 +1,4 @@
-"""The ladder task: its generator and scorer (deterministic, disjoint splits, 3-11 digits), the
+"""The ladder task: its generator and scorer (deterministic, disjoint splits, 3-12 digits), the
 generation cap that scores its long answers, the unbiased sampled group signal and the skip rule's
 savings against brute force, the task choice in the demo's CLI and protocol, the shipped warm start."""
 
@@ -93,9 +93,9 @@ def test_ladder_problems_deterministic_disjoint_and_scored():
     for name, ps in prompts.items():
         assert {split_of(x) for x in ps} == {name}
     lengths = {len(p.prompt) - 2 for p in pool + held_out}
-    assert lengths == set(range(3, 12))  # every rung of the ladder, in the pool and held out
+    assert lengths == set(range(3, 13))  # every rung of the ladder, in the pool and held out
     assert all(p.answer == answer_of(p.prompt) and len(p.answer) == len(p.prompt) - 2 for p in pool)
-    long = next(p for p in pool if len(p.answer) == 11)
+    long = next(p for p in pool if len(p.answer) == 12)
     assert Verifier()([long.prompt, long.prompt], [long.answer, long.answer[:-1]]) == [1.0, 0.0]
     assert make_problems(20, "pool") != make_problems(20, "pool", task="ladder")[:20]
     assert space_size("ladder") > space_size("sort") and TASKS["sort"].max_numbers == 8
@@ -104,12 +104,12 @@ def test_ladder_problems_deterministic_disjoint_and_scored():
 
 
 def test_generation_cap_scores_the_longest_ladder_answer():
-    """The default task's batches keep their 9 new tokens; an 11-digit ladder answer needs 12."""
+    """The default task's batches keep their 9 new tokens; a 12-digit ladder answer needs 13."""
     from adaptive_rollouts.demo.evaluate import MAX_NEW_TOKENS, new_token_cap
     from adaptive_rollouts.demo.tasks import TASKS
 
     assert new_token_cap(["a1=", "d" + "5" * 8 + "="]) == MAX_NEW_TOKENS == TASKS["sort"].max_new_tokens
-    assert new_token_cap(["a1=", "d" + "5" * 11 + "="]) == 12 == TASKS["ladder"].max_new_tokens
+    assert new_token_cap(["a1=", "d" + "5" * 12 + "="]) == 13 == TASKS["ladder"].max_new_tokens
 
 
 def test_demo_config_and_cli_choose_the_task():
@@ -118,11 +118,11 @@ def test_demo_config_and_cli_choose_the_task():
 
     parser = add_demo_arguments(argparse.ArgumentParser())
     cfg = config_from_args(parser.parse_args(["--task", "ladder"]))
-    assert cfg.task == "ladder" and cfg.completion_length() == 12
-    assert config_dict(cfg)["max_completion_length"] == 12
+    assert cfg.task == "ladder" and cfg.completion_length() == 13
+    assert config_dict(cfg)["max_completion_length"] == 13
     default = config_from_args(parser.parse_args([]))
     assert default.task == "sort" and default.completion_length() == 9  # the default demo as it was
-    with pytest.raises(ValueError, match="max_completion_length must be >= 12"):
+    with pytest.raises(ValueError, match="max_completion_length must be >= 13"):
         DemoConfig(task="ladder", max_completion_length=9).completion_length()
     with pytest.raises(SystemExit):
         parser.parse_args(["--task", "chess"])
@@ -143,9 +143,10 @@ def test_protocol_records_the_task_only_when_not_the_default():
 
 
 def test_shipped_ladder_warm_start_is_u_shaped():
-    """The warm start the ladder ships has both tails heavy and a frontier between, as recorded when
-    it was made (config.json, 16 samples on 512 pool prompts) and by a fresh sample here. (The issue's
-    target of >= 25% above 0.95 is missed: docs/demo.md gives the measured shares.)"""
+    """The warm start the ladder ships has both tails heavy (at least a quarter of the pool almost
+    never solved, at least a quarter almost always) and a frontier between, as recorded when it was
+    made (config.json, 16 samples on 512 pool prompts) and by a fresh sample here. The frontier is
+    narrow (about the first rung past the supervised lengths): docs/demo.md gives the shares."""
     pytest.importorskip("torch")
     pytest.importorskip("reasoning_gym")
     from adaptive_rollouts.demo.evaluate import sampled_scores
@@ -156,15 +157,15 @@ def test_shipped_ladder_warm_start_is_u_shaped():
     meta = json.loads((assets_of("ladder") / "config.json").read_text())
     assert meta["task"] == "ladder"
     shape = meta["pool_success_shape_t1"]
-    assert shape["below_0.05"] >= 0.25 and shape["above_0.95"] >= 0.15
-    assert 1 - shape["below_0.05"] - shape["above_0.95"] >= 0.2  # a frontier between
+    assert shape["below_0.05"] >= 0.25 and shape["above_0.95"] >= 0.25
+    assert 1 - shape["below_0.05"] - shape["above_0.95"] >= 0.05  # a frontier between
     accuracy = meta["held_out_greedy_accuracy_by_length"]
-    assert accuracy["6"] > 0.5 and accuracy["11"] < 0.05  # short rungs solved, the longest not
+    assert accuracy["6"] > 0.9 and accuracy["12"] < 0.05 and 0.1 < accuracy["9"] < 0.9  # solved, frontier, not
     tok = build_tokenizer()
     model = load_warm_start(tok, assets_of("ladder"))
     p = sampled_scores(model, tok, make_problems(96, "pool", task="ladder"), 16, seed=5).mean(axis=1)
-    assert np.mean(p < 0.05) >= 0.2 and np.mean(p > 0.95) >= 0.1  # 96 prompts: sampling slack
-    assert np.mean((p > 0.05) & (p < 0.95)) >= 0.15
+    assert np.mean(p < 0.05) >= 0.2 and np.mean(p > 0.95) >= 0.2  # 96 prompts: sampling slack
+    assert np.mean((p > 0.05) & (p < 0.95)) >= 0.02
 
 
 def test_ladder_block_renders_every_part(tmp_path):

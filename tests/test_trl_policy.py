@@ -24,6 +24,7 @@ class Reader(Uniform):
         super().__init__()
         self.seen: list[tuple[list, np.ndarray]] = []
         self.order: list[str] = []
+        self.planned: list[list] = []
 
     def observe_policy(self, prompts, features):
         self.seen.append((list(prompts), features))
@@ -31,6 +32,7 @@ class Reader(Uniform):
 
     def _plan(self, prompts, budget, prediction):
         self.order.append("plan")
+        self.planned.append(list(prompts))
         return super()._plan(prompts, budget, prediction)
 
 
@@ -72,9 +74,19 @@ def test_the_trainer_gives_a_policy_aware_allocator_hidden_states_before_it_plan
     assert alloc.order == ["policy", "plan"] * 2
     prompts, features = alloc.seen[0]
     assert features.shape == (3, 32) and features.dtype == np.float32 and np.isfinite(features).all()
-    assert all("prompt" in row for row in prompts)  # the dataset rows, in the step's prompt order
+    assert prompts == alloc.planned[0]  # the keys its plan gets, in the step's prompt order
     assert len(logged(trainer, "adaptive/policy_seconds")) == 2
     assert all(0.0 <= s <= 1.0 for s in logged(trainer, "adaptive/policy_share"))
+
+
+def test_the_default_allocator_trains_on_the_policy_features(tmp_path):
+    """The saving default reads the hidden states under the prompts' keys (the rows the pass reads
+    are dicts, not keys), and the trainer keeps the last step's pass time."""
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, reward=reward_length, policy_features=True)
+    trainer.train()
+    assert trainer.allocator.belief.width == trainer.model.config.hidden_size
+    assert len(logged(trainer, "adaptive/policy_seconds")) == 2
+    assert trainer.last_step.policy_seconds == pytest.approx(logged(trainer, "adaptive/policy_seconds")[-1])
 
 
 @pytest.mark.parametrize(

@@ -177,14 +177,17 @@ class TrainerStep:
         """Whether a policy-features pass runs each step (given, and the allocator reads it)."""
         return self.policy_features is not None and isinstance(self.allocator, PolicyAware)
 
-    def _observe_policy(self, prompts: Sequence[Any], n: int) -> float | None:
+    def _observe_policy(self, keys: Sequence[Hashable], prompts: Sequence[Any] | None) -> float | None:
+        """``policy_features`` reads ``prompts`` (default: the keys); the allocator gets the features
+        under the keys its ``run`` / ``plan`` will get (a trainer's rows need not be hashable)."""
         if not self.reads_policy():
             return None
         assert self.policy_features is not None
         start = time.perf_counter()
-        features = check_policy_features(self.policy_features(list(prompts)), n, self._width)
+        read = list(keys) if prompts is None else list(prompts)
+        features = check_policy_features(self.policy_features(read), len(keys), self._width)
         self._width = features.shape[1]
-        self.allocator.observe_policy(list(prompts), features)
+        self.allocator.observe_policy(list(keys), features)
         return time.perf_counter() - start
 
     # -- progressive: run -------------------------------------------------------------------------
@@ -202,7 +205,7 @@ class TrainerStep:
         keys, budget = list(keys), int(budget)
         began = time.perf_counter()
         book = StepBook(keys, signal=self.signal) if book is None else book
-        policy_seconds = self._observe_policy(keys if prompts is None else prompts, len(keys))
+        policy_seconds = self._observe_policy(keys, prompts)
         clock = AllocatorClock()
 
         def sample(indices: Any, counts: Any) -> Draw:
@@ -232,7 +235,7 @@ class TrainerStep:
         """``allocator.plan(keys, budget)``, its counts checked; give the result back to `observe`."""
         keys, budget = list(keys), int(budget)
         began = time.perf_counter()
-        policy_seconds = self._observe_policy(keys if prompts is None else prompts, len(keys))
+        policy_seconds = self._observe_policy(keys, prompts)
         clock = AllocatorClock()
         with clock.running():
             plan = self.allocator.plan(keys, budget)

@@ -63,7 +63,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "--task",
         default=d.task,
         choices=sorted(TASKS),
-        help="sort (default: 3-8 digits) or ladder (3-11 digits, its own warm start supervised on 3-8 only: "
+        help="sort (default: 3-8 digits) or ladder (3-12 digits, its own warm start supervised on 3-8 only: "
         "short lists mostly solved, lists longer than any it was supervised on almost never, a frontier between)",
     )
     parser.add_argument(

@@ -47,6 +47,7 @@ class DemoConfig:
     probe_every: int = 0  # Uniform's gradient probes every this many steps (0: none)
     probe_resamples: int = 6
     task: str = "sort"  # `tasks.TASKS`: the digit-sorting task, or the difficulty ladder
+    policy_features: bool = False  # the trainer's policy-features pass (`AdaptiveGRPOTrainer`), for arms that read it
 
     def completion_length(self) -> int:
         """TRL's ``max_completion_length``: ``max_completion_length``, or the task's longest answer + <eos>;
@@ -88,6 +89,9 @@ class RunResult:
     scale_rewards: str = ""
     extra_rollouts: int = 0  # the oracle's samples, never charged to the budget
     probes: dict[str, list[float]] = field(default_factory=dict)  # probe_step / probe_var / probe_signal / nsr_rollout
+    step_seconds: list[float] = field(default_factory=list)  # wall time of each optimizer step (evaluations out)
+    policy_seconds: list[float] = field(default_factory=list)  # the policy-features pass in each step (when it ran)
+    policy_share: list[float] = field(default_factory=list)  # its logged share (`bridge.StepResult`) of each step
 
 
 class RecordingVerifier:
@@ -128,10 +132,12 @@ def run_one(
     save_models: Path | None = None,
     on_step=None,
     learning_rate: float | None = None,
+    allocator=None,
 ) -> RunResult:
     """One training run of arm ``method``; ``save_models``: a folder that gets the weights at every
     evaluation (``step-<k>.safetensors``, for the gradient fingerprints); ``on_step()``: called after
-    each step; ``learning_rate``: overrides ``cfg.learning_rate(method)``."""
+    each step; ``learning_rate``: overrides ``cfg.learning_rate(method)``; ``allocator``: an object
+    that replaces the arm's (the arm still sets the loss), e.g. a `traces.TraceRecorder`."""
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback, set_seed
     from trl import GRPOConfig
@@ -177,8 +183,18 @@ def run_one(
                 result.probes.setdefault(key, []).append(value)
         eval_seconds[0] += time.perf_counter() - start
 
+    began = [0.0]
+
     class Record(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            began[0] = time.perf_counter()
+
         def on_step_end(self, args, state, control, **kwargs):
+            result.step_seconds.append(time.perf_counter() - began[0])
+            step = trainer.last_step
+            if step is not None and step.policy_seconds is not None:
+                result.policy_seconds.append(step.policy_seconds)
+                result.policy_share.append(float(step.values["policy_share"]))
             result.groups.append(verifier.flush())
             if on_step is not None:
                 on_step()
@@ -212,7 +228,8 @@ def run_one(
         oracle = SampledSuccess(
             model, tokenizer, [p.prompt for p in pool], cfg.oracle_samples, seed=30_000 + 1000 * seed
         )
-    allocator = make_arm_allocator(method, seed, cfg.mean_rollouts, features=features, oracle=oracle)
+    if allocator is None:
+        allocator = make_arm_allocator(method, seed, cfg.mean_rollouts, features=features, oracle=oracle)
     trainer = AdaptiveGRPOTrainer(
         model=model,
         reward_funcs=verifier,
@@ -221,6 +238,7 @@ def run_one(
         processing_class=tokenizer,
         allocator=allocator,
         callbacks=[Record()],
+        policy_features=cfg.policy_features,
     )
     trainer.remove_callback(PrinterCallback)  # the trainer's log dicts are not printed between progress updates
     result.objective = objective_of(trainer.allocator)

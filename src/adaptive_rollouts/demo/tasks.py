@@ -1,7 +1,7 @@
 """The demo's tasks: sort a list of digits (reasoning-gym's ``number_sorting``), in a compact format.
 
 A problem is a reasoning-gym ``number_sorting`` entry of one-digit numbers (values 0-9, no
-decimals), ascending or descending: 3-8 numbers in the default task ``sort``, 3-11 in ``ladder``,
+decimals), ascending or descending: 3-8 numbers in the default task ``sort``, 3-12 in ``ladder``,
 a difficulty ladder on which the ladder's own warm start solves short lists almost always, long
 ones almost never, with a frontier between (docs/demo.md measures it). Its prompt is the direction letter, the digits and ``=``
 (``"a2786185="``: sort 2,7,8,6,1,8,5 ascending); the answer is the sorted digits (``"1256788"``).
@@ -58,7 +58,7 @@ class Task:
         """The longest answer + ``<eos>``: what generation needs to score every prompt of the task.
 
         >>> TASKS["sort"].max_new_tokens, TASKS["ladder"].max_new_tokens
-        (9, 12)
+        (9, 13)
         """
         return self.max_numbers + 1
 
@@ -66,7 +66,7 @@ class Task:
 TASKS = {
     "sort": Task("sort", TASK_OPTIONS["min_numbers"], TASK_OPTIONS["max_numbers"], "", "sort"),
     # supervised on lists of 3-8 only: the longer rungs are beyond what supervision showed
-    "ladder": Task("ladder", 3, 11, "ladder", "sort"),
+    "ladder": Task("ladder", 3, 12, "ladder", "sort"),
 }
 
 
@@ -74,7 +74,7 @@ def task_of(name: str) -> Task:
     """The `Task` named ``name`` (ValueError naming it if unknown).
 
     >>> task_of("ladder").max_numbers
-    11
+    12
     """
     return TASKS[check_choice("task", name, tuple(TASKS))]
 
@@ -90,7 +90,7 @@ def split_of(prompt: str) -> str:
 
 
 def space_size(task: str = "sort") -> int:
-    """Distinct prompts: two directions x 10^n digit strings for n = 3..8 (``sort``; 3..11 ``ladder``).
+    """Distinct prompts: two directions x 10^n digit strings for n = 3..8 (``sort``; 3..12 ``ladder``).
 
     >>> space_size()
     222222000

@@ -37,13 +37,20 @@ SFT_PROBLEMS = 200_000
 EVAL_PROBLEMS = 512
 
 
-def lr_at(step: int, lr: float, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then constant (so a shorter run is a prefix of a longer one).
+def lr_at(step: int, lr: float, warmup: int, steps: int = 0, cooldown: int = 0) -> float:
+    """Linear warm-up over ``warmup`` steps, then constant (so a shorter run is a prefix of a longer
+    one); with ``cooldown`` > 0, the last ``cooldown`` of ``steps`` steps decay linearly towards 0
+    (lr x (steps - step + 1) / cooldown): a run is then a constant-rate run up to
+    ``steps - cooldown``, and can be resumed from that run's checkpoint there.
 
     >>> lr_at(1, 1e-3, 100), lr_at(100, 1e-3, 100), lr_at(5000, 1e-3, 100)
     (1e-05, 0.001, 0.001)
+    >>> lr_at(750, 1e-3, 100, 1250, 500), lr_at(751, 1e-3, 100, 1250, 500), lr_at(1250, 1e-3, 100, 1250, 500)
+    (0.001, 0.001, 2e-06)
     """
-    return lr * min(1.0, step / warmup)
+    if cooldown < 0 or cooldown > steps:
+        raise ValueError(f"cooldown must lie in [0, steps = {steps}], got {cooldown}")
+    return lr * min(1.0, step / warmup, (steps - step + 1) / cooldown if cooldown else 1.0)
 
 
 def _batches(tokenizer, problems):
@@ -117,6 +124,7 @@ def train(
     sft_problems: int = SFT_PROBLEMS,
     eval_problems: int = EVAL_PROBLEMS,
     task: str = "sort",
+    cooldown: int = 0,
     **model_overrides,
 ):
     import torch
@@ -133,7 +141,7 @@ def train(
     start = time.process_time()
     for step in range(first, steps + 1):
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, lr, warmup)
+            group["lr"] = lr_at(step, lr, warmup, steps, cooldown)
         idx = torch.randint(0, len(ids), (batch_size,), generator=gen)
         loss = model(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx]).loss
         opt.zero_grad()
@@ -150,9 +158,8 @@ def train(
         torch.manual_seed(seed)
         rates = success_rates(model, tokenizer, pool, samples=16)
     meta = {
-        "training": dict(
-            steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, seed=seed, sft_problems=sft_problems
-        ),
+        "training": dict(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, seed=seed, sft_problems=sft_problems)
+        | ({"cooldown": cooldown} if cooldown else {}),  # the default warm start's config keeps its fields
         "cpu_seconds_this_session": round(time.process_time() - start, 1),
         "held_out_greedy_accuracy_by_length": accuracy_by_length(model, tokenizer, held_out),
         "pool_success_rate_t1": {
@@ -175,6 +182,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--cooldown", type=int, default=0, help="last steps with the rate decaying linearly to 0")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--task", default="sort", choices=sorted(TASKS), help="the task to train on (default sort)")
     parser.add_argument("--work", default="runs/warm_start", help="checkpoint folder (resumed if present)")
@@ -194,6 +202,7 @@ def main(argv=None) -> None:
         args.log_every,
         args.checkpoint_every,
         task=args.task,
+        cooldown=args.cooldown,
     )
     print(json.dumps(meta), flush=True)
     if not args.no_save:

@@ -1,34 +1,51 @@
 """The docs' blocks of the calibration benchmark of P(all-equal at n)
-(``benchmarks/flatness_calibration.py``) and of the saving-signal benchmark's recurring pool."""
+(``benchmarks/flatness_calibration.py``, on simulator and tiny-LM traces), of the policy-features
+pass's cost on the tiny LM (``benchmarks/probe_cost.py``) and of the saving-signal benchmark's
+recurring pool."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.reporting.blocks import block, load_note, load_relative
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL
 
-__all__ = ["FLATNESS_CALIBRATION", "render_flatness_calibration", "render_saving_pool"]
+__all__ = [
+    "FLATNESS_CALIBRATION",
+    "FLATNESS_TINYLM",
+    "PROBE_COST",
+    "render_flatness_calibration",
+    "render_flatness_tinylm",
+    "render_probe_cost",
+    "render_saving_pool",
+]
 
 FLATNESS_CALIBRATION = "results/flatness_calibration/flatness_calibration.json"
+FLATNESS_TINYLM = "results/flatness_calibration/tinylm.json"
+PROBE_COST = "results/probe_cost/probe_cost.json"
+
+
+def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
+    """Brier, its ratio to the history-only Beta's, log-loss and ECE per predictor."""
+    history = pooled["history"]["brier"]
+    return [
+        [
+            m,
+            f"{pooled[m]['brier']:.3f}",
+            f"{pooled[m]['brier'] / history:.2f}x",
+            f"{pooled[m]['log_loss']:.3f}",
+            f"{pooled[m]['ece']:.3f}",
+        ]
+        for m in names
+    ]
 
 
 def render_flatness_calibration(root: Path) -> str:
     r = load_relative(root, FLATNESS_CALIBRATION)
     d, s = r.data, r.settings
     names = list(s["predictors"])
-    history = d["pooled"]["history"]["brier"]
-    pooled = [
-        [
-            m,
-            f"{d['pooled'][m]['brier']:.3f}",
-            f"{d['pooled'][m]['brier'] / history:.2f}x",
-            f"{d['pooled'][m]['log_loss']:.3f}",
-            f"{d['pooled'][m]['ece']:.3f}",
-        ]
-        for m in names
-    ]
+    pooled = _pooled_rows(d["pooled"], names)
     cells = [[c["cell"], f"{c['all_equal_share']:.2f}", *(f"{c[m]['ece']:.3f}" for m in names)] for c in d["cells"]]
     groups = d["pooled"][names[0]]["n"]
     lines = [
@@ -44,6 +61,98 @@ def render_flatness_calibration(root: Path) -> str:
         "",
         "![Reliability diagram](../results/flatness_calibration/reliability.png)",
     ]
+    return block(lines, [r])
+
+
+def render_flatness_tinylm(root: Path) -> str:
+    r = load_relative(root, FLATNESS_TINYLM)
+    d, s = r.data, r.settings
+    names = list(s["predictors"])
+    groups = d["pooled"][names[0]]["n"]
+    per_trace = [
+        [t["trace"], str(t["groups"]), f"{t['all_equal_share']:.2f}", *(f"{t[m]['ece']:.3f}" for m in names)]
+        for t in d["traces"]
+    ]
+    lines = [
+        f"P(all-equal at n = {s['group']}) before each step, scored on {groups} of Uniform's groups of the tiny LM "
+        f"on the ladder ({len(d['traces'])} trace(s) of {s['steps']} steps, a recurring pool of {s['pool']} "
+        f"prompts, {s['prompts_per_step']} a step, lr {s['lr']:g}; warm start {s['weights']}). "
+        "The policy view is the trainer model's last-layer hidden state at each prompt's last token; "
+        "the text GP reads all-MiniLM-L6-v2 embeddings. Pooled:",
+        "",
+        *table(["predictor", "Brier", "Brier / history's", "log-loss", "ECE"], _pooled_rows(d["pooled"], names)),
+        "",
+        "ECE per trace:",
+        "",
+        *table(["trace", "groups", "all-equal", *names], per_trace),
+        "",
+        "By half of each run's steps (pooled over the traces; the first half includes every prompt's first visits):",
+        "",
+        *table(
+            ["predictor", *(f"{h} half: {k}" for h in ("first", "second") for k in ("Brier / history's", "ECE"))],
+            [
+                [
+                    m,
+                    *(
+                        x
+                        for h in ("first", "second")
+                        for x in (
+                            f"{d['halves'][h][m]['brier'] / d['halves'][h]['history']['brier']:.2f}x",
+                            f"{d['halves'][h][m]['ece']:.3f}",
+                        )
+                    ),
+                ]
+                for m in names
+            ],
+        ),
+        "",
+        "![Reliability diagram, tiny LM](../results/flatness_calibration/reliability_tinylm.png)",
+    ]
+    return block(lines, [r])
+
+
+def render_probe_cost(root: Path) -> str:
+    r = load_relative(root, PROBE_COST)
+    d, s = r.data, r.settings
+    t, m = d["training"], d["training"]["median"]
+    lines = [
+        f"The demo's configuration ({t['prompts_per_step']} prompts x {t['rollouts_per_prompt']} rollouts a step, "
+        f"completions of at most {t['max_completion_length']} tokens, the default allocator, `policy_features=True`), "
+        f"{s['steps']} steps, the first left out (warm-up); medians over the other {s['steps'] - 1}:",
+        "",
+        *table(
+            ["quantity", "median"],
+            [
+                ["optimizer step, wall seconds", f"{m['step_seconds']:.2f}"],
+                ["policy-features pass, wall seconds (`adaptive/policy_seconds`)", f"{m['policy_seconds']:.3f}"],
+                ["pass / optimizer step", f"{100 * m['policy_share_of_step']:.1f}%"],
+                [
+                    "pass / (pass + allocation + generation) (`adaptive/policy_share`)",
+                    f"{100 * m['policy_share_logged']:.1f}%",
+                ],
+            ],
+        ),
+        "",
+        f"Over those steps the pass took {100 * t['total_share_of_steps']:.1f}% of the summed step time{load_note(d)}.",
+    ]
+    if d.get("lengths"):
+        rows = [
+            [
+                str(x["length"]),
+                f"{1e3 * x['prefill_seconds']:.0f}",
+                f"{x['generate_seconds']:.2f}",
+                f"{100 * x['share_of_generation']:.2f}%",
+            ]
+            for x in d["lengths"]
+        ]
+        lines += [
+            "",
+            "Longer completions, the same tiny architecture (fresh weights): one prefill of 16 prompts against "
+            "generating 16 x 8 completions of exactly L tokens (the pass's share of generation alone, an upper "
+            f"bound on its share of a step that also trains on those tokens; median of {s['repeats']}):",
+            "",
+            *table(["L (tokens)", "prefill ms", "generation s", "prefill / generation"], rows),
+        ]
     return block(lines, [r])
 
 

@@ -10,7 +10,12 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
-from adaptive_rollouts.reporting.flatness_tables import render_flatness_calibration, render_saving_pool
+from adaptive_rollouts.reporting.flatness_tables import (
+    render_flatness_calibration,
+    render_flatness_tinylm,
+    render_probe_cost,
+    render_saving_pool,
+)
 from adaptive_rollouts.reporting.ladder_tables import render_demo_ladder
 from adaptive_rollouts.reporting.map_tables import render_map, render_map_protocol, render_saving_summary
 from adaptive_rollouts.reporting.markdown import table
@@ -168,6 +173,8 @@ RENDERERS = {
     "loss-rows": render_loss_rows,
     "demo-saving": render_demo_saving,
     "flatness-calibration": render_flatness_calibration,
+    "flatness-tinylm": render_flatness_tinylm,
+    "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "demo-ladder": render_demo_ladder,
     "tokens": render_tokens,

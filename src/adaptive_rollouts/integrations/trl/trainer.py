@@ -138,6 +138,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.totals = RunningTotals()
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
+        self.last_step: Any = None  # the last step's `bridge.StepResult` (main process), e.g. its policy_seconds
         self.tokens_total = 0  # completion tokens trained on since the start
         self._policy_features = policy_features_for(self, policy_features)
         # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals; each
@@ -317,6 +318,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         if result is not None:  # main process
             self.allocation_history.append(result.counts.copy())
             self.allocator_seconds += result.allocator_seconds
+            self.last_step = result
             self.tokens_total += sum(model_tokens(r) for r in everyone)
             values = result.log(
                 {
