@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         row = {"cell": cell.key, "failure_ratio": cell.failure_ratio, "lr": lr, "arms": {}}
         for arm in ARMS:
             runs = _runs(result, cell.key, arm, lr, list(seeds))
-            row["arms"][arm] = token_comparison(uni, runs, cfg.fractions, cap=LengthModel().max_tokens)
+            row["arms"][arm] = token_comparison(
+                uni, runs, cfg.fractions, cap=LengthModel().max_tokens, interval=cfg.interval
+            )
         row["uniform_lengths"] = length_stats(uni)
         rows.append(row)
         print(cell.key, {a: round(row["arms"][a]["tokens_over_rollouts"], 3) for a in ARMS}, flush=True)
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "cells": [c.key for c in cells],
         "steps": cfg.steps,
         "fractions": list(cfg.fractions),
+        "interval": cfg.interval,
         "tune_seeds": list(cfg.tune_seeds),
         "default_allocator": DEFAULT_ALLOCATOR,
         "length_model": {**dataclasses.asdict(LengthModel()), "ratio": "per cell"},

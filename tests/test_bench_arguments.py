@@ -4,7 +4,7 @@ status 2), and nothing runs."""
 
 import pytest
 
-import adaptive_rollouts.sim.cli as bench_cli
+import adaptive_rollouts.commands.bench as bench_cli
 from adaptive_rollouts.cli import main
 
 
@@ -37,6 +37,8 @@ def no_work(monkeypatch):
         (["--map", "--methods", "uniform,uniform"], "--methods"),
         (["--scenarios", "pareto,pareto"], "--scenarios"),
         (["--lr-grid", ","], "--lr-grid"),
+        (["--map", "--jobs", "0"], "--jobs"),
+        (["--jobs", "2"], "--jobs"),  # the per-scenario sweep runs in one process
     ],
 )
 def test_bad_lists_are_refused_before_any_work(extra, flag, tmp_path, capsys, no_work):

@@ -198,23 +198,21 @@ def test_the_late_import_scan_sees_every_package():
 
 # ---------------------------------------------------------------------------- the research wing
 # Three rooms, imports one way: reporting (tables, reports) -> experiments (runs, stores, result
-# files) -> sim (the simulator). The `bench` command line (`sim.cli`, `sim.bench_checks`) drives all
-# three, so it sits above them.
+# files) -> sim (the simulator). The `bench` command line (`commands`) drives all three, so it sits
+# above them, outside every room: no room imports it.
 WING = ("reporting", "experiments", "sim")
-WING_COMMAND_LINE = (f"{PACKAGE}.sim.cli", f"{PACKAGE}.sim.bench_checks")
+COMMANDS = ("commands",)
 
 
 def wing_back_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """(module, what it imports) for every import from a room of the wing into a room listed before
-    it in `WING` (or into the command line), and every import of the demo from the wing."""
+    it in `WING` (or into the command line above the wing), and every import of the demo from the wing."""
     out = []
     for module, targets in graph.items():
-        if module in WING_COMMAND_LINE:
-            continue
         for i, room in enumerate(WING):
             if _in(module, (room,)):
                 above = WING[:i]
-                out += [(module, t) for t in sorted(targets) if _in(t, above) or t in WING_COMMAND_LINE]
+                out += [(module, t) for t in sorted(targets) if _in(t, above + COMMANDS)]
                 out += [(module, t) for t in sorted(targets) if _in(t, ("demo",))]
     return out
 
@@ -230,12 +228,27 @@ def test_the_wing_check_finds_a_back_import():
         f"{PACKAGE}.sim.train": {f"{PACKAGE}.reporting.markdown"},
         f"{PACKAGE}.experiments.bench": {f"{PACKAGE}.sim.train", f"{PACKAGE}.reporting.tables"},
         f"{PACKAGE}.reporting.tables": {f"{PACKAGE}.experiments.results", f"{PACKAGE}.sim.problem"},
-        f"{PACKAGE}.sim.cli": {f"{PACKAGE}.reporting.tables"},
+        f"{PACKAGE}.commands.bench": {f"{PACKAGE}.reporting.tables", f"{PACKAGE}.sim.problem"},
+        f"{PACKAGE}.sim.regimes": {f"{PACKAGE}.commands.bench_checks"},
     }
     assert wing_back_imports(graph) == [
         (f"{PACKAGE}.sim.train", f"{PACKAGE}.reporting.markdown"),
         (f"{PACKAGE}.experiments.bench", f"{PACKAGE}.reporting.tables"),
+        (f"{PACKAGE}.sim.regimes", f"{PACKAGE}.commands.bench_checks"),
     ]
+
+
+def test_the_bench_command_sits_above_the_wing():
+    """The `bench` command line lives in `commands`, none of the wing's rooms; the console entry
+    point and `python -m adaptive_rollouts` reach it."""
+    graph = _graph()
+    assert f"{PACKAGE}.commands.bench" in graph and f"{PACKAGE}.commands.bench_checks" in graph
+    assert not [m for m in graph if _in(m, WING) and m.rsplit(".", 1)[-1] in ("cli", "bench_checks")]
+    assert f"{PACKAGE}.commands.bench" in graph[f"{PACKAGE}.cli"]
+    out = subprocess.run(
+        [sys.executable, "-m", PACKAGE, "bench", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--map" in out and "--jobs" in out
 
 
 # ---------------------------------------------------------------------------- private names

@@ -4,10 +4,10 @@ import argparse
 
 import pytest
 
+from adaptive_rollouts.commands.bench import add_bench_arguments, config_from_args, run_bench
 from adaptive_rollouts.experiments.bench import BenchConfig, rollouts_to_target, run_benchmark
 from adaptive_rollouts.experiments.results import load_result
 from adaptive_rollouts.reporting.bench_report import write_report
-from adaptive_rollouts.sim.cli import add_bench_arguments, config_from_args, run_bench
 
 
 def test_rollouts_to_target_interpolates():

@@ -72,7 +72,7 @@ def test_token_comparison_on_known_runs():
     # the same learning curve for half the rollouts (so 2x on rollouts), at 3x the tokens per rollout
     # (so 2/3 on tokens), in two rounds of 10 per step (so half as fast on a synchronous engine)
     m = _run(acc, [5, 10, 15, 20], [150, 300, 450, 600], [[10, 10]] * 4, [20] * 4, [2] * 4)
-    out = token_comparison([u], [m], resamples=10, cap=10)
+    out = token_comparison([u], [m], resamples=10, cap=10, interval="percentile")
     assert out["rollouts"]["speedup"] == pytest.approx(2.0)
     assert out["tokens"]["speedup"] == pytest.approx(2 / 3)
     assert out["tokens_over_rollouts"] == pytest.approx(1 / 3)
@@ -84,7 +84,7 @@ def test_token_comparison_on_known_runs():
     assert out["rollouts_per_round"] == 2.5  # 20 rollouts in 8 rounds
     assert out["round_time_ratio"] == 1.0  # every round of both lasts 10
     assert out["rounds_at_cap"] == {"method": 1.0, "uniform": 1.0}
-    assert token_comparison([u], [m], resamples=10, cap=11)["rounds_at_cap"]["method"] == 0.0
+    assert token_comparison([u], [m], resamples=10, cap=11, interval="percentile")["rounds_at_cap"]["method"] == 0.0
     assert with_sync_time(m, round_overhead=1.0)["sync_time"] == [22.0, 44.0, 66.0, 88.0]
     stats = length_stats([m])
     # 20 rollouts, 600 tokens; successes 8 rollouts of 80 tokens: 10 per success, 520 / 12 per failure

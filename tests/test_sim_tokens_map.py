@@ -27,8 +27,8 @@ def _tiny_length_map():
         untuned=(NULL, "default"),
         same_rate=("default",),
         tune_seeds=(100,),
-        report_seeds=(0, 1),
-        paired_seeds=(0, 1),
+        report_seeds=(0, 1, 2),
+        paired_seeds=(0, 1, 2),
         steps=8,
         n_test=30,
         grad_var_every=0,
@@ -44,8 +44,8 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
     result = run_map(cfg, tmp_path, progress=False)
     cell = cfg.cells[0].key
     lr = result["lr"][cell]["uniform"]
-    uni = [result["runs"][(cell, "uniform", s, lr)] for s in (0, 1)]
-    dft = [result["runs"][(cell, "default", s, lr)] for s in (0, 1)]
+    uni = [result["runs"][(cell, "uniform", s, lr)] for s in (0, 1, 2)]
+    dft = [result["runs"][(cell, "default", s, lr)] for s in (0, 1, 2)]
     assert all(len(r["tokens"]) == cfg.steps for r in uni + dft)
     write_map_report(result, tmp_path, plots=False)
     data = json.loads((tmp_path / "map.json").read_text())["data"]
@@ -61,11 +61,11 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
             "cell": cell,
             "failure_ratio": 4.0,
             "lr": lr,
-            "arms": {"default": token_comparison(uni, dft, cfg.fractions, resamples=20)},
+            "arms": {"default": token_comparison(uni, dft, cfg.fractions, resamples=20, interval=cfg.interval)},
             "uniform_lengths": length_stats(uni),
         }
     ]
-    settings = {"seeds": [0, 1], "steps": cfg.steps, "tune_seeds": [100], "default_allocator": "saving-progressive"}
+    settings = {"seeds": [0, 1, 2], "steps": cfg.steps, "tune_seeds": [100], "default_allocator": "saving-progressive"}
     write_result(
         tmp_path / TOKENS, {"rows": rows, **settings}, command="python benchmarks/tokens.py", settings=settings
     )
@@ -98,7 +98,9 @@ def test_committed_tokens_file_recomputes_from_its_run_records():
         uni = runs("uniform")
         assert length_stats(uni) == pytest.approx(row["uniform_lengths"], rel=1e-12)
         for arm, saved in row["arms"].items():
-            again = token_comparison(uni, runs(arm), data["fractions"], cap=LengthModel().max_tokens)
+            again = token_comparison(
+                uni, runs(arm), data["fractions"], cap=LengthModel().max_tokens, interval=data["interval"]
+            )
             for axis in ("rollouts", "tokens", "sync_time"):
                 assert again[axis]["speedup"] == pytest.approx(saved[axis]["speedup"], rel=1e-12)
                 assert again[axis]["ci90"] == pytest.approx(saved[axis]["ci90"], rel=1e-12)

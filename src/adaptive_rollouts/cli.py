@@ -25,9 +25,9 @@ from adaptive_rollouts.checks.arguments import (
     reports_usage_errors,
 )
 from adaptive_rollouts.checks.validation import ESTIMATORS
+from adaptive_rollouts.commands.bench import BENCH_DESCRIPTION, add_bench_arguments, run_bench
 from adaptive_rollouts.demo.cli import add_demo_arguments, run_demo
 from adaptive_rollouts.objectives import get_estimator
-from adaptive_rollouts.sim.cli import BENCH_DESCRIPTION, add_bench_arguments, run_bench
 from adaptive_rollouts.solvers import allocate
 
 __all__ = [

@@ -20,8 +20,11 @@ every target, so the ratio is always finite and its bootstrap well behaved. An a
 than Uniform is not penalised here beyond its slower climb: the map reports the final accuracy gap
 beside it. Seed-mean curves
 are averaged over the paired seeds first (Uniform's seed ``s`` and the method's seed ``s`` share a
-problem instance), and the interval resamples those pairs (`bootstrap_gain_speedup`): all arms run at
-one rate (Uniform's, tuned on other seeds), so no rate choice sits outside the resampling.
+problem instance), and the interval is over those pairs: the jackknife-t on log speedup
+(`jackknife_gain_speedup`, the map's interval from 32 paired seeds on) or the percentile bootstrap
+(`bootstrap_gain_speedup`, the earlier maps'); `experiments.intervals` says why and how each is
+calibrated. All arms run at one rate (Uniform's, tuned on other seeds), so no rate choice sits
+outside the seeds' variation.
 
 >>> u = {"rollouts": [10, 20, 30, 40], "accuracy": [0.2, 0.4, 0.5, 0.6], "accuracy0": 0.0}
 >>> m = {"rollouts": [10, 20, 30, 40], "accuracy": [0.4, 0.5, 0.6, 0.6], "accuracy0": 0.0}
@@ -35,6 +38,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from adaptive_rollouts.experiments.intervals import OLD_INTERVAL, check_interval, jackknife_t, pooled_t
+
 __all__ = [
     "FRACTIONS",
     "stack_runs",
@@ -42,7 +47,11 @@ __all__ = [
     "gain_speedup_parts",
     "gain_speedup",
     "bootstrap_gain_speedup",
+    "jackknife_gain_speedup",
+    "gain_interval",
     "pooled_effect",
+    "pooled_effect_t",
+    "pooled_gain",
 ]
 
 FRACTIONS = (0.5, 0.75, 0.9)
@@ -150,6 +159,85 @@ def bootstrap_gain_speedup(
     draws = _geomean(_ratios(u, m, idx, fractions))
     lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2]) if np.isfinite(draws).any() else (np.nan, np.nan)
     return float(lo), float(hi), draws
+
+
+def jackknife_gain_speedup(
+    uniform: Sequence[dict],
+    method: Sequence[dict],
+    fractions: Sequence[float] = FRACTIONS,
+    level: float = 0.9,
+    cost: str = "rollouts",
+) -> tuple[float, float, float, int]:
+    """(low, high, se, df): the jackknife-t interval (`intervals.jackknife_t`) of `gain_speedup` over
+    the paired seeds (each pair left out in turn), its standard error on log speedup and degrees of
+    freedom; nan bounds when some subset of the seeds has no gain. T read on the ``cost`` axis."""
+    u, m = _paired(uniform, method, cost)
+    n = len(uniform)
+    if n < 3:
+        raise ValueError(f"the jackknife-t interval needs >= 3 paired seeds, got {n}")
+    keep = np.array([np.delete(np.arange(n), i) for i in range(n)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        full = np.log(_geomean(_ratios(u, m, np.arange(n)[None, :], fractions)))[0]
+        loo = np.log(_geomean(_ratios(u, m, keep, fractions)))
+    lo, hi, se, df = jackknife_t(float(full), loo, level)
+    return float(np.exp(lo)), float(np.exp(hi)), se, df
+
+
+def gain_interval(
+    uniform: Sequence[dict],
+    method: Sequence[dict],
+    fractions: Sequence[float] = FRACTIONS,
+    interval: str = OLD_INTERVAL,
+    resamples: int = 1000,
+    level: float = 0.9,
+    cost: str = "rollouts",
+) -> dict:
+    """The ``level`` interval of `gain_speedup` by ``interval`` (`intervals.INTERVALS`):
+    {"low", "high"} and what pools it over cells: "draws" (percentile) or "se" and "df" (jackknife-t);
+    T read on the ``cost`` axis."""
+    if check_interval(interval) == "jackknife-t":
+        lo, hi, se, df = jackknife_gain_speedup(uniform, method, fractions, level, cost)
+        return {"low": lo, "high": hi, "se": se, "df": df}
+    lo, hi, draws = bootstrap_gain_speedup(uniform, method, fractions, resamples, level=level, cost=cost)
+    return {"low": lo, "high": hi, "draws": draws}
+
+
+def pooled_gain(estimates: Sequence[float], intervals: Sequence[dict], level: float = 0.9) -> dict[str, float]:
+    """The pooled effect over cells of `gain_interval` results: `pooled_effect_t` for jackknife-t
+    intervals, `pooled_effect` for percentile ones (every cell read with one method)."""
+    kinds = {"draws" in x for x in intervals}
+    if len(kinds) > 1:
+        raise ValueError("the cells' intervals mix the percentile bootstrap and the jackknife-t: pool one kind")
+    if kinds == {True}:
+        return pooled_effect(estimates, [x["draws"] for x in intervals], level)
+    return pooled_effect_t(estimates, [x["se"] for x in intervals], [x["df"] for x in intervals], level)
+
+
+def pooled_effect_t(
+    estimates: Sequence[float], ses: Sequence[float], dfs: Sequence[float], level: float = 0.9
+) -> dict[str, float]:
+    """The geometric mean over cells of their statistics and its Welch-Satterthwaite t interval
+    from the cells' jackknife standard errors on log speedup (`intervals.pooled_t`; independent seeds
+    per cell). Cells whose estimate is not finite (no gain) are left out and counted; a kept cell
+    without a standard error leaves the interval undefined (nan)."""
+    est = np.asarray(estimates, dtype=float)
+    ok = np.isfinite(est) & (est > 0)
+    if not ok.any():
+        return {
+            "effect": float("nan"),
+            "low": float("nan"),
+            "high": float("nan"),
+            "cells": 0,
+            "left_out": int(est.size),
+        }
+    mean, lo, hi = pooled_t(np.log(est[ok]), np.asarray(ses, float)[ok], np.asarray(dfs, float)[ok], level)
+    return {
+        "effect": float(np.exp(mean)),
+        "low": float(np.exp(lo)),
+        "high": float(np.exp(hi)),
+        "cells": int(ok.sum()),
+        "left_out": int((~ok).sum()),
+    }
 
 
 def pooled_effect(estimates: Sequence[float], draws: Sequence[np.ndarray], level: float = 0.9) -> dict[str, float]:

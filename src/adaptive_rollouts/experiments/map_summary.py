@@ -7,12 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.experiments.gain_speedup import (
-    bootstrap_gain_speedup,
-    gain_speedup,
-    gain_speedup_parts,
-    pooled_effect,
-)
+from adaptive_rollouts.experiments.gain_speedup import gain_interval, gain_speedup, gain_speedup_parts, pooled_gain
+from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 from adaptive_rollouts.fingerprints import batch_noise_to_signal
@@ -72,23 +68,28 @@ def _fingerprints(result: dict, cell: str) -> dict[str, float]:
     return {**uniform_fingerprints(uni, info["budget"]), "transfer": info.get("transfer_measured", float("nan"))}
 
 
-def _gain_entry(u: list[dict], m: list[dict], fractions: Sequence[float], resamples: int, prefix: str = "") -> dict:
+def _gain_entry(
+    u: list[dict], m: list[dict], fractions: Sequence[float], resamples: int, interval: str, prefix: str = ""
+) -> dict:
     """The primary statistic (`gain_speedup`) of ``m`` against ``u`` (paired seed lists), its parts,
-    90% paired-bootstrap interval, per-seed values and (not saved) the bootstrap draws; where every
-    run recorded its generated tokens (a length cell) also the statistic on the token axis
+    90% paired interval by ``interval`` (`gain_interval`; the jackknife-t's standard error on log
+    speedup is kept), per-seed values and (not saved) what pools it over cells; where every run
+    recorded its generated tokens (a length cell) also the statistic on the token axis
     (``token_gain_speedup``, ``token_gain_ci90``: tokens to the targets instead of rollouts)."""
-    lo, hi, draws = bootstrap_gain_speedup(u, m, fractions, resamples)
+    ci = gain_interval(u, m, fractions, interval, resamples)
     out = {
         f"{prefix}gain_speedup": gain_speedup(u, m, fractions),
         f"{prefix}gain_parts": gain_speedup_parts(u, m, fractions),
-        f"{prefix}gain_ci90": [lo, hi],
+        f"{prefix}gain_ci90": [ci["low"], ci["high"]],
         f"{prefix}gain_per_seed": [gain_speedup([a], [b], fractions) for a, b in zip(u, m)],
-        f"_{prefix}draws": draws,
+        f"_{prefix}interval": ci,
     }
+    if "se" in ci:
+        out[f"{prefix}gain_log_se"] = ci["se"]
     if all("tokens" in r for r in [*u, *m]):
-        tlo, thi, _ = bootstrap_gain_speedup(u, m, fractions, resamples, cost="tokens")
+        tci = gain_interval(u, m, fractions, interval, resamples, cost="tokens")
         out[f"{prefix}token_gain_speedup"] = gain_speedup(u, m, fractions, cost="tokens")
-        out[f"{prefix}token_gain_ci90"] = [tlo, thi]
+        out[f"{prefix}token_gain_ci90"] = [tci["low"], tci["high"]]
     return out
 
 
@@ -99,6 +100,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
     frac = result["config"]["target_at"]
     fractions = tuple(result["config"].get("fractions") or ())
     resamples = result["config"].get("bootstrap", 1000)
+    interval = result["config"].get("interval", OLD_INTERVAL)  # a map that names none was read with it
     rows = []
     for cell in result["cells"]:
         uni = _runs_at(result, cell, "uniform")
@@ -129,7 +131,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 "lr": result["lr"][cell][method],
             }
             if fractions:
-                entry.update(_gain_entry(u_same, runs, fractions, resamples))
+                entry.update(_gain_entry(u_same, runs, fractions, resamples, interval))
             uniform_lr = result["lr"][cell].get("uniform")
             same = (
                 _runs_at(result, cell, method, lr=uniform_lr) if method in result["config"].get("same_rate", ()) else []
@@ -141,7 +143,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 )
                 entry["same_rate_per_seed"] = [speedup([u], [r], frac) for u, r in zip(u_same, same)]
                 if fractions:
-                    entry.update(_gain_entry(u_same, same, fractions, resamples, prefix="same_rate_"))
+                    entry.update(_gain_entry(u_same, same, fractions, resamples, interval, prefix="same_rate_"))
             probes = [r["probe"] for r in runs if r["probe"]["probe_var"]]
             if probes:
                 nsr = batch_noise_to_signal(
@@ -160,7 +162,7 @@ def summarize_map(result: dict) -> dict[str, Any]:
         out["saving_targets"] = saving_targets(rows)
     if fractions:
         out["pooled"] = _pooled(rows, result["config"]["methods"])
-    for r in rows:  # the bootstrap draws served the pooled effect; they are not kept
+    for r in rows:  # the bootstrap draws and standard errors served the pooled effect; draws are not kept
         for e in r["methods"].values():
             for k in [k for k in e if k.startswith("_")]:
                 del e[k]
@@ -169,14 +171,14 @@ def summarize_map(result: dict) -> dict[str, Any]:
 
 def _pooled(rows: list[dict], methods: Sequence[str]) -> dict[str, dict[str, float]]:
     """Per method (and the default at Uniform's rate, ``default@uniform-rate``) the pooled effect of
-    the primary statistic over the cells (`pooled_effect`)."""
+    the primary statistic over the cells (`pooled_gain`: by the cells' interval method)."""
     out = {}
     arms = [(m, "") for m in methods if m != "uniform"] + [(f"{m}@uniform-rate", "same_rate_") for m in methods]
     for name, prefix in arms:
         base = name.split("@")[0] if prefix else name
         es = [r["methods"][base] for r in rows if f"{prefix}gain_speedup" in r["methods"].get(base, {})]
         if es:
-            out[name] = pooled_effect([e[f"{prefix}gain_speedup"] for e in es], [e[f"_{prefix}draws"] for e in es])
+            out[name] = pooled_gain([e[f"{prefix}gain_speedup"] for e in es], [e[f"_{prefix}interval"] for e in es])
     return out
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ import numpy as np
 
 from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.intervals import INTERVAL, check_interval
+from adaptive_rollouts.experiments.map_runner import RunPool, check_jobs
 from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.experiments.results import git_commit
 from adaptive_rollouts.experiments.run_store import read_json, setting_differences, write_json
@@ -108,6 +111,9 @@ class MapConfig:
     # what a user who switches without retuning gets
     untuned: Sequence[str] = ()
     fractions: Sequence[float] = ()  # shares of the gain of the primary statistic (`gain_speedup`); () = off
+    # the primary statistic's 90% interval over the paired seeds (`experiments.intervals`); a result
+    # file whose configuration names none was read with the percentile bootstrap
+    interval: str = INTERVAL
     extra: dict = field(default_factory=dict)
 
 
@@ -197,18 +203,20 @@ SAVING_MAP = MapConfig(
     untuned=tuple(m for m in SAVING_METHODS if m != "uniform"),
     same_rate=(DEFAULT,),
     tune_seeds=tuple(range(100, 106)),
-    # 16 paired seeds, fixed before any arm but Uniform had run (32 were planned: on two shared
-    # cores the null control and the default at 32 seeds did not fit the time the map had)
+    # 32 paired seeds with the jackknife-t interval, fixed before the run: where the true speedup is 1
+    # (twin curves, and pairs resampled from the 16-seed maps' controls) it covers 1 at about its
+    # 90% where the percentile bootstrap covers less (`experiments.intervals`,
+    # benchmarks/interval_coverage.py); the other arms (report seeds) keep 16
     report_seeds=tuple(range(16)),
-    paired_seeds=tuple(range(16)),
+    paired_seeds=tuple(range(32)),
     grad_var_every=0,  # the gradient probes are the full map's; this map reads learning curves
     fractions=(0.5, 0.75, 0.9),
 )
 """The saving evidence: the default against Uniform, the null control (Uniform's counts drawn in the
 default's rounds), a Uniform-vs-Uniform replicate, the known-p skip rule (``oracle-skip``), every other
 registered saving allocator, the budget-filling default and VIGOR, all at Uniform's rate, on the quick
-map's rows for five difficulty scenarios (a cold start among them), a noisy row whose prompts recur, and the full map's next cells (20 cells), 16 paired seeds each; read
-with `gain_speedup` (rollouts to 50/75/90% of the gain). Cost is every generated rollout."""
+map's rows for five difficulty scenarios (a cold start among them), a noisy row whose prompts recur, and the full map's next cells (20 cells), 32 paired seeds each; read
+with `gain_speedup` (rollouts to 50/75/90% of the gain) and its jackknife-t interval. Cost is every generated rollout."""
 
 
 PAIRED = ("uniform", DEFAULT, NULL, REPLICATE)  # methods run on the paired seeds
@@ -260,17 +268,33 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
     }
 
 
+def _task_run(task: tuple[Cell, str, int, float], cfg: MapConfig) -> dict:
+    """`_one_run` of one (cell, method, seed, rate) task (what `RunPool` hands to a worker)."""
+    return _one_run(*task, cfg)
+
+
 class _NotRunYet(Exception):
     pass
 
 
-def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missing: bool = True) -> dict[str, Any]:
+def run_map(
+    cfg: MapConfig, folder: str | Path, progress: bool = True, run_missing: bool = True, jobs: int = 1
+) -> dict[str, Any]:
     """Run (or resume) the map into ``folder``; return {"config", "cells", "lr", "errors", "runs",
     "missing"}. ``run_missing=False`` only reads what is there (a partial map): method/cell pairs
-    with runs still missing are listed in "missing" and left out of the results."""
+    with runs still missing are listed in "missing" and left out of the results. ``jobs`` worker
+    processes run the runs (`map_runner.RunPool`); the result and ``runs.jsonl`` do not depend on it."""
+    check_jobs(jobs)
+    if check_interval(cfg.interval) == "jackknife-t" and cfg.fractions and len(cfg.paired_seeds) < 3:
+        raise ValueError(f"the jackknife-t interval needs >= 3 paired seeds, got {list(cfg.paired_seeds)}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     store = MapStore(folder, cfg)
+    with RunPool(partial(_task_run, cfg=cfg), jobs if run_missing else 1) as pool:
+        return _run_map(cfg, folder, store, pool, progress, run_missing)
+
+
+def _run_map(cfg: MapConfig, folder: Path, store: MapStore, pool: RunPool, progress: bool, run_missing: bool) -> dict:
     commit = git_commit()  # the code this invocation runs
     n_est = len(cfg.cells) * sum(
         (0 if m in cfg.untuned else len(cfg.tune_seeds) * len(cfg.lr_grid)) + len(_seeds_for(cfg, m))
@@ -283,11 +307,26 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
         if r is None and not run_missing:
             raise _NotRunYet
         if r is None:
-            r = {**_one_run(cell, method, seed, lr, cfg), "commit": commit}
+            r = {**pool.get((cell, method, seed, lr)), "commit": commit}
             store.add(r)
         bar.set_postfix_str(f"{cell.key} {method}", refresh=False)
         bar.update(1)
         return r
+
+    def run_seeds(cell: Cell, method: str, seeds: Sequence[int], lr: float) -> list[dict]:
+        pool.prefetch((cell, method, s, lr) for s in seeds if store.get(cell.key, method, s, lr) is None)
+        return [run(cell, method, s, lr) for s in seeds]
+
+    def prefetch(method: str) -> None:
+        # what the method's column will surely run: at Uniform's rate (untuned), or the first grid
+        tasks = []
+        for cell in cfg.cells:
+            uniform_lr = best_lr.get(cell.key, {}).get("uniform")
+            if method in cfg.untuned:
+                tasks += [(cell, method, s, uniform_lr) for s in _seeds_for(cfg, method)] if uniform_lr else []
+            else:
+                tasks += [(cell, method, s, float(lr)) for lr in cfg.lr_grid for s in cfg.tune_seeds]
+        pool.prefetch(t for t in tasks if store.get(t[0].key, t[1], t[2], t[3]) is None)
 
     best_lr: dict[str, dict[str, float]] = {}
     errors: dict[str, str] = {}
@@ -308,6 +347,7 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
             write_json(info_path, {**cells_info[cell.key], "settings": wanted})
     # Method by method over every cell, so a partial map holds whole columns (the first methods).
     for method in cfg.methods:
+        prefetch(method)
         for cell in cfg.cells:
             try:
                 if method in cfg.untuned:
@@ -316,22 +356,19 @@ def run_map(cfg: MapConfig, folder: str | Path, progress: bool = True, run_missi
                         raise _NotRunYet
                     if uniform_lr is None:
                         raise ValueError(f"{method} runs at Uniform's rate, which this cell has none of")
-                    for s in _seeds_for(cfg, method):
-                        run(cell, method, s, uniform_lr)
+                    run_seeds(cell, method, _seeds_for(cfg, method), uniform_lr)
                     best_lr.setdefault(cell.key, {})[method] = uniform_lr
                     continue
                 lr, _ = tune_grid(
-                    lambda lr: float(np.mean([run(cell, method, s, lr)["final"] for s in cfg.tune_seeds])),
+                    lambda lr: float(np.mean([r["final"] for r in run_seeds(cell, method, cfg.tune_seeds, lr)])),
                     cfg.lr_grid,
                     cfg.lr_step,
                     cfg.max_extensions,
                 )
-                for s in _seeds_for(cfg, method):
-                    run(cell, method, s, lr)
+                run_seeds(cell, method, _seeds_for(cfg, method), lr)
                 uniform_lr = best_lr.get(cell.key, {}).get("uniform")
                 if method in cfg.same_rate and uniform_lr is not None:
-                    for s in _seeds_for(cfg, method):
-                        run(cell, method, s, uniform_lr)
+                    run_seeds(cell, method, _seeds_for(cfg, method), uniform_lr)
             except (LearningRateAtEdge, ValueError) as err:
                 errors[f"{cell.key} {method}"] = f"{type(err).__name__}: {err}"
                 continue

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, bootstrap_gain_speedup, gain_speedup
+from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup
+from adaptive_rollouts.experiments.intervals import INTERVAL
 from adaptive_rollouts.sim.step_time import break_even_overhead, synchronous_step_time
 
 __all__ = ["with_sync_time", "length_stats", "token_comparison"]
@@ -59,17 +60,18 @@ def token_comparison(
     fractions: Sequence[float] = FRACTIONS,
     resamples: int = 1000,
     cap: int | None = None,
+    interval: str = INTERVAL,
 ) -> dict[str, Any]:
     """The method against Uniform (paired seed lists) on the rollout, token and synchronous-time axes
-    (`gain_speedup`, 90% paired-bootstrap intervals), per-step modelled times, rounds and rollouts
+    (`gain_speedup`, 90% paired intervals by ``interval``, `gain_interval`), per-step modelled times, rounds and rollouts
     per round; with the generation ``cap``, also the share of each arm's rounds whose longest rollout
     ran to it (such a round lasts the full cap on a synchronous engine)."""
     u = [with_sync_time(r) for r in uniform]
     m = [with_sync_time(r) for r in method]
     out: dict[str, Any] = {}
     for axis in ("rollouts", "tokens", "sync_time"):
-        lo, hi, _ = bootstrap_gain_speedup(u, m, fractions, resamples, cost=axis)
-        out[axis] = {"speedup": gain_speedup(u, m, fractions, cost=axis), "ci90": [lo, hi]}
+        ci = gain_interval(u, m, fractions, interval, resamples, cost=axis)
+        out[axis] = {"speedup": gain_speedup(u, m, fractions, cost=axis), "ci90": [ci["low"], ci["high"]]}
     out["tokens_over_rollouts"] = out["tokens"]["speedup"] / out["rollouts"]["speedup"]
 
     def step_times(r: dict) -> list[float]:

@@ -53,8 +53,8 @@ class FlatnessPredictor:
         p ~ Beta(alpha_0 + t s_h, beta_0 + t f_h).
 
     kappa (`STRENGTHS`) and t (`TEMPERS`) are chosen online: each update scores every pair by the
-    beta-binomial log-likelihood of the groups just seen under the belief it gave before seeing
-    them (prequential; scores decay by 0.99 per update) and the best pair is used. So the spread
+    log-likelihood of whether the groups just seen were all-equal, under the P(all-equal at n) it
+    gave before seeing them (prequential; scores decay by 0.99 per update) and the best pair is used. So the spread
     and the weight of history are whatever has predicted the next groups best in this run - a
     history that stopped predicting (p drifted) loses its weight. A group of n counts
     (kappa + 1) / (kappa + n) rollouts' worth in the regression (rollouts that share a p carry less

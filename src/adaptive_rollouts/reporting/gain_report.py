@@ -1,5 +1,5 @@
 """The regime map's tables of the primary statistic (`gain_speedup`): per cell and arm the statistic
-with its 90% paired-bootstrap interval, the pooled effect over cells, and the saving verdicts read
+with its 90% paired interval (`interval_words`), the pooled effect over cells, and the saving verdicts read
 from the intervals (`map_summary.verdict`). Called by `map_report.map_markdown` for maps run with
 ``fractions``."""
 
@@ -7,10 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.map_summary import verdict
 from adaptive_rollouts.reporting.markdown import fmt, section, table
 
-__all__ = ["gain_lines", "token_lines", "protocol_line", "verdict_lines", "targets_with_verdicts", "coverage"]
+__all__ = [
+    "gain_lines",
+    "token_lines",
+    "protocol_line",
+    "interval_words",
+    "verdict_lines",
+    "targets_with_verdicts",
+    "coverage",
+]
 
 _DEFAULT = "default"
 
@@ -19,6 +28,14 @@ def _ci(value: float | None, ci: Sequence[float] | None) -> str:
     if value is None or ci is None:
         return "-"
     return f"{fmt(value)} ({fmt(ci[0])}-{fmt(ci[1])})"
+
+
+def interval_words(cfg: dict) -> str:
+    """How a map's 90% intervals of the primary statistic were computed, from its configuration."""
+    seeds = len(cfg["paired_seeds"])
+    if cfg.get("interval", OLD_INTERVAL) == "jackknife-t":
+        return f"jackknife-t on log speedup over the {seeds} paired seeds (Student t, {seeds - 1} degrees of freedom)"
+    return f"percentile of {cfg.get('bootstrap', 1000)} paired bootstrap resamples of the {seeds} seeds"
 
 
 def protocol_line(cfg: dict) -> str:
@@ -32,7 +49,7 @@ def protocol_line(cfg: dict) -> str:
         f"the two curves' tops over the accuracy before training. {len(cfg['paired_seeds'])} paired "
         f"seeds {list(cfg['paired_seeds'])[:1]}-{list(cfg['paired_seeds'])[-1:]} (fixed in the configuration "
         f"before the run), {cfg['steps']} steps, estimator {cfg['estimator']}, aggregation {cfg['aggregation']}; "
-        f"90% intervals from {cfg.get('bootstrap', 1000)} paired bootstrap resamples of the seeds. Rates tuned "
+        f"90% intervals: {interval_words(cfg)}. Rates tuned "
         f"on seeds {list(cfg['tune_seeds'])} (mean accuracy over the last third of the run; grid "
         f"{list(cfg['lr_grid'])}, extended x{cfg['lr_step']:g} at an edge) for {tuned}; run at Uniform's tuned "
         f"rate only: {untuned}. The replicate is Uniform on the same problem instances with other sampling "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.experiments.results import MixedResultsError, Result, data_number, load_result, provenance
-from adaptive_rollouts.reporting.gain_report import coverage, targets_with_verdicts
+from adaptive_rollouts.reporting.gain_report import coverage, interval_words, targets_with_verdicts
 from adaptive_rollouts.reporting.map_report import map_markdown
 
 __all__ = ["MAP_DIR", "MAP_COMMAND", "render_map", "render_saving_summary", "render_map_protocol", "map_files"]
@@ -96,13 +96,14 @@ def _seed_span(seeds: list) -> str:
 
 def render_map_protocol(root: Path) -> str:
     """One line per committed map result file with the protocol it ran with, read from its header's
-    settings: steps, tune seeds, rate grid, report and paired seeds, the statistic and which arms ran
+    settings: steps, tune seeds, rate grid, report and paired seeds, the statistic and its interval, which arms ran
     at Uniform's rate only."""
     lines = []
     for path in map_files(root):
         cfg = load_result(path).header["settings"]
         if cfg.get("fractions"):
             statistic = "rollouts to " + "/".join(f"{f:.0%}" for f in cfg["fractions"]) + " of the gain"
+            statistic += f", 90% interval: {interval_words(cfg)}"
         else:
             statistic = f"rollouts to one target at {cfg['target_at']:.0%} of the run"
         untuned = ", ".join(cfg.get("untuned", ())) or "none"

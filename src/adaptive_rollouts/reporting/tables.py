@@ -16,6 +16,7 @@ from adaptive_rollouts.reporting.flatness_tables import (
     render_probe_cost,
     render_saving_pool,
 )
+from adaptive_rollouts.reporting.interval_tables import render_interval_coverage, render_map_seeds
 from adaptive_rollouts.reporting.ladder_tables import render_demo_ladder
 from adaptive_rollouts.reporting.map_tables import render_map, render_map_protocol, render_saving_summary
 from adaptive_rollouts.reporting.markdown import table
@@ -169,6 +170,8 @@ RENDERERS = {
     "map": render_map,
     "saving-summary": render_saving_summary,
     "map-protocol": render_map_protocol,
+    "interval-coverage": render_interval_coverage,
+    "map-seeds": render_map_seeds,
     "saving-signal": render_saving_signal,
     "loss-rows": render_loss_rows,
     "demo-saving": render_demo_saving,

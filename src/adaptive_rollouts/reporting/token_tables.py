@@ -83,7 +83,8 @@ def render_tokens(root: Path) -> str:
             lengths,
         ),
         "",
-        "Against Uniform: speedup to 50/75/90% of the gain on each axis (90% interval); rounds per step, "
+        f"Against Uniform: speedup to 50/75/90% of the gain on each axis (90% interval over the paired seeds, "
+        f"{d.get('interval', 'percentile')}); rounds per step, "
         "rollouts per round, how long a round lasts against Uniform's single round, and the share of rounds "
         "whose longest rollout ran to the cap; "
         "modelled step time over Uniform's per step (synchronous: rounds x longest rollout; continuous "

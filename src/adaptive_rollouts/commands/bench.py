@@ -19,12 +19,12 @@ from adaptive_rollouts.checks.arguments import (
     reports_usage_errors,
 )
 from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
+from adaptive_rollouts.commands.bench_checks import check_methods
 from adaptive_rollouts.experiments.bench import FULL, QUICK, BenchConfig, run_benchmark
 from adaptive_rollouts.experiments.regime_map import FULL_MAP, QUICK_MAP, SAVING_MAP, run_map
 from adaptive_rollouts.experiments.results import MixedResultsError
 from adaptive_rollouts.reporting.bench_report import write_report
 from adaptive_rollouts.reporting.map_report import write_map_report
-from adaptive_rollouts.sim.bench_checks import check_methods
 from adaptive_rollouts.sim.problem import SCENARIOS
 from adaptive_rollouts.sim.regimes import select_cells
 from adaptive_rollouts.sim.theory import theory_checks
@@ -141,6 +141,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "render from ('' to skip) (default: results/map)",
     )
     parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        help="with --map: worker processes for the runs (seeds are independent; the runs and the map are the "
+        "same as with one) (default: 1)",
+    )
+    parser.add_argument(
         "--allow-mixed-commits",
         action="store_true",
         help="with --map: summarise runs.jsonl even if its runs ran at several commits (the tables say so)",
@@ -238,7 +244,9 @@ def run_map_command(args: argparse.Namespace) -> int:
     if results_dir:
         check_output_folder(results_dir, "--results-dir")
     try:
-        result = run_map(cfg, args.out, progress=not getattr(args, "no_progress", False))
+        result = run_map(
+            cfg, args.out, progress=not getattr(args, "no_progress", False), jobs=getattr(args, "jobs", None) or 1
+        )
     except ValueError as err:  # runs.jsonl of other settings, a damaged line: named, nothing mixed
         raise UsageError(str(err)) from None
     copy = Path(results_dir) / f"{Path(args.out).resolve().name}.json" if results_dir else None
@@ -270,6 +278,8 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UsageError("--cells selects cells of the regime map; add --map")
     if getattr(args, "saving", False):
         raise UsageError("--saving selects the saving evidence map; add --map")
+    if getattr(args, "jobs", None) is not None:
+        raise UsageError("--jobs runs the regime map's runs in processes; add --map")
     _check_common(args)
     try:
         cfg = config_from_args(args)
