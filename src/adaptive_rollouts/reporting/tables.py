@@ -1,7 +1,8 @@
 """The renderers of the docs' results blocks: each reads committed result files under results/ and
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
 `render_docs` uses; the regime map's renderer is in `map_tables`, the predictor benchmark's in
-`predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`."""
+`predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`,
+the tokens benchmark's in `token_tables`."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from adaptive_rollouts.reporting.predictor_tables import (
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
 from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_loss_rows, render_saving_signal
+from adaptive_rollouts.reporting.token_tables import render_tokens
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -178,5 +180,6 @@ RENDERERS = {
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "demo-ladder": render_demo_ladder,
+    "tokens": render_tokens,
     **RELIABILITY_RENDERERS,
 }
