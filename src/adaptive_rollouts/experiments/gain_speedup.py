@@ -9,7 +9,8 @@ The statistic here reads several targets on the steep part of the curves and ave
     G       = the lower of the two seed-mean curves' tops, minus a0 (the gain both arms reach),
     t_f     = a0 + f G                     for each share f in ``fractions`` (0.5, 0.75, 0.9),
     T_X(t)  = rollouts at which the running max of X's seed-mean curve first reaches t (linear
-              interpolation from (0, a0); inf when never),
+              interpolation from (0, a0); inf when never); with ``cost="tokens"`` the same on the
+              runs' cumulative generated tokens instead (tokens to target),
     speedup = geometric mean over f of T_U(t_f) / T_M(t_f).
 
 The targets are symmetric in the two arms, so swapping them inverts the ratio and an arm that
@@ -56,14 +57,18 @@ __all__ = [
 FRACTIONS = (0.5, 0.75, 0.9)
 
 
-def stack_runs(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rollouts [S, T], accuracy [S, T], accuracy0 [S]) of runs of equal length."""
+def stack_runs(runs: Sequence[dict], cost: str = "rollouts") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cumulative cost [S, T], accuracy [S, T], accuracy0 [S]) of runs of equal length; ``cost`` names
+    the runs' cumulative cost curve (the x axis): "rollouts", or "tokens" where the runs recorded them."""
     if not runs:
         raise ValueError("no runs to stack")
-    lengths = {len(r["accuracy"]) for r in runs} | {len(r["rollouts"]) for r in runs}
+    absent = [i for i, r in enumerate(runs) if cost not in r]
+    if absent:
+        raise ValueError(f"runs {absent[:5]} record no {cost!r} curve")
+    lengths = {len(r["accuracy"]) for r in runs} | {len(r[cost]) for r in runs}
     if len(lengths) != 1:
         raise ValueError(f"runs of different lengths {sorted(lengths)}: curves cannot be averaged step by step")
-    r = np.array([x["rollouts"] for x in runs], dtype=float)
+    r = np.array([x[cost] for x in runs], dtype=float)
     a = np.array([x["accuracy"] for x in runs], dtype=float)
     return r, a, np.array([x["accuracy0"] for x in runs], dtype=float)
 
@@ -105,26 +110,31 @@ def _geomean(ratios: np.ndarray) -> np.ndarray:
         return np.exp(np.mean(np.log(ratios), axis=-1))
 
 
-def _paired(uniform: Sequence[dict], method: Sequence[dict]) -> tuple[tuple, tuple]:
+def _paired(uniform: Sequence[dict], method: Sequence[dict], cost: str = "rollouts") -> tuple[tuple, tuple]:
     if len(uniform) != len(method) or not uniform:
         raise ValueError(f"need equally many paired runs, got {len(uniform)} and {len(method)}")
-    u, m = stack_runs(uniform), stack_runs(method)
+    u, m = stack_runs(uniform, cost), stack_runs(method, cost)
     if u[1].shape != m[1].shape:
         raise ValueError(f"Uniform's runs have {u[1].shape[1]} steps and the method's {m[1].shape[1]}")
     return u, m
 
 
 def gain_speedup_parts(
-    uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS
+    uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS, cost: str = "rollouts"
 ) -> list[float]:
-    """T_U / T_M at each share of the gain (see the module docstring), on the seed-mean curves."""
-    u, m = _paired(uniform, method)
+    """T_U / T_M at each share of the gain (see the module docstring), on the seed-mean curves, with
+    T read on the ``cost`` axis (`stack_runs`)."""
+    u, m = _paired(uniform, method, cost)
     return _ratios(u, m, np.arange(len(uniform))[None, :], fractions)[0].tolist()
 
 
-def gain_speedup(uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS) -> float:
+def gain_speedup(
+    uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS, cost: str = "rollouts"
+) -> float:
     """The geometric mean of `gain_speedup_parts` (nan when neither arm gains)."""
-    return float(_geomean(np.asarray(gain_speedup_parts(uniform, method, fractions)))) if fractions else float("nan")
+    if not fractions:
+        return float("nan")
+    return float(_geomean(np.asarray(gain_speedup_parts(uniform, method, fractions, cost))))
 
 
 def bootstrap_gain_speedup(
@@ -134,15 +144,17 @@ def bootstrap_gain_speedup(
     resamples: int = 1000,
     seed: int = 0,
     level: float = 0.9,
+    cost: str = "rollouts",
 ) -> tuple[float, float, np.ndarray]:
     """(low, high, draws): the central ``level`` percentile interval of `gain_speedup` over
     ``resamples`` paired bootstrap resamples of the seeds (``uniform[i]`` pairs with ``method[i]``;
-    the same resampled seeds for both), and the draws themselves (for `pooled_effect`)."""
+    the same resampled seeds for both), and the draws themselves (for `pooled_effect`); T read on the
+    ``cost`` axis."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
-    u, m = _paired(uniform, method)
+    u, m = _paired(uniform, method, cost)
     idx = np.random.default_rng(seed).integers(0, len(uniform), (resamples, len(uniform)))
     draws = _geomean(_ratios(u, m, idx, fractions))
     lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2]) if np.isfinite(draws).any() else (np.nan, np.nan)
@@ -150,12 +162,16 @@ def bootstrap_gain_speedup(
 
 
 def jackknife_gain_speedup(
-    uniform: Sequence[dict], method: Sequence[dict], fractions: Sequence[float] = FRACTIONS, level: float = 0.9
+    uniform: Sequence[dict],
+    method: Sequence[dict],
+    fractions: Sequence[float] = FRACTIONS,
+    level: float = 0.9,
+    cost: str = "rollouts",
 ) -> tuple[float, float, float, int]:
     """(low, high, se, df): the jackknife-t interval (`intervals.jackknife_t`) of `gain_speedup` over
     the paired seeds (each pair left out in turn), its standard error on log speedup and degrees of
-    freedom; nan bounds when some subset of the seeds has no gain."""
-    u, m = _paired(uniform, method)
+    freedom; nan bounds when some subset of the seeds has no gain. T read on the ``cost`` axis."""
+    u, m = _paired(uniform, method, cost)
     n = len(uniform)
     if n < 3:
         raise ValueError(f"the jackknife-t interval needs >= 3 paired seeds, got {n}")
@@ -174,13 +190,15 @@ def gain_interval(
     interval: str = OLD_INTERVAL,
     resamples: int = 1000,
     level: float = 0.9,
+    cost: str = "rollouts",
 ) -> dict:
     """The ``level`` interval of `gain_speedup` by ``interval`` (`intervals.INTERVALS`):
-    {"low", "high"} and what pools it over cells: "draws" (percentile) or "se" and "df" (jackknife-t)."""
+    {"low", "high"} and what pools it over cells: "draws" (percentile) or "se" and "df" (jackknife-t);
+    T read on the ``cost`` axis."""
     if check_interval(interval) == "jackknife-t":
-        lo, hi, se, df = jackknife_gain_speedup(uniform, method, fractions, level)
+        lo, hi, se, df = jackknife_gain_speedup(uniform, method, fractions, level, cost)
         return {"low": lo, "high": hi, "se": se, "df": df}
-    lo, hi, draws = bootstrap_gain_speedup(uniform, method, fractions, resamples, level=level)
+    lo, hi, draws = bootstrap_gain_speedup(uniform, method, fractions, resamples, level=level, cost=cost)
     return {"low": lo, "high": hi, "draws": draws}
 
 

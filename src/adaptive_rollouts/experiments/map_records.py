@@ -3,7 +3,8 @@ learning curve) and every tuning run (its score), gzipped JSON lines, so that a 
 recomputed from the committed files without the run folder.
 
 Each line: cell, method, seed, rate, commit, the run's score over the last third (``final``) and, for
-runs on the report seeds at the rate the map reports, ``rollouts``, ``accuracy`` and ``accuracy0``.
+runs on the report seeds at the rate the map reports, ``rollouts``, ``accuracy`` and ``accuracy0``
+(and, for a length cell's runs, their token accounting: ``tokens``, ``round_max_tokens``, ...).
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "m.runs.jsonl.gz")
@@ -22,6 +23,7 @@ import gzip
 import json
 import os
 
+from adaptive_rollouts.sim.train import TOKEN_TRACE
 from adaptive_rollouts.state.atomic import atomic_write
 
 __all__ = ["write_run_records", "read_run_records", "records_path"]
@@ -50,6 +52,7 @@ def write_run_records(result: dict, path: str | os.PathLike) -> int:
         )
         if seed in seeds and at_reported:
             rec.update({k: r[k] for k in _CURVE})
+            rec.update({k: r[k] for k in TOKEN_TRACE if k in r})
         lines.append(json.dumps(rec))
     atomic_write(path, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
     return len(lines)

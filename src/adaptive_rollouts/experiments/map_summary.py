@@ -73,7 +73,9 @@ def _gain_entry(
 ) -> dict:
     """The primary statistic (`gain_speedup`) of ``m`` against ``u`` (paired seed lists), its parts,
     90% paired interval by ``interval`` (`gain_interval`; the jackknife-t's standard error on log
-    speedup is kept), per-seed values and (not saved) what pools it over cells."""
+    speedup is kept), per-seed values and (not saved) what pools it over cells; where every run
+    recorded its generated tokens (a length cell) also the statistic on the token axis
+    (``token_gain_speedup``, ``token_gain_ci90``: tokens to the targets instead of rollouts)."""
     ci = gain_interval(u, m, fractions, interval, resamples)
     out = {
         f"{prefix}gain_speedup": gain_speedup(u, m, fractions),
@@ -84,6 +86,10 @@ def _gain_entry(
     }
     if "se" in ci:
         out[f"{prefix}gain_log_se"] = ci["se"]
+    if all("tokens" in r for r in [*u, *m]):
+        tci = gain_interval(u, m, fractions, interval, resamples, cost="tokens")
+        out[f"{prefix}token_gain_speedup"] = gain_speedup(u, m, fractions, cost="tokens")
+        out[f"{prefix}token_gain_ci90"] = [tci["low"], tci["high"]]
     return out
 
 

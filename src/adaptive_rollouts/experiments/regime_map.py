@@ -57,7 +57,7 @@ from adaptive_rollouts.experiments.speedup import bootstrap_speedup, final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import TOKEN_TRACE, TrainConfig, train
 
 __all__ = [
     "MapConfig",
@@ -260,6 +260,9 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         "nsr_rollout": [float(x) for x in tr["nsr_rollout"]],
         "regime": {k: float(v) for k, v in tr["regime"].items()},
         "zero_variance_fraction": float(np.mean(tr["zero_variance_fraction"])),
+        # a length cell's token accounting (`train`): the token axis of the primary statistic and the
+        # step-time model read these
+        **{k: tr[k] for k in TOKEN_TRACE if k in tr},
         "seconds": time.perf_counter() - t0,
         "settings": run_settings(cfg, cell, method),
     }

@@ -11,7 +11,15 @@ from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.map_summary import verdict
 from adaptive_rollouts.reporting.markdown import fmt, section, table
 
-__all__ = ["gain_lines", "protocol_line", "interval_words", "verdict_lines", "targets_with_verdicts", "coverage"]
+__all__ = [
+    "gain_lines",
+    "token_lines",
+    "protocol_line",
+    "interval_words",
+    "verdict_lines",
+    "targets_with_verdicts",
+    "coverage",
+]
 
 _DEFAULT = "default"
 
@@ -75,6 +83,7 @@ def gain_lines(data: dict, level: int) -> list[str]:
             cells.append(_ci(e.get("gain_speedup"), e.get("gain_ci90")) + rate)
         body.append(cells)
     lines += table(header, body)
+    lines += token_lines(data, level)
     lines += section("Pooled over the cells (geometric mean of the cells' statistics, 90% interval)", level)
     for name, p in data.get("pooled", {}).items():
         if name == "default" or name.startswith("uniform@"):
@@ -89,6 +98,33 @@ def gain_lines(data: dict, level: int) -> list[str]:
         lines.append(f"- default at its own best rate: {fmt(own['effect'])} ({fmt(own['low'])}-{fmt(own['high'])})")
     lines += _coverage_lines(data)
     return lines
+
+
+def _arm_entry(ms: dict, arm: str) -> tuple[dict, str]:
+    """The arm's entry and the key prefix of its statistic at Uniform's rate (the default's paired run)."""
+    e = ms.get(arm, {})
+    return e, ("same_rate_" if arm == _DEFAULT and "same_rate_gain_speedup" in e else "")
+
+
+def token_lines(data: dict, level: int) -> list[str]:
+    """For the cells whose runs recorded generated tokens (length cells): each arm's primary statistic
+    on the rollout axis beside the same statistic on the token axis (tokens to 50/75/90% of the gain)."""
+    cfg = data["config"]
+    arms = [m for m in cfg["methods"] if m != "uniform"]
+    entries = [(r, [_arm_entry(r["methods"], m) for m in arms]) for r in data["rows"]]
+    rows = [(r, es) for r, es in entries if any(f"{p}token_gain_speedup" in e for e, p in es)]
+    if not rows:
+        return []
+    lines = section("Rollouts and tokens to target, all arms at Uniform's rate (90% interval)", level)
+    header = ["cell"] + [f"{m} {axis}" for m in arms for axis in ("rollouts", "tokens")]
+    body = []
+    for r, es in rows:
+        cells = [r["cell"]]
+        for e, p in es:
+            cells.append(_ci(e.get(f"{p}gain_speedup"), e.get(f"{p}gain_ci90")))
+            cells.append(_ci(e.get(f"{p}token_gain_speedup"), e.get(f"{p}token_gain_ci90")))
+        body.append(cells)
+    return lines + table(header, body)
 
 
 def _coverage_lines(data: dict) -> list[str]:

@@ -1,7 +1,8 @@
 """The renderers of the docs' results blocks: each reads committed result files under results/ and
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
 `render_docs` uses; the regime map's renderer is in `map_tables`, the predictor benchmark's in
-`predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`."""
+`predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`,
+the tokens benchmark's in `token_tables`."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_loss_rows_summary,
     render_saving_signal,
 )
+from adaptive_rollouts.reporting.token_tables import render_tokens
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -184,5 +186,6 @@ RENDERERS = {
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "demo-ladder": render_demo_ladder,
+    "tokens": render_tokens,
     **RELIABILITY_RENDERERS,
 }

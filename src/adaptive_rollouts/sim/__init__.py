@@ -9,6 +9,7 @@
 """
 
 from adaptive_rollouts.sim.estimators import AGGREGATIONS, aggregation_weights, group_advantages_np, policy_gradient
+from adaptive_rollouts.sim.lengths import LengthModel
 from adaptive_rollouts.sim.oracle import OracleAllocator, TruePredictor
 from adaptive_rollouts.sim.problem import SCENARIOS, Problem, make_problem
 from adaptive_rollouts.sim.train import Simulator, TrainConfig, train
@@ -16,6 +17,7 @@ from adaptive_rollouts.sim.train import Simulator, TrainConfig, train
 __all__ = [
     "AGGREGATIONS",
     "SCENARIOS",
+    "LengthModel",
     "OracleAllocator",
     "Problem",
     "Simulator",

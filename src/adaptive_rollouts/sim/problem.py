@@ -38,6 +38,7 @@ import numpy as np
 from scipy.special import softmax
 
 from adaptive_rollouts.checks.validation import check_choice
+from adaptive_rollouts.sim.lengths import LengthModel
 
 SCENARIOS = ("easy-heavy", "hard-heavy", "bimodal", "pareto", "graded", "cold-start")
 
@@ -71,6 +72,8 @@ class Problem:
     own_scale: float = 0.0
     E: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     reasoning_tokens: int = 0
+    # completion lengths of the rollouts (tokens they cost, `sim.lengths`); None: not modelled
+    length_model: LengthModel | None = None
 
     def __post_init__(self) -> None:
         if self.W.size == 0:
@@ -112,6 +115,13 @@ class Problem:
     @property
     def n_answers(self) -> int:
         return self.rewards.shape[1]
+
+    def initial_success(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """p0_q: success of train prompts ``idx`` (all when None) before training (W = 0, E = 0), fixed
+        data of the problem; 1 - p0_q is the hardness the length model reads."""
+        b = self.offsets if idx is None else self.offsets[idx]
+        R = self.rewards if idx is None else self.rewards[idx]
+        return (softmax(b, axis=-1) * R).sum(axis=1)
 
     @property
     def max_length(self) -> int:
@@ -226,6 +236,7 @@ def make_problem(
     test_features: np.ndarray | None = None,
     transfer: float = 1.0,
     reasoning_tokens: int = 0,
+    length_model: LengthModel | None = None,
 ) -> Problem:
     """Build one problem instance; every random choice comes from ``seed``.
 
@@ -233,6 +244,8 @@ def make_problem(
     only, the model of earlier versions). ``reasoning_tokens``: score-noise tokens per rollout (see
     `Problem`). ``features`` / ``test_features`` (optional, [N, d]) replace the synthetic clustered
     embeddings (for example MiniLM embeddings of real questions, see ``sim.realdata``).
+    ``length_model``: completion lengths of the rollouts (`sim.lengths`; drawn by the `Simulator` from
+    a generator of their own, so rewards and learning are the same with or without it).
 
     >>> pb = make_problem("bimodal", n_prompts=200, n_test=100, seed=1)
     >>> pb.features.shape, pb.rewards.shape
@@ -303,4 +316,5 @@ def make_problem(
         shared_scale=float(np.sqrt(transfer)),
         own_scale=float(np.sqrt(1.0 - transfer)),
         reasoning_tokens=int(reasoning_tokens),
+        length_model=length_model,
     )

@@ -9,7 +9,12 @@ Knobs (what a cell configures):
   all prompts share (the rest on a per-prompt component, `Problem.own_scale`);
 - difficulty: the ``scenario`` (share of prompts near p = 0 and p = 1);
 - persistence of p across epochs: the pool size ``n_prompts`` (how many steps pass between two
-  visits of a prompt; a small pool is revisited often, before p has drifted far).
+  visits of a prompt; a small pool is revisited often, before p has drifted far);
+- cost per rollout: ``failure_ratio`` > 0 gives the rollouts completion lengths (`sim.lengths`:
+  failures on hard prompts ``failure_ratio`` times as long as successes, a cap, drift over training);
+  0 (every cell of the earlier maps) leaves lengths out, and those cells' runs exactly as they were.
+  Lengths change what a rollout costs, never what it teaches (their generator is separate), so a
+  length cell learns exactly as its base cell does; `TOKEN_CELLS` are the map's length cells.
 
 Fingerprints (what the map reports) are never these values: `measured_transfer` here, and the
 noise-to-signal ratio, zero-variance fraction and persistence of p that `train` measures through
@@ -23,10 +28,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from adaptive_rollouts.sim.lengths import LengthModel
 from adaptive_rollouts.sim.problem import Problem, make_problem
 from adaptive_rollouts.sim.train import Simulator, TrainConfig
 
-__all__ = ["Cell", "measured_transfer", "select_cells"]
+__all__ = ["Cell", "TOKEN_CELLS", "measured_transfer", "select_cells"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,11 @@ class Cell:
     transfer: float = 1.0  # share of the learning signal on the shared weights
     n_prompts: int = 1000
     reasoning_tokens: int = 0
+    failure_ratio: float = 0.0  # > 0: completion lengths, failures up to this many times longer (`sim.lengths`)
+
+    @property
+    def length_model(self) -> LengthModel | None:
+        return LengthModel(ratio=self.failure_ratio) if self.failure_ratio else None
 
     @property
     def budget(self) -> int:
@@ -55,6 +66,8 @@ class Cell:
             label += f"-pool{self.n_prompts}"
         if self.reasoning_tokens:
             label += f"-L{self.reasoning_tokens}"
+        if self.failure_ratio:
+            label += f"-F{self.failure_ratio:g}"
         return label
 
     @property
@@ -70,10 +83,24 @@ class Cell:
             seed=seed,
             transfer=self.transfer,
             reasoning_tokens=self.reasoning_tokens,
+            length_model=self.length_model,
         )
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "budget": self.budget, "regime": self.regime, "key": self.key}
+        """The knobs, budget, regime and key; ``failure_ratio`` only when lengths are on, so the cells
+        of maps run before lengths existed keep the settings their stored runs were checked against."""
+        knobs = {k: v for k, v in asdict(self).items() if k != "failure_ratio" or v}
+        return {**knobs, "budget": self.budget, "regime": self.regime, "key": self.key}
+
+
+TOKEN_CELLS = tuple(
+    Cell(scenario, dim=16, batch_prompts=32, failure_ratio=ratio)
+    for ratio in (2.5, 4.0)
+    for scenario in ("hard-heavy", "cold-start", "pareto")
+)
+"""The length cells: three difficulty scenarios of the saving map's low-noise row (d16, 32 prompts a
+step), with failures on the hardest prompts 2.5 and 4 times as long as successes (averaged over the
+prompts that fail, about 2.2 and 3.2 times: within the 2-4 times the sources report)."""
 
 
 def select_cells(cells: Sequence[Cell], names: Sequence[str]) -> list[Cell]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from adaptive_rollouts.checks.validation import LOSS_ROWS, check_choice
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
+from adaptive_rollouts.sim.lengths import sample_lengths
 from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.types import Allocator
 
@@ -47,13 +48,23 @@ class TrainConfig:
 
 
 class Simulator:
-    """Owns a problem, a sampling generator and the rollout log of the current step."""
+    """Owns a problem, a sampling generator and the rollout log of the current step.
+
+    With a length model on the problem (`Problem.length_model`), every ``sample`` call (one generation
+    round) also draws each rollout's completion length, from a generator of its own (so the rewards
+    are the draws they are without lengths), at the drift of step ``step`` (the trainer sets it);
+    `drain_rounds` hands the lengths over, round by round.
+    """
 
     def __init__(self, problem: Problem, seed: int = 0):
         self.problem = problem
         self.rng = np.random.default_rng(seed)
         # a stream of its own, so reasoning tokens leave the answers' draws as they are without them
         self.token_rng = np.random.default_rng([seed, 1])
+        self.length_rng = np.random.default_rng([seed, 2])  # likewise for completion lengths
+        self.step = 0
+        self._hardness = None if problem.length_model is None else 1.0 - problem.initial_success()
+        self._log_rounds: list[tuple[np.ndarray, np.ndarray]] = []
         self._log_tokens: list[np.ndarray] = []
         self._log_prompt: list[np.ndarray] = []
         self._log_answer: list[np.ndarray] = []
@@ -81,6 +92,12 @@ class Simulator:
             tokens = self.problem.sample_reasoning(q, self.token_rng)
             if tokens is not None:
                 self._log_tokens.append(tokens)
+            model = self.problem.length_model
+            if model is not None and self._hardness is not None and q.size:
+                success = rewards >= 1.0  # full credit; graded partial credit counts as a failure
+                self._log_rounds.append(
+                    (sample_lengths(model, success, self._hardness[q], self.step, self.length_rng), success)
+                )
             self._log_prompt.append(q)
             self._log_answer.append(answers)
             self._log_reward.append(rewards)
@@ -101,6 +118,12 @@ class Simulator:
         tokens = np.concatenate(self._log_tokens) if self._log_tokens else None
         self._log_prompt, self._log_answer, self._log_reward, self._log_tokens = [], [], [], []
         return (*out, tokens)
+
+    def drain_rounds(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(lengths, success) of every generation round since the last call, one pair per ``sample``
+        call that generated rollouts (empty without a length model)."""
+        out, self._log_rounds = self._log_rounds, []
+        return out
 
     def _index(self, prompts) -> np.ndarray:
         idx = np.asarray([int(p) for p in prompts], dtype=np.int64)

@@ -26,13 +26,19 @@ from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 from adaptive_rollouts.types import Allocator
 
-__all__ = ["TrainConfig", "Simulator", "train"]
+__all__ = ["TrainConfig", "Simulator", "train", "TOKEN_TRACE"]
+
+TOKEN_TRACE = ("tokens", "round_max_tokens", "truncated", "success_tokens", "success_rollouts")
+"""The trace's token accounting, per step, recorded when the problem has a length model (see `train`)."""
 
 
 def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
     """Train ``problem.W`` (and ``problem.E``; both reset to zero) with ``allocator``; return the trace.
 
-    The trace holds per-step lists: cumulative rollouts, held-out accuracy, zero-variance group
+    The trace holds per-step lists: cumulative rollouts (and, when the problem has a length model,
+    cumulative generated tokens ``tokens``, the longest rollout of each generation round
+    ``round_max_tokens``, rollouts cut at the cap ``truncated``, and tokens and count of the
+    successful rollouts ``success_tokens`` / ``success_rollouts``), held-out accuracy, zero-variance group
     fraction, wasted-rollout fraction, allocator seconds, prompts skipped; gradient probes every
     ``grad_var_every`` steps: trace of the covariance and debiased squared mean of the batch
     gradient over ``grad_var_resamples`` fresh reruns of the method's step (allocation redrawn)
@@ -87,7 +93,11 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
     }
     tr["accuracy0"] = problem.test_accuracy()
     tr["alloc_p"], tr["alloc_n"] = [], []
-    total = 0
+    length_model = problem.length_model
+    if length_model is not None:
+        for k in TOKEN_TRACE:
+            tr[k] = []
+    total = total_tokens = 0
     for step in range(cfg.steps):
         if pos + cfg.batch_prompts > N:
             perm, pos = order_rng.permutation(N), 0
@@ -104,6 +114,7 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
         probing = bool(cfg.grad_var_every) and step % cfg.grad_var_every == 0
         before = copy.deepcopy(allocator) if probing else None
         clock, sampler = AllocatorClock(), sim.sampler(prompts)
+        sim.step = step  # the length model's drift
 
         def sample(indices: np.ndarray, counts: np.ndarray, sampler: Any = sampler, clock: Any = clock) -> Any:
             with clock.paused():  # the simulator's sampling is not the allocator's time
@@ -116,6 +127,14 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
         q, answers, rewards, tokens = sim.drain()
         step_total = q.size
         total += step_total
+        if length_model is not None:  # every generated rollout's tokens, kept or not, round by round
+            rounds = sim.drain_rounds()
+            total_tokens += sum(int(n.sum()) for n, _ in rounds)
+            tr["tokens"].append(total_tokens)
+            tr["round_max_tokens"].append([int(n.max()) for n, _ in rounds])
+            tr["truncated"].append(sum(int((n >= length_model.max_tokens).sum()) for n, _ in rounds))
+            tr["success_tokens"].append(sum(int(n[ok].sum()) for n, ok in rounds))
+            tr["success_rollouts"].append(sum(int(ok.sum()) for _, ok in rounds))
         # Keep the groups the allocator returned (all of a prompt's rollouts, or none if dropped).
         kept_prompts = {int(idx[i]) for i, r in enumerate(returned) if len(r) > 0}
         keep = np.isin(q, np.fromiter(kept_prompts, dtype=np.int64, count=len(kept_prompts)))

@@ -1,0 +1,97 @@
+"""Tokens and modelled step time: the default and the null control against Uniform on the length cells.
+
+The length cells (`sim.regimes.TOKEN_CELLS`: failures on the hardest prompts 2.5 and 4 times as long as
+successes, a cap at 8,192 tokens, lengths growing over training; `sim.lengths`) run through the saving
+map's protocol (`experiments.regime_map.run_map` with the saving map's settings: Uniform's rate tuned
+on the tune seeds, every other arm at Uniform's rate, paired seeds fixed here before the run). Per cell
+and arm: the primary statistic on the rollout, token and synchronous-time axes, the modelled step time
+of a synchronous engine and of continuous batching per step against Uniform's, rounds per step, the
+break-even overhead per round, and the measured lengths (`experiments.token_summary`).
+
+Lengths never change what a run learns (their generator is separate), so the rollout-axis numbers of a
+length cell equal those of its base cell in the saving map at the same commit and seeds.
+
+Run: nice python benchmarks/tokens.py [--seeds 16] [--cells a,b] [--out runs/tokens]
+(resumes from ``--out``; writes results/tokens/tokens.json, rendered into docs/tokens.md by ``make docs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
+from adaptive_rollouts.experiments.map_records import records_path, write_run_records
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, SAVING_MAP, run_map
+from adaptive_rollouts.experiments.results import command_line, write_result
+from adaptive_rollouts.experiments.token_summary import length_stats, token_comparison
+from adaptive_rollouts.sim.lengths import LengthModel
+from adaptive_rollouts.sim.regimes import TOKEN_CELLS, select_cells
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "tokens" / "tokens.json"
+ARMS = (DEFAULT, NULL)
+
+
+def _runs(result: dict, cell: str, method: str, lr: float, seeds: list[int]) -> list[dict]:
+    runs = {r["seed"]: r for (c, m, _, x), r in result["runs"].items() if c == cell and m == method and x == lr}
+    return [runs[s] for s in seeds]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--cells", default=",".join(c.key for c in TOKEN_CELLS))
+    parser.add_argument("--out", default="runs/tokens")
+    args = parser.parse_args(argv)
+    seeds = tuple(range(args.seeds))
+    cells = select_cells(TOKEN_CELLS, args.cells.split(","))
+    cfg = dataclasses.replace(
+        SAVING_MAP,
+        cells=cells,
+        methods=("uniform", *ARMS),
+        untuned=ARMS,
+        same_rate=(DEFAULT,),
+        report_seeds=seeds,
+        paired_seeds=seeds,
+    )
+    result = run_map(cfg, args.out, progress=False)
+    if result["errors"]:
+        raise SystemExit(f"map errors: {result['errors']}")
+    rows = []
+    for cell in cells:
+        lr = result["lr"][cell.key]["uniform"]
+        uni = _runs(result, cell.key, "uniform", lr, list(seeds))
+        row = {"cell": cell.key, "failure_ratio": cell.failure_ratio, "lr": lr, "arms": {}}
+        for arm in ARMS:
+            runs = _runs(result, cell.key, arm, lr, list(seeds))
+            row["arms"][arm] = token_comparison(
+                uni, runs, cfg.fractions, cap=LengthModel().max_tokens, interval=cfg.interval
+            )
+        row["uniform_lengths"] = length_stats(uni)
+        rows.append(row)
+        print(cell.key, {a: round(row["arms"][a]["tokens_over_rollouts"], 3) for a in ARMS}, flush=True)
+    keys = {c.key for c in cells}
+    commits = sorted({r["commit"] for r in result["runs"].values() if r["cell"] in keys})
+    settings = {
+        "seeds": list(seeds),
+        "cells": [c.key for c in cells],
+        "steps": cfg.steps,
+        "fractions": list(cfg.fractions),
+        "interval": cfg.interval,
+        "tune_seeds": list(cfg.tune_seeds),
+        "default_allocator": DEFAULT_ALLOCATOR,
+        "length_model": {**dataclasses.asdict(LengthModel()), "ratio": "per cell"},
+        "time_unit": "token-times (per_token = 1, round overhead 0, throughput 1)",
+    }
+    write_result(OUT, {"rows": rows, "run_commits": commits, **settings}, command=command_line(), settings=settings)
+    # every run the rows read (and every tuning run's score), so the file can be recomputed (a test does)
+    kept = {**result, "runs": {k: r for k, r in result["runs"].items() if k[0] in keys}}
+    n = write_run_records(kept, records_path(OUT))
+    print(f"wrote {OUT} and {n} run records")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""The step-time model (`sim.step_time`) against hand computations, and the token comparison
+(`experiments.token_summary`) on runs whose answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaptive_rollouts.experiments.token_summary import length_stats, token_comparison, with_sync_time
+from adaptive_rollouts.sim.step_time import break_even_overhead, continuous_step_time, synchronous_step_time
+
+
+def test_synchronous_step_time_by_hand():
+    rounds = [[3, 7, 5], [2, 4]]
+    assert synchronous_step_time(rounds) == 7 + 4
+    assert synchronous_step_time(rounds, per_token=0.5, round_overhead=10.0) == 3.5 + 10 + 2 + 10
+    assert synchronous_step_time([[3, 7, 5], [], [9]], round_overhead=1.0) == 8 + 10  # an empty round costs nothing
+    assert synchronous_step_time([]) == 0.0
+
+
+def test_continuous_step_time_by_hand():
+    assert continuous_step_time([[3, 7, 5], [2, 4]], throughput=7.0) == 3.0
+    assert continuous_step_time([[100]], throughput=50.0) == 2.0
+
+
+def test_one_round_of_equal_lengths_costs_the_same_on_both_engines_at_matching_rates():
+    # a batch of B rollouts of length L: sync L x tau; continuous B L / throughput, equal at throughput B / tau
+    assert synchronous_step_time([[50] * 8], per_token=0.02) == pytest.approx(continuous_step_time([[50] * 8], 400.0))
+
+
+def test_bad_step_time_input_is_named():
+    with pytest.raises(ValueError, match="round 1 lengths"):
+        synchronous_step_time([[3], [-1]])
+    with pytest.raises(ValueError, match="round 0 lengths"):
+        continuous_step_time([[np.nan]])
+    with pytest.raises(ValueError, match="per_token"):
+        synchronous_step_time([[3]], per_token=0.0)
+    with pytest.raises(ValueError, match="round_overhead"):
+        synchronous_step_time([[3]], round_overhead=-1.0)
+    with pytest.raises(ValueError, match="throughput"):
+        continuous_step_time([[3]], throughput=0.0)
+
+
+def test_break_even_overhead_by_hand():
+    # method: two rounds of 2 (4 token-times), Uniform: one of 5; 4 + 2c = 5 + c at c = 1
+    assert break_even_overhead([[2, 2]], [[5]]) == pytest.approx(1.0)
+    c = break_even_overhead([[2, 2]], [[5]])
+    assert synchronous_step_time([[2], [2]], round_overhead=c) == synchronous_step_time([[5]], round_overhead=c)
+    assert break_even_overhead([[4, 4]], [[5]]) == pytest.approx(-3.0)  # slower even without overhead
+    assert break_even_overhead([[4]], [[5]]) == np.inf  # no extra round and faster
+    assert break_even_overhead([[6]], [[5]]) == -np.inf
+    # means over steps: method steps (2+2, 1+1+1), Uniform (5, 4): (4+3)/2 + 2.5c = 4.5 + c -> c = 2/3
+    assert break_even_overhead([[2, 2], [1, 1, 1]], [[5], [4]]) == pytest.approx(2 / 3)
+
+
+def _run(acc, rollouts, tokens, rounds, ok_tokens, ok):
+    return {
+        "accuracy": acc,
+        "accuracy0": 0.0,
+        "rollouts": rollouts,
+        "tokens": tokens,
+        "round_max_tokens": rounds,
+        "success_tokens": ok_tokens,
+        "success_rollouts": ok,
+        "truncated": [0] * len(acc),
+    }
+
+
+def test_token_comparison_on_known_runs():
+    acc = [0.2, 0.4, 0.5, 0.6]
+    u = _run(acc, [10, 20, 30, 40], [100, 200, 300, 400], [[10]] * 4, [20] * 4, [4] * 4)
+    # the same learning curve for half the rollouts (so 2x on rollouts), at 3x the tokens per rollout
+    # (so 2/3 on tokens), in two rounds of 10 per step (so half as fast on a synchronous engine)
+    m = _run(acc, [5, 10, 15, 20], [150, 300, 450, 600], [[10, 10]] * 4, [20] * 4, [2] * 4)
+    out = token_comparison([u], [m], resamples=10, cap=10, interval="percentile")
+    assert out["rollouts"]["speedup"] == pytest.approx(2.0)
+    assert out["tokens"]["speedup"] == pytest.approx(2 / 3)
+    assert out["tokens_over_rollouts"] == pytest.approx(1 / 3)
+    assert out["sync_time"]["speedup"] == pytest.approx(0.5)
+    assert out["sync_step_time"]["ratio"] == pytest.approx(2.0)
+    assert out["continuous_step_time_ratio"] == pytest.approx(1.5)
+    assert out["rounds_per_step"] == {"method": 2.0, "uniform": 1.0}
+    assert out["break_even_overhead"] == pytest.approx(-10.0)
+    assert out["rollouts_per_round"] == 2.5  # 20 rollouts in 8 rounds
+    assert out["round_time_ratio"] == 1.0  # every round of both lasts 10
+    assert out["rounds_at_cap"] == {"method": 1.0, "uniform": 1.0}
+    assert token_comparison([u], [m], resamples=10, cap=11, interval="percentile")["rounds_at_cap"]["method"] == 0.0
+    assert with_sync_time(m, round_overhead=1.0)["sync_time"] == [22.0, 44.0, 66.0, 88.0]
+    stats = length_stats([m])
+    # 20 rollouts, 600 tokens; successes 8 rollouts of 80 tokens: 10 per success, 520 / 12 per failure
+    assert stats["tokens_per_rollout"] == 30.0 and stats["success_tokens"] == 10.0
+    assert stats["failure_tokens"] == pytest.approx(520 / 12)

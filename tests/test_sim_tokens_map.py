@@ -1,0 +1,108 @@
+"""A length cell through the map: runs record tokens, the summary reads the primary statistic on the
+token axis with the same function, the map report shows it beside rollouts, and the tokens
+benchmark's renderer reads its result file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from adaptive_rollouts.experiments.gain_speedup import gain_speedup
+from adaptive_rollouts.experiments.regime_map import NULL, QUICK_MAP, run_map
+from adaptive_rollouts.experiments.results import write_result
+from adaptive_rollouts.experiments.token_summary import length_stats, token_comparison
+from adaptive_rollouts.reporting.map_report import write_map_report
+from adaptive_rollouts.reporting.tables import RENDERERS
+from adaptive_rollouts.reporting.token_tables import TOKENS, render_tokens
+from adaptive_rollouts.sim.regimes import Cell
+
+
+def _tiny_length_map():
+    return dataclasses.replace(
+        QUICK_MAP,
+        cells=[Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)],
+        methods=("uniform", NULL, "default"),
+        untuned=(NULL, "default"),
+        same_rate=("default",),
+        tune_seeds=(100,),
+        report_seeds=(0, 1, 2),
+        paired_seeds=(0, 1, 2),
+        steps=8,
+        n_test=30,
+        grad_var_every=0,
+        fingerprint_every=0,
+        max_extensions=6,
+        fractions=(0.5, 0.75, 0.9),
+        bootstrap=50,
+    )
+
+
+def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
+    cfg = _tiny_length_map()
+    result = run_map(cfg, tmp_path, progress=False)
+    cell = cfg.cells[0].key
+    lr = result["lr"][cell]["uniform"]
+    uni = [result["runs"][(cell, "uniform", s, lr)] for s in (0, 1, 2)]
+    dft = [result["runs"][(cell, "default", s, lr)] for s in (0, 1, 2)]
+    assert all(len(r["tokens"]) == cfg.steps for r in uni + dft)
+    write_map_report(result, tmp_path, plots=False)
+    data = json.loads((tmp_path / "map.json").read_text())["data"]
+    e = data["rows"][0]["methods"]["default"]
+    assert e["same_rate_token_gain_speedup"] == pytest.approx(gain_speedup(uni, dft, cfg.fractions, cost="tokens"))
+    lo, hi = e["same_rate_token_gain_ci90"]
+    assert lo <= e["same_rate_token_gain_speedup"] <= hi
+    text = (tmp_path / "map.md").read_text()
+    assert "Rollouts and tokens to target" in text
+
+    rows = [
+        {
+            "cell": cell,
+            "failure_ratio": 4.0,
+            "lr": lr,
+            "arms": {"default": token_comparison(uni, dft, cfg.fractions, resamples=20, interval=cfg.interval)},
+            "uniform_lengths": length_stats(uni),
+        }
+    ]
+    settings = {"seeds": [0, 1, 2], "steps": cfg.steps, "tune_seeds": [100], "default_allocator": "saving-progressive"}
+    write_result(
+        tmp_path / TOKENS, {"rows": rows, **settings}, command="python benchmarks/tokens.py", settings=settings
+    )
+    block = render_tokens(tmp_path)
+    assert RENDERERS["tokens"] is render_tokens
+    assert cell in block and "tokens / rollouts" in block and "met in" in block
+    assert "Source: " in block or "results/tokens/tokens.json" in block
+
+
+def test_committed_tokens_file_recomputes_from_its_run_records():
+    """Every number of results/tokens/tokens.json follows from the committed run records."""
+    from pathlib import Path
+
+    from adaptive_rollouts.experiments.map_records import read_run_records, records_path
+    from adaptive_rollouts.experiments.results import load_result
+    from adaptive_rollouts.sim.lengths import LengthModel
+
+    root = Path(__file__).resolve().parents[1]
+    data = load_result(root / TOKENS).data
+    records = read_run_records(records_path(root / TOKENS))
+    seeds = data["seeds"]
+    for row in data["rows"]:
+
+        def runs(method: str, row: dict = row) -> list[dict]:
+            by_seed = {
+                r["seed"]: r for r in records if (r["cell"], r["method"], r["lr"]) == (row["cell"], method, row["lr"])
+            }
+            return [by_seed[s] for s in seeds]
+
+        uni = runs("uniform")
+        assert length_stats(uni) == pytest.approx(row["uniform_lengths"], rel=1e-12)
+        for arm, saved in row["arms"].items():
+            again = token_comparison(
+                uni, runs(arm), data["fractions"], cap=LengthModel().max_tokens, interval=data["interval"]
+            )
+            for axis in ("rollouts", "tokens", "sync_time"):
+                assert again[axis]["speedup"] == pytest.approx(saved[axis]["speedup"], rel=1e-12)
+                assert again[axis]["ci90"] == pytest.approx(saved[axis]["ci90"], rel=1e-12)
+            assert again["sync_step_time"] == pytest.approx(saved["sync_step_time"], rel=1e-12)
+            assert again["continuous_step_time_ratio"] == pytest.approx(saved["continuous_step_time_ratio"], rel=1e-12)
