@@ -56,3 +56,18 @@ def test_uniform_rows_change_nothing_under_uniform_and_refuse_an_unknown_name():
     assert cut[0]["accuracy"] != cut[1]["accuracy"]
     with pytest.raises(ValueError, match="loss_rows"):
         train(cell.problem(0, 30), Uniform(), dataclasses.replace(cfg, loss_rows="budget"))
+
+
+def test_the_defaults_follow_the_committed_measurement():
+    """The saving default's loss rows (TRL, verl: `bridge.settings.DEFAULT_LOSS_ROWS`; the simulator's
+    `TrainConfig`) are the ones the no-retune benchmark found better by its own decision rule."""
+    from pathlib import Path
+
+    from adaptive_rollouts.bridge.settings import DEFAULT_LOSS_ROWS, loss_rows_for
+    from adaptive_rollouts.experiments.results import load_result
+
+    result = load_result(Path(__file__).resolve().parents[1] / "results" / "loss_rows" / "loss_rows.json").data
+    ratio = result["pooled"]["uniform_over_kept"]
+    assert result["better"] == ("uniform" if ratio["low"] > 1.0 else "kept")
+    assert DEFAULT_LOSS_ROWS["save"] == loss_rows_for(None, "save") == TrainConfig().loss_rows == result["better"]
+    assert DEFAULT_LOSS_ROWS["fill"] == "kept"  # a filling allocator trains on Uniform's rows anyway

@@ -105,6 +105,8 @@ def test_allocator_kwargs_override_is_accepted():
         (["trainer.use_v1=false"], "use_v1"),
         (["+trainer.v1.adaptive.parameter_sync_step=2"], "parameter_sync_step=1"),
         (["adaptive.encoder=no_such_module:factory"], "no_such_module"),
+        (["adaptive.loss_rows=budget"], "adaptive.loss_rows"),
+        (["adaptive.loss_rows=uniform", "algorithm.adv_estimator=grpo"], "adaptive.loss_rows=uniform scales"),
     ],
 )
 def test_check_rejects_what_the_trainer_cannot_serve(overrides, message):

@@ -18,6 +18,7 @@ from .rewards import check_rewards, check_rewards_flat, group_sums
 __all__ = [
     "AGGREGATIONS",
     "ESTIMATORS",
+    "LOSS_ROWS",
     "InfeasibleBudgetError",
     "Registry",
     "check_bounds",
@@ -54,6 +55,12 @@ ValueError: estimator must be one of ('grpo', 'drgrpo', 'rloo'), got 'ppo'
 
 AGGREGATIONS: tuple[str, ...] = ("prompt-mean", "seq-mean", "token-mean", "constant")
 """How a trainer's loss averages the rollouts of a batch (see docs/objectives.md, section 3, "Loss aggregation")."""
+
+LOSS_ROWS: tuple[str, ...] = ("kept", "uniform")
+"""What a step's loss is normalised by when an allocator trains on fewer rows than Uniform's batch
+(a saving allocator cuts or skips groups): "kept", the rows trained on (the trainer's own mean);
+"uniform", Uniform's rows, a cut or skipped group counting as rows of zero advantage (docs/saving.md,
+"Loss normalisation")."""
 
 
 class InfeasibleBudgetError(ValueError):

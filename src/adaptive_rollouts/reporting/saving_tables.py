@@ -16,6 +16,7 @@ __all__ = [
     "render_demo_saving",
     "render_saving_signal",
     "render_loss_rows",
+    "render_loss_rows_summary",
 ]
 
 SAVING_SIGNAL = "results/saving_signal/saving_signal.json"
@@ -83,24 +84,126 @@ def render_demo_saving(root: Path) -> str:
 LOSS_ROWS = "results/loss_rows/loss_rows.json"
 
 
+def _gain(x: dict) -> str:
+    lo, hi = x["ci90"]
+    return f"{x['gain_speedup']:.2f}x ({lo:.2f}-{hi:.2f})"
+
+
+def _pooled(x: dict) -> str:
+    return f"{x['effect']:.2f}x ({x['low']:.2f}-{x['high']:.2f})"
+
+
 def render_loss_rows(root: Path) -> str:
     """The no-retune comparison (``benchmarks/loss_rows.py``): per cell, the default at Uniform's
-    tuned rate with the loss normalised by its kept rows and by Uniform's rows, against Uniform."""
+    tuned rate with the loss normalised by its kept rows and by Uniform's rows, against Uniform, the
+    two normalisations against each other on the same seeds, and the pooled effects."""
     if not (root / LOSS_ROWS).exists():
         return f"No result file yet: `python benchmarks/loss_rows.py` writes `{LOSS_ROWS}`."
     r = load_relative(root, LOSS_ROWS)
     d = r.data
 
     def arm(x: dict) -> str:
-        lo, hi = x["ci90"]
-        return f"{x['gain_speedup']:.2f} ({lo:.2f}-{hi:.2f}), {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
+        return f"{_gain(x)}, {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
 
-    body = [[x["cell"], f"{x['lr']:g}", arm(x["kept"]), arm(x["uniform"])] for x in d["rows"]]
-    lines = [
-        f"The default against Uniform at Uniform's tuned rate, {d['seeds']} paired seeds, {d['steps']} steps; "
-        "rollouts to 50/75/90% of the gain (90% interval), share of Uniform's rollouts, final accuracy minus "
-        "Uniform's.",
-        "",
-        *table(["cell", "Uniform's rate", "loss over the kept rows", "loss over Uniform's rows"], body),
+    body = [
+        [x["cell"], f"{x['lr']:g}", arm(x["kept"]), arm(x["uniform"]), _gain(x["uniform_over_kept"])] for x in d["rows"]
     ]
+    body.append(
+        [
+            "pooled",
+            "",
+            _pooled(d["pooled"]["kept"]),
+            _pooled(d["pooled"]["uniform"]),
+            _pooled(d["pooled"]["uniform_over_kept"]),
+        ]
+    )
+    lines = [
+        f"The default against Uniform at Uniform's tuned rate (read from {', '.join(f'`{m}`' for m in d['rates_from'])}), "
+        f"{d['seeds']} paired seeds, {d['steps']} steps, runs at {', '.join(c[:10] for c in d['run_commits'])}; "
+        f"rollouts to 50/75/90% of the gain (90% {d['interval']} interval over the seeds), share of "
+        "Uniform's rollouts, final accuracy minus Uniform's. Last column: the loss over Uniform's rows against the loss "
+        "over the kept rows, same seeds (above 1: Uniform's rows reach the gain in fewer rollouts). Pooled: geometric "
+        "mean over the cells with its pooled 90% interval.",
+        "",
+        *table(
+            [
+                "cell",
+                "Uniform's rate",
+                "loss over the kept rows",
+                "loss over Uniform's rows",
+                "Uniform's rows / kept rows",
+            ],
+            body,
+        ),
+        "",
+        f"Decision rule, fixed before the run: {d['decision']}. Result: the default's normalisation is "
+        f"**{d['better']}**.",
+    ]
+    if "own_rate" in d["pooled"]:
+        own = [
+            [
+                x["cell"],
+                f"{x['lr']:g}",
+                f"{x['own_rate']['lr']:g} (of {', '.join(f'{t:g}' for t in x['own_rate']['tried'])})",
+                arm(x["own_rate"]),
+                _gain(x["own_over_uniform_rate"]),
+            ]
+            for x in d["rows"]
+        ]
+        own.append(["pooled", "", "", _pooled(d["pooled"]["own_rate"]), _pooled(d["pooled"]["own_over_uniform_rate"])])
+        lines += [
+            "",
+            f"What retuning would buy: the default (loss over the kept rows) at its own best rate, tuned as the map "
+            f"tuned Uniform's (the same grid and extensions, tune seeds {d['tune_seeds'][0]}-{d['tune_seeds'][-1]}, "
+            "the final level), against Uniform, and against itself at Uniform's rate on the same seeds (above 1: its "
+            "own rate reaches the gain in fewer rollouts).",
+            "",
+            *table(
+                ["cell", "Uniform's rate", "the default's own rate", "at its own rate", "own rate / Uniform's rate"],
+                own,
+            ),
+        ]
+    return block(lines, [r])
+
+
+def render_loss_rows_summary(root: Path) -> str:
+    """One paragraph for README, docs/trl.md and docs/verl.md: does switching to the default need a
+    retuned rate, and which loss normalisation is its default."""
+    if not (root / LOSS_ROWS).exists():
+        return f"No result file yet: `python benchmarks/loss_rows.py` writes `{LOSS_ROWS}`."
+    r = load_relative(root, LOSS_ROWS)
+    d = r.data
+    kept, uniform, ratio = d["pooled"]["kept"], d["pooled"]["uniform"], d["pooled"]["uniform_over_kept"]
+    spends = [x[d["better"]]["spend"] for x in d["rows"]]
+    gaining = sum(x[d["better"]]["ci90"][0] > 1.0 for x in d["rows"])
+    cells = len(d["rows"])
+    verdict = (
+        "no retune is needed: at the rate tuned for Uniform the default's 90% interval lies above 1 in every cell"
+        if gaining == cells
+        else f"at the rate tuned for Uniform the default's interval lies above 1 in {gaining} of {cells} cells only: "
+        "retune where it does not"
+    )
+    text = (
+        f"Switching from Uniform (stock GRPO) to the default at the same learning rate, in the simulator "
+        f"({cells} cells of the saving map, {d['seeds']} paired seeds, Uniform's tuned rate per cell): {verdict}. "
+        f"With the loss over the rows it trains on (`kept`) its speedup in rollouts to 50/75/90% of Uniform's gain "
+        f"is {_pooled(kept)} pooled (90% interval), at {min(spends):.2f}-{max(spends):.2f} of Uniform's rollouts; with "
+        f"the loss over Uniform's rows (`uniform`) {_pooled(uniform)}; `uniform` against `kept` on the same seeds "
+        f"{_pooled(ratio)}. The default normalisation is `{d['better']}`."
+    )
+    if "own_over_uniform_rate" in d["pooled"]:
+        retune = d["pooled"]["own_over_uniform_rate"]
+        if retune["low"] > 1.0:
+            reading = "a retune gains more"
+        elif retune["high"] < 1.0:
+            reading = "retuning did not help on these seeds"
+        else:
+            reading = "its interval covers 1: no gain from retuning that these seeds can show"
+        same = sum(x["own_rate"]["lr"] == x["lr"] for x in d["rows"])
+        text += (
+            f" Retuning the rate for the default (tuned as Uniform's was; the same rate in {same} of {cells} cells) "
+            f"changes its speedup by {_pooled(retune)} on the same seeds, to {_pooled(d['pooled']['own_rate'])}: "
+            f"{reading}."
+        )
+    lines = [text]
     return block(lines, [r])

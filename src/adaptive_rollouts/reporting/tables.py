@@ -27,7 +27,12 @@ from adaptive_rollouts.reporting.predictor_tables import (
     render_predictors_summary,
 )
 from adaptive_rollouts.reporting.reliability_tables import RELIABILITY_RENDERERS
-from adaptive_rollouts.reporting.saving_tables import render_demo_saving, render_loss_rows, render_saving_signal
+from adaptive_rollouts.reporting.saving_tables import (
+    render_demo_saving,
+    render_loss_rows,
+    render_loss_rows_summary,
+    render_saving_signal,
+)
 from adaptive_rollouts.reporting.token_tables import render_tokens
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
@@ -174,6 +179,7 @@ RENDERERS = {
     "map-seeds": render_map_seeds,
     "saving-signal": render_saving_signal,
     "loss-rows": render_loss_rows,
+    "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
     "flatness-calibration": render_flatness_calibration,
     "flatness-tinylm": render_flatness_tinylm,

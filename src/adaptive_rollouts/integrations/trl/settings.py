@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from adaptive_rollouts.bridge.settings import LOSS_TYPE_AGGREGATION, MULTI_OBJECTIVE, SCALE_REWARDS
+from adaptive_rollouts.bridge.settings import LOSS_TYPE_AGGREGATION, MULTI_OBJECTIVE, SCALE_REWARDS, loss_rows_for
 from adaptive_rollouts.bridge.settings import normalize_scale_rewards as normalize_scale_rewards
 from adaptive_rollouts.bridge.settings import trl_aggregation as aggregation_for_loss_type
 from adaptive_rollouts.bridge.settings import trl_estimator as estimator_for
+from adaptive_rollouts.bridge.settings import trl_loss_rows_scale as loss_rows_scale
 
 __all__ = [
     "IMAGE_COLUMNS",
@@ -18,6 +19,8 @@ __all__ = [
     "SCALE_REWARDS",
     "aggregation_for_loss_type",
     "estimator_for",
+    "loss_rows_for",
+    "loss_rows_scale",
     "normalize_scale_rewards",
     "refuse_images",
 ]

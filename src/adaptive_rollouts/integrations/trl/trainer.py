@@ -16,7 +16,8 @@ One training step (one TRL *generation batch* of C rows = Q dataset rows x ``num
    laid out on processes, padded with zero-weight copies to equal rows (`layout.padded_rows`), and
    replayed through TRL's ``_generate_and_score_completions`` (`replay.ReplayMixin`: log-probs,
    reference model, importance sampling, logging stay TRL's), whose advantages are then computed on
-   the true groups (`_advantages`).
+   the true groups (`_advantages`); with ``loss_rows="uniform"`` they are then scaled so the loss is
+   normalised by Uniform's rows (`bridge.settings.trl_loss_rows_scale`).
 
 See docs/trl.md for the estimator and aggregation the allocator is given, checkpoints, and logs.
 """
@@ -63,7 +64,14 @@ from .policy import policy_features_for
 from .replay import ReplayMixin, model_tokens
 from .rounds import Rollout, RoundsMixin
 from .scoring import trl_advantages
-from .settings import IMAGE_COLUMNS, aggregation_for_loss_type, estimator_for, refuse_images
+from .settings import (
+    IMAGE_COLUMNS,
+    aggregation_for_loss_type,
+    estimator_for,
+    loss_rows_for,
+    loss_rows_scale,
+    refuse_images,
+)
 
 _DONE = "done"
 _POLICY = "policy"
@@ -96,6 +104,13 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             the trainer's own model over the step's prompts, each process its own;
             `policy.last_token_hidden_states`), or a callable ``rows -> [len(rows), width]`` of your
             own. Ignored (nothing runs) for an allocator without ``observe_policy``, e.g. ``"uniform"``.
+        loss_rows: what the loss is normalised by when a step trains on fewer rows than the
+            generation batch (a saving allocator): ``"kept"`` (TRL's own mean over the rows trained
+            on) or ``"uniform"`` (Uniform's rows: a cut or skipped group counts as rows of advantage
+            0, so the step keeps the size it has under stock GRPO and a rate tuned for stock GRPO
+            carries over; every advantage is multiplied by `bridge.settings.trl_loss_rows_scale`,
+            logged as ``adaptive/loss_rows_scale``). ``None``: the default for the allocator's kind
+            (`bridge.settings.loss_rows_for`). A filling allocator trains on every row either way.
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
     ``generation_batch_size`` rollouts, as stock TRL does, or at most that under an allocator of kind
@@ -115,6 +130,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         success_fn: Any = None,
         equal_prompt_weight: bool = False,
         policy_features: bool | Callable[[list[dict]], Any] | None = None,
+        loss_rows: str | None = None,
         **kwargs: Any,
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)
@@ -133,6 +149,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.estimator = estimator_for(self.scale_rewards, advantage_estimator, self.multi_objective_aggregation)
         self.allocator: Allocator = build_allocator(allocator, estimator=self.estimator, aggregation=self.aggregation)
         self.kind = allocator_kind(self.allocator)  # "save": a step may spend less than its budget
+        self.loss_rows = loss_rows_for(loss_rows, self.kind)
         self._texts = text_features(self.allocator, self._prompt_pool() if self._map_style() else None)
         self.regime = RegimeTracker()
         self.totals = RunningTotals()
@@ -311,6 +328,17 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             self._fix_logs(advantages, rewards_per_func, group_ids)  # the estimator's advantages, unweighted
             if self.equal_prompt_weight:
                 advantages = advantages * equal_prompt_weights(group_ids).to(advantages)
+        scale = 1.0
+        if self.loss_rows == "uniform":
+            scale = loss_rows_scale(
+                self.loss_type,
+                rows=len(everyone),
+                padded_rows=rows_each * world,
+                budget=budget,
+                prompts=int(np.count_nonzero(counts)) if self.equal_prompt_weight else None,
+                budget_prompts=len(rows) if self.equal_prompt_weight else None,
+            )
+            advantages = advantages * scale
         mine = advantages[start_row : start_row + shares[rank]]
         output["advantages"] = torch.cat([mine, mine.new_zeros(rows_each - len(local))])
 
@@ -327,6 +355,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                     "empty_step": int(not everyone),
                     "completion_tokens": sum(model_tokens(r) for r in everyone),
                     "completion_tokens_total": self.tokens_total,
+                    **({"loss_rows_scale": scale} if self.loss_rows == "uniform" else {}),
                 }
             )
         self._log_allocation(values)

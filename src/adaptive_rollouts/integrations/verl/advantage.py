@@ -20,6 +20,10 @@ adaptive allocator that leaves prompts at one rollout would push every such sequ
 raw score), and a group whose rewards span at most ``1e-6`` gets exactly 0. Computation is vectorised
 (:func:`adaptive_rollouts.advantages.group_advantages`), not verl's per-rollout Python loop.
 
+Loss rows (``adaptive.loss_rows=uniform``): inside `advantage_scale` the estimators multiply every
+advantage by the trainer's factor (`bridge.settings.verl_loss_rows_scale`), so verl's loss is
+normalised as in the full batch; outside it (or with factor 1) they are verl's.
+
 Multi-output agent loops (one row per turn, keys ``{uid}_{session}_{index}``): verl's v1 trainer
 collapses sessions only for its own ``grpo`` (``compute_advantage_for_multi_trajectories``). Inside
 ``AdaptiveRolloutTrainer`` the row keys are known (`session_keys`), and these estimators do the
@@ -42,9 +46,22 @@ from adaptive_rollouts.advantages import group_advantages
 from adaptive_rollouts.bridge.settings import verl_estimator
 from adaptive_rollouts.checks.validation import ESTIMATORS
 
-__all__ = ["group_ids_from_index", "outcome_advantage", "register", "session_keys"]
+__all__ = ["advantage_scale", "group_ids_from_index", "outcome_advantage", "register", "session_keys"]
 
 _SESSION_KEYS: contextvars.ContextVar[Sequence[str] | None] = contextvars.ContextVar("_SESSION_KEYS", default=None)
+_SCALE: contextvars.ContextVar[float] = contextvars.ContextVar("_SCALE", default=1.0)
+
+
+@contextlib.contextmanager
+def advantage_scale(scale: float) -> Iterator[None]:
+    """Within the block, the estimators multiply every advantage by ``scale`` (> 0, finite)."""
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"advantage_scale: scale must be finite and > 0, got {scale}")
+    token = _SCALE.set(float(scale))
+    try:
+        yield
+    finally:
+        _SCALE.reset(token)
 
 
 @contextlib.contextmanager
@@ -137,6 +154,15 @@ def _make(estimator: str):
         epsilon: float = 1e-6,
         config: Any = None,
         **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        adv, _ = unscaled(token_level_rewards, response_mask, index, epsilon, config)
+        scale = _SCALE.get()
+        if scale != 1.0:
+            adv = adv * scale
+        return adv, adv
+
+    def unscaled(
+        token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any, epsilon: float, config: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if index is None:
             raise ValueError(f"adaptive_{estimator} needs the group index (verl's 'uid' field)")

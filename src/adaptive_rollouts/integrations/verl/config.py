@@ -21,6 +21,7 @@ from adaptive_rollouts.bridge import build_allocator as _build_allocator
 from adaptive_rollouts.bridge.settings import AGGREGATION_FROM_LOSS_AGG_MODE, ESTIMATOR_FROM_ADV_ESTIMATOR
 from adaptive_rollouts.bridge.settings import verl_aggregation as aggregation_for
 from adaptive_rollouts.bridge.settings import verl_estimator as estimator_for
+from adaptive_rollouts.checks.validation import LOSS_ROWS, check_choice
 from adaptive_rollouts.types import Allocator
 
 __all__ = [
@@ -56,6 +57,7 @@ class AdaptiveSettings:
     budget: int | None = None
     aggregation: str | None = "auto"
     estimator: str | None = "auto"
+    loss_rows: str | None = None
     force_progressive: bool = False
     reward_range: tuple[float, float] | None = None
     threshold: float | None = None
@@ -108,6 +110,9 @@ def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
     if not poll > 0:
         raise ValueError(f"adaptive.round_poll_max_s must be > 0, got {poll}")
     allocator = raw.get("allocator")
+    loss_rows = raw.get("loss_rows")
+    if loss_rows is not None:
+        check_choice("adaptive.loss_rows", loss_rows, LOSS_ROWS)
     return AdaptiveSettings(
         allocator=None if allocator in DEFAULT_NAMES else str(allocator),
         allocator_kwargs=dict(kwargs),
@@ -115,6 +120,7 @@ def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
         budget=budget,
         aggregation=raw.get("aggregation", "auto"),
         estimator=raw.get("estimator", "auto"),
+        loss_rows=loss_rows,
         force_progressive=bool(raw.get("force_progressive", False)),
         reward_range=rr,
         threshold=None if raw.get("threshold") is None else float(raw["threshold"]),
@@ -149,6 +155,13 @@ def check_verl_config(config: Any) -> None:
             "its expected signal is worth the rollouts, so the all-equal groups DAPO filters out cost less "
             "instead of more (at most the budget; docs/saving.md). DAPO's own rule at an exact budget: "
             "adaptive.allocator=dynamic-sampling"
+        )
+    loss_rows = (config.get("adaptive", None) or {}).get("loss_rows", None)
+    estimator = str(config.algorithm.get("adv_estimator", ""))
+    if loss_rows == "uniform" and not estimator.startswith("adaptive_"):
+        raise ValueError(
+            f"adaptive.loss_rows=uniform scales the advantages inside the plug-in's estimators: set "
+            f"algorithm.adv_estimator to adaptive_grpo, adaptive_drgrpo or adaptive_rloo (got {estimator!r})"
         )
     if trainer.v1.get("sampler", {}).get("sync_refill_failed_groups", False):
         raise ValueError(

@@ -17,7 +17,9 @@ Registered in verl's trainer registry as ``trainer.v1.trainer_mode=adaptive``. P
    the batch is smaller, verl pads it to its batch multiple with zero-loss rows (logged as
    ``adaptive/padding_rows``, never as rollouts). A step with nothing to train on (every prompt
    skipped) makes no update: the allocator still observes it, the replicas sleep and wake as after
-   any step, and ``adaptive/update_skipped`` is 1 (logged with a warning);
+   any step, and ``adaptive/update_skipped`` is 1 (logged with a warning). With
+   ``adaptive.loss_rows=uniform`` the advantages are scaled so that verl's loss is normalised as in
+   the full batch (`bridge.settings.verl_loss_rows_scale`, logged as ``adaptive/loss_rows_scale``);
 4. the allocator's state (with the reward mapping's and the regime tracker's) is written to
    ``global_step_N/adaptive_allocator.safetensors`` before verl saves anything of that step, so a
    checkpoint that verl marks complete (``latest_checkpointed_iteration.txt``, ``on_save``) has it.
@@ -49,6 +51,7 @@ from adaptive_rollouts.bridge import (
     prompt_text,
     text_features,
 )
+from adaptive_rollouts.bridge.settings import loss_rows_for, verl_loss_rows_scale
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.state import load_state, save_state
@@ -57,7 +60,7 @@ from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Allocator, PlanningAllocator
 
 from . import rollouts as R
-from .advantage import session_keys
+from .advantage import advantage_scale, session_keys
 from .config import (
     aggregation_for,
     build_allocator,
@@ -146,6 +149,9 @@ def _make_trainer_class():
             pool = needs_pool(s.allocator, s.allocator_kwargs)
             self.texts = None if pool else text_features(self.allocator, encoder=self.encoder)
             self.kind = allocator_kind(self.allocator)
+            # loss rows: "uniform" scales the advantages so verl's loss is normalised as in the full batch
+            self.loss_rows = loss_rows_for(s.loss_rows, self.kind, "adaptive.loss_rows")
+            self.loss_agg_mode = config.actor_rollout_ref.actor.get("loss_agg_mode") or "token-mean"
             # the one step object every trainer uses: rounds, success mapping, clock, metrics, regime
             self.adaptive_step = TrainerStep(self.allocator, self.signal, regime=self.regime)
             # single-shot, planned and awaiting rewards: the planned step and the uids
@@ -248,7 +254,12 @@ def _make_trainer_class():
             if self._pending is not None:
                 real = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
                 self._observe_pending(real, metrics)
-            with session_keys(batch.keys):
+            scale = 1.0
+            rows = sum(not t.get("is_padding", False) for t in batch.tags)
+            if self.loss_rows == "uniform" and rows:
+                scale = verl_loss_rows_scale(self.loss_agg_mode, rows=rows, padded_rows=len(batch.keys))
+                metrics["adaptive/loss_rows_scale"] = scale
+            with session_keys(batch.keys), advantage_scale(scale):
                 return super()._compute_advantage(batch, metrics)
 
         def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
