@@ -61,6 +61,10 @@ def test_length_belief_matches_replaying_the_definition():
 
 
 def test_length_belief_state_is_exact_and_checked():
+    empty = LengthBelief()
+    fresh = LengthBelief(prior_weight=5.0)
+    fresh.load_state_dict(json.loads(json.dumps(empty.state_dict())))  # nothing seen yet
+    assert fresh.state_dict() == empty.state_dict() and not fresh.known
     belief = LengthBelief()
     belief.update(["a", 7], [np.array([1.0, 0.0]), np.array([0.0])], [np.array([10, 900]), np.array([4000])])
     state = json.loads(json.dumps(belief.state_dict()))

@@ -162,7 +162,8 @@ class LengthBelief:
         prior_weight = reader.real("prior_weight", low=0.0, low_open=True)
         discount = reader.real("discount", low=0.0, high=1.0, low_open=True)
         keys = reader.keys()
-        stats = reader.array("stats", (len(keys), 4), low=0.0)
+        empty = not keys and isinstance(state["stats"], (list, tuple, np.ndarray)) and len(state["stats"]) == 0
+        stats = np.zeros((0, 4)) if empty else reader.array("stats", (len(keys), 4), low=0.0)
         pooled = reader.array("pooled", (4,), low=0.0)
         for name, arr in (("stats", stats), ("pooled", pooled.reshape(1, 4))):
             orphan = np.flatnonzero(((arr[:, _S0] > 0) & (arr[:, _N0] <= 0)) | ((arr[:, _S1] > 0) & (arr[:, _N1] <= 0)))
