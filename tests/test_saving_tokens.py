@@ -186,7 +186,7 @@ def test_the_simulator_hands_the_allocator_the_lengths_of_the_rollouts_it_drew()
     sim = Simulator(make_problem(n_prompts=6, n_test=20, seed=0, length_model=model), seed=1)
     answer = sim.sampler(list(range(6)))(np.array([0, 2, 5]), np.array([3, 0, 4]))
     assert isinstance(answer, Draw) and answer.unscored.tolist() == [0, 0, 0]
-    (lengths, success), = sim.drain_rounds()
+    ((lengths, success),) = sim.drain_rounds()
     assert np.array_equal(np.concatenate(answer.lengths), lengths)
     assert [len(x) for x in answer.lengths] == [len(r) for r in answer] == [3, 0, 4]
     assert np.array_equal(np.concatenate(list(answer)) >= 1.0, success)

@@ -107,6 +107,13 @@ class SavingProgressive(BaseAllocator):
        the allowance; the others get their next chunk (half of what they lack). Repeat until no
        prompt continues.
 
+    Weighing by tokens: once the trainer's ``sample`` has given completion lengths (`types.Draw`),
+    the cost in steps 2 and 4 (and exploration's bar) is a group's expected tokens instead of its
+    rollouts, E[L_q] = p_q m_q(success) + (1 - p_q) m_q(failure) per rollout from
+    `predictors.lengths.LengthBelief` (the prompt's history, this step's pilot at a cut, pooled over
+    prompts for new ones); the allowance stays a share of signal. Without lengths, and in rounds
+    whose lengths are partial (`checks.lengths.LengthsNotice`), every decision is the rollout rule's.
+
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/20 and the pilot of 4 are structural
     (docs/saving.md). ``saving=False`` completes every group to n_q through the same rounds:
@@ -250,7 +257,7 @@ class SavingProgressive(BaseAllocator):
         spent = int(collector.counts.sum())
         self.history = [*self.history, (self._realised(rewards), spent)][-self.HISTORY :]
         kappa, temper = self.belief.choice()
-        extra = {
+        extra: dict[str, Any] = {
             "pilot": int(min(self.pilot, int(target.max()))),
             "pre_skipped": int(np.sum(~keep)),
             "explored": explored,
