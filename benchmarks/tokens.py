@@ -8,8 +8,9 @@ and arm: the primary statistic on the rollout, token and synchronous-time axes, 
 of a synchronous engine and of continuous batching per step against Uniform's, rounds per step, the
 break-even overhead per round, and the measured lengths (`experiments.token_summary`).
 
-Lengths never change what a run learns (their generator is separate), so the rollout-axis numbers of a
-length cell equal those of its base cell in the saving map at the same commit and seeds.
+Lengths have a generator of their own, so Uniform and the null control (which never weigh lengths)
+learn in a length cell exactly as in its base cell; the default weighs a rollout by its expected
+tokens (the simulator hands it the lengths), so its runs differ from its base-cell runs.
 
 Run: nice python benchmarks/tokens.py [--seeds 16] [--cells a,b] [--out runs/tokens]
 (resumes from ``--out``; writes results/tokens/tokens.json, rendered into docs/tokens.md by ``make docs``).

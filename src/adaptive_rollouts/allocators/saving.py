@@ -16,6 +16,7 @@ from ..fingerprints import RegimeTracker
 from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal, known_p_group_signal
 from ..predictors.discounted_beta import DiscountedBeta
 from ..predictors.flatness import FlatnessPredictor
+from ..predictors.lengths import LengthBelief
 from ..solvers import equal_split
 from ..state.checks import StateReader
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
@@ -106,6 +107,13 @@ class SavingProgressive(BaseAllocator):
        the allowance; the others get their next chunk (half of what they lack). Repeat until no
        prompt continues.
 
+    Weighing by tokens: once the trainer's ``sample`` has given completion lengths (`types.Draw`),
+    the cost in steps 2 and 4 (and exploration's bar) is a group's expected tokens instead of its
+    rollouts, E[L_q] = p_q m_q(success) + (1 - p_q) m_q(failure) per rollout from
+    `predictors.lengths.LengthBelief` (the prompt's history, this step's pilot at a cut, pooled over
+    prompts for new ones); the allowance stays a share of signal. Without lengths, and in rounds
+    whose lengths are partial (`checks.lengths.LengthsNotice`), every decision is the rollout rule's.
+
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/20 and the pilot of 4 are structural
     (docs/saving.md). ``saving=False`` completes every group to n_q through the same rounds:
@@ -161,6 +169,7 @@ class SavingProgressive(BaseAllocator):
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
         self._belief: FlatnessPredictor | None = None
+        self.lengths = LengthBelief()  # expected tokens per rollout, once the trainer gives lengths
 
     @property
     def predictor(self) -> Any:
@@ -223,13 +232,16 @@ class SavingProgressive(BaseAllocator):
         zeros = np.zeros(q, dtype=np.int64)
         value = self._value(target, zeros, zeros, a0, b0)
         allowance = LOSS_SHARE * float(value.sum())
-        keep, explored = self._explore(target, value, a0, b0, allowance) if self.saving else (np.ones(q, bool), 0)
+        # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
+        weigh = self.saving and self.lengths.known
+        cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
+        keep, explored = self._explore(target, cost, value, a0, b0, allowance) if self.saving else (np.ones(q, bool), 0)
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
         collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost)
+            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh)
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
@@ -238,11 +250,14 @@ class SavingProgressive(BaseAllocator):
         self._check_counts(collector.counts, budget, max(int(target.max()), self.lower))
         rewards = collector.rewards()
         self.belief.update(prompts, rewards)
+        lengths = collector.lengths()
+        if lengths is not None:
+            self.lengths.update(prompts, rewards, lengths)
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         spent = int(collector.counts.sum())
         self.history = [*self.history, (self._realised(rewards), spent)][-self.HISTORY :]
         kappa, temper = self.belief.choice()
-        extra = {
+        extra: dict[str, Any] = {
             "pilot": int(min(self.pilot, int(target.max()))),
             "pre_skipped": int(np.sum(~keep)),
             "explored": explored,
@@ -254,6 +269,8 @@ class SavingProgressive(BaseAllocator):
             "signal_given_up": lost / max(float(value.sum()), 1e-12),
             "signal_per_rollout": self.run_ratio(),
         }
+        if weigh:
+            extra["cost_unit"] = "tokens"
         total = a0 + b0
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
@@ -270,17 +287,24 @@ class SavingProgressive(BaseAllocator):
         return target
 
     def _explore(
-        self, target: np.ndarray, value: np.ndarray, a0: np.ndarray, b0: np.ndarray, allowance: float
+        self,
+        target: np.ndarray,
+        cost: np.ndarray,
+        value: np.ndarray,
+        a0: np.ndarray,
+        b0: np.ndarray,
+        allowance: float,
     ) -> tuple[np.ndarray, int]:
-        """Step 2: which prompts are piloted, and how many of them only by exploration."""
-        skip = affordable_losses(value, target, allowance, self.rng)
+        """Step 2: which prompts are piloted, and how many of them only by exploration (``cost``:
+        each group's price, in rollouts or expected tokens)."""
+        skip = affordable_losses(value, cost, allowance, self.rng)
         keep = ~skip
         if skip.any():
             # a draw of p from the belief: explore the skipped prompt if at that p its group would
             # be worth at least what the cheapest kept prompt is expected to bring per rollout; and
             # at least one skipped prompt in 1 / LOSS_SHARE anyway, so that a belief that has become
             # sure (a history no longer refreshed) still meets drift
-            bar = float(np.min(value[keep] / np.maximum(target[keep], 1))) if keep.any() else 0.0
+            bar = float(np.min(value[keep] / np.maximum(cost[keep], 1))) if keep.any() else 0.0
             rows = np.flatnonzero(skip)
             draw = np.clip(self.rng.beta(a0[rows], b0[rows]), 1e-9, 1.0 - 1e-9)
             worth = np.zeros(rows.size)
@@ -288,9 +312,9 @@ class SavingProgressive(BaseAllocator):
                 at = target[rows] == n
                 worth[at] = known_p_group_signal(n, draw[at], estimator=self.estimator, aggregation=self._aggregation())
             anyway = self.rng.random(rows.size) < LOSS_SHARE
-            keep[rows[(worth / np.maximum(target[rows], 1) >= bar) | anyway]] = True
+            keep[rows[(worth / np.maximum(cost[rows], 1) >= bar) | anyway]] = True
         if not keep.any():  # always learn something: the prompt most worth it
-            keep[int(np.argmax(value / np.maximum(target, 1)))] = True
+            keep[int(np.argmax(value / np.maximum(cost, 1)))] = True
         return keep, int(np.sum(keep & skip))
 
     def _round(
@@ -302,9 +326,11 @@ class SavingProgressive(BaseAllocator):
         b0: np.ndarray,
         allowance: float,
         lost: float,
+        weigh: bool = False,
     ) -> tuple[np.ndarray, float]:
         """Step 4: the next round's increments (all zero when no prompt continues) and the signal
-        given up so far (``keep``: the prompts still open; a prompt cut once stays cut)."""
+        given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
+        price a completion in expected tokens, `_completion_cost`)."""
         k = collector.scored
         rewards = collector.rewards()
         _, s, varied = _group_stats(rewards)
@@ -317,11 +343,29 @@ class SavingProgressive(BaseAllocator):
         tied = np.flatnonzero(open_ & ~varied)
         if tied.size:
             rest = self._value(target[tied], k[tied], s[tied], a0[tied] + s[tied], b0[tied] + k[tied] - s[tied])
-            cut = affordable_losses(rest, (target - collector.counts)[tied], allowance - lost, self.rng)
+            cost = (target - collector.counts)[tied]
+            if weigh:
+                cost = self._completion_cost(collector, tied, cost, rewards, (a0 + s)[tied] / (a0 + b0 + k)[tied])
+            cut = affordable_losses(rest, cost, allowance - lost, self.rng)
             lost += float(rest[cut].sum())
             go = tied[~cut]
             inc[go] = chunk[go]
         return inc, lost
+
+    def _completion_cost(
+        self, collector: RolloutCollector, rows: np.ndarray, lack: np.ndarray, rewards: Rewards, p: np.ndarray
+    ) -> np.ndarray:
+        """The expected tokens of completing the prompts ``rows`` (``lack`` rollouts each, chance of
+        success ``p`` under the posterior): the length belief with this step's lengths so far counted
+        in; when the step's lengths are known for some rollouts and not others, rollouts
+        (`checks.lengths.LengthsNotice` says so once)."""
+        lengths = collector.lengths()
+        if lengths is None and collector.lengths_partial:
+            self.lengths_notice.say(type(self).__name__)
+            return lack
+        prompts = [collector.prompts[i] for i in rows.tolist()]
+        this_step = None if lengths is None else ([rewards[i] for i in rows], [lengths[i] for i in rows])
+        return lack * self.lengths.rollout_tokens(prompts, p, this_step)
 
     @staticmethod
     def _chunk(target: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -355,6 +399,7 @@ class SavingProgressive(BaseAllocator):
             "tracker": self.tracker.state_dict(),
             "history_signal": [float(v) for v, _ in self.history],
             "history_spent": [int(c) for _, c in self.history],
+            "lengths": self.lengths.state_dict(),
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
@@ -364,8 +409,8 @@ class SavingProgressive(BaseAllocator):
         the predictor check their own parts (the tracker into a fresh object, so a refused one
         changes nothing; the belief's own state before the predictor's, put back if a later part
         refuses)."""
-        names = ["predictor", "belief", "belief_history", "tracker", "history_signal", "history_spent"]
-        reader = StateReader(state, type(self).__name__, [n for n in names if n != "belief_history"])
+        names = ["predictor", "belief", "belief_history", "tracker", "history_signal", "history_spent", "lengths"]
+        reader = StateReader(state, type(self).__name__, [n for n in names if n not in ("belief_history", "lengths")])
         unknown = sorted(set(state) - {"allocator", "rng", "class", *names}, key=str)
         if unknown:
             raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
@@ -385,6 +430,12 @@ class SavingProgressive(BaseAllocator):
             )
         tracker = RegimeTracker()
         tracker.load_state_dict(state["tracker"])
+        lengths = LengthBelief()  # a state saved before lengths were weighed has none: nothing known
+        if "lengths" in state:
+            try:
+                lengths.load_state_dict(state["lengths"])
+            except ValueError as err:
+                raise reader.error("lengths", str(err)) from None
         own, saved = self._own_history(), state.get("belief_history")
         if (own is None) != (saved is None):
             raise reader.error("belief_history", "saved with another predictor than this allocator has")
@@ -404,4 +455,5 @@ class SavingProgressive(BaseAllocator):
                 own.load_state_dict(before[1])
             raise
         self.tracker = tracker
+        self.lengths = lengths
         self.history = [(float(v), int(c)) for v, c in zip(signal, spent)]

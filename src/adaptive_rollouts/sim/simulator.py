@@ -12,7 +12,7 @@ from adaptive_rollouts.checks.validation import LOSS_ROWS, check_choice
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
 from adaptive_rollouts.sim.lengths import sample_lengths
 from adaptive_rollouts.sim.problem import Problem
-from adaptive_rollouts.types import Allocator
+from adaptive_rollouts.types import Allocator, Draw
 
 __all__ = ["TrainConfig", "Simulator", "LOSS_ROWS"]
 
@@ -53,7 +53,8 @@ class Simulator:
     With a length model on the problem (`Problem.length_model`), every ``sample`` call (one generation
     round) also draws each rollout's completion length, from a generator of its own (so the rewards
     are the draws they are without lengths), at the drift of step ``step`` (the trainer sets it);
-    `drain_rounds` hands the lengths over, round by round.
+    `drain_rounds` hands the lengths over, round by round, and ``sample`` answers with a
+    `types.Draw` carrying them, so allocators see what each rollout cost.
     """
 
     def __init__(self, problem: Problem, seed: int = 0):
@@ -93,17 +94,21 @@ class Simulator:
             if tokens is not None:
                 self._log_tokens.append(tokens)
             model = self.problem.length_model
+            lengths = None
             if model is not None and self._hardness is not None and q.size:
                 success = rewards >= 1.0  # full credit; graded partial credit counts as a failure
-                self._log_rounds.append(
-                    (sample_lengths(model, success, self._hardness[q], self.step, self.length_rng), success)
-                )
+                lengths = sample_lengths(model, success, self._hardness[q], self.step, self.length_rng)
+                self._log_rounds.append((lengths, success))
             self._log_prompt.append(q)
             self._log_answer.append(answers)
             self._log_reward.append(rewards)
             self.rollouts += int(q.size)
-            out = np.split(rewards, np.cumsum(counts)[:-1]) if counts.size else []
-            return [np.array(r) for r in out]
+            cuts = np.cumsum(counts)[:-1]
+            out = [np.array(r) for r in np.split(rewards, cuts)] if counts.size else []
+            if lengths is None:
+                return out
+            # the allocator sees the lengths of exactly the rollouts it drew (`types.Draw`)
+            return Draw.with_lengths(out, [np.array(n) for n in np.split(lengths, cuts)])
 
         return sample
 
