@@ -213,6 +213,11 @@ def pooled_gain(estimates: Sequence[float], intervals: Sequence[dict], level: fl
     return pooled_effect_t(estimates, [x["se"] for x in intervals], [x["df"] for x in intervals], level)
 
 
+def _no_cells(left_out: int) -> dict[str, float]:
+    """The pooled effect when no cell has a finite estimate: undefined, every cell left out."""
+    return {"effect": float("nan"), "low": float("nan"), "high": float("nan"), "cells": 0, "left_out": int(left_out)}
+
+
 def pooled_effect_t(
     estimates: Sequence[float], ses: Sequence[float], dfs: Sequence[float], level: float = 0.9
 ) -> dict[str, float]:
@@ -223,13 +228,7 @@ def pooled_effect_t(
     est = np.asarray(estimates, dtype=float)
     ok = np.isfinite(est) & (est > 0)
     if not ok.any():
-        return {
-            "effect": float("nan"),
-            "low": float("nan"),
-            "high": float("nan"),
-            "cells": 0,
-            "left_out": int(est.size),
-        }
+        return _no_cells(est.size)
     mean, lo, hi = pooled_t(np.log(est[ok]), np.asarray(ses, float)[ok], np.asarray(dfs, float)[ok], level)
     return {
         "effect": float(np.exp(mean)),
@@ -247,13 +246,7 @@ def pooled_effect(estimates: Sequence[float], draws: Sequence[np.ndarray], level
     est = np.asarray(estimates, dtype=float)
     ok = np.isfinite(est) & (est > 0)
     if not ok.any():
-        return {
-            "effect": float("nan"),
-            "low": float("nan"),
-            "high": float("nan"),
-            "cells": 0,
-            "left_out": int(est.size),
-        }
+        return _no_cells(est.size)
     d = np.asarray([np.asarray(draws[int(i)], dtype=float) for i in np.flatnonzero(ok)])
     with np.errstate(divide="ignore"):
         logs = np.log(np.where(d > 0, d, np.nan))
