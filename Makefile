@@ -55,14 +55,15 @@ test-verl: $(VERL_STAMP)
 # rides along), installed into a fresh venv in a temporary folder outside the repository (torch
 # first, then the wheel with the quick start's extra under constraints.txt), runs README's quick
 # start, extracted from README.md itself; it fails if the wheel misses a file the quick start needs.
+# PYTHONPATH is dropped for the installs: a src/ on it would make pip see the package as installed.
 test-wheel: $(STAMP)
 	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	rm -rf build; \
 	$(PIP) wheel -q --no-deps --no-build-isolation -w "$$tmp/dist" .; \
 	rm -rf build; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
-	"$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check torch==2.13.0; \
-	"$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check -c constraints.txt "$$(ls "$$tmp"/dist/adaptive_rollouts-*.whl)[embed]"; \
+	env -u PYTHONPATH "$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check torch==2.13.0; \
+	env -u PYTHONPATH "$$tmp/venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check -c constraints.txt "$$(ls "$$tmp"/dist/adaptive_rollouts-*.whl)[embed]"; \
 	$(TEST_ENV) $(PY) scripts/readme_quickstart.py README.md --python "$$tmp/venv/bin/python" --workdir "$$tmp/run"
 
 bench: $(STAMP)
