@@ -61,7 +61,7 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
         ),
     )
     tracker = RegimeTracker()
-    sim = Simulator(problem, seed=cfg.seed)
+    sim = Simulator(problem, seed=cfg.seed, engine=cfg.engine)
     order_rng = np.random.default_rng(cfg.seed + 7919)
     probe_rng = np.random.default_rng(cfg.seed + 104729)
     observe_policy = getattr(allocator, "observe_policy", None)
