@@ -63,9 +63,7 @@ class Draw(list):
         self.seconds = seconds  # checked where it is read
 
     @classmethod
-    def with_lengths(
-        cls, rewards: Sequence[np.ndarray], lengths: Sequence[Any], seconds: float | None = None
-    ) -> Draw:
+    def with_lengths(cls, rewards: Sequence[np.ndarray], lengths: Sequence[Any], seconds: float | None = None) -> Draw:
         """Every rollout scored (``rewards[i]``), with its completion length (``lengths[i]``, one entry
         per reward, same order) and the round's ``seconds``."""
         rewards = list(rewards)

@@ -89,14 +89,20 @@ def check_seconds(seconds: Any, source: str = "sample(...)") -> float | None:
     return value
 
 
-def fit_round_time(seconds: Sequence[float], longest: Sequence[float], tokens: Sequence[float]) -> np.ndarray:
+def fit_round_time(
+    seconds: Sequence[float] | np.ndarray, longest: Sequence[float] | np.ndarray, tokens: Sequence[float] | np.ndarray
+) -> np.ndarray:
     """(c, a, b) >= 0 minimising sum_r (t_r - c - a M_r - b S_r)^2: non-negative least squares, exact
     (the least-squares fit on each subset of the three terms; the best whose coefficients are all
     >= 0 is the optimum, since the optimum is the least-squares fit on its own support)."""
-    t = check_real_array(seconds, "seconds")
-    x = np.column_stack([np.ones(t.size), check_real_array(longest, "longest"), check_real_array(tokens, "tokens")])
-    if x.shape[0] != t.size:
-        raise ValueError(f"seconds ({t.size}), longest and tokens ({x.shape[0]}) differ in length")
+    t, m, s = (
+        check_real_array(seconds, "seconds"),
+        check_real_array(longest, "longest"),
+        check_real_array(tokens, "tokens"),
+    )
+    if not t.size == m.size == s.size:
+        raise ValueError(f"seconds ({t.size}), longest ({m.size}) and tokens ({s.size}) differ in length")
+    x = np.column_stack([np.ones(t.size), m, s])
     scale = np.maximum(np.abs(x).max(axis=0), 1e-300) if t.size else np.ones(3)
     z = x / scale
     best, best_loss = np.zeros(3), float(t @ t)

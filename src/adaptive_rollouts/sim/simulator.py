@@ -11,8 +11,8 @@ import numpy as np
 from adaptive_rollouts.checks.validation import LOSS_ROWS, check_choice
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
 from adaptive_rollouts.sim.lengths import sample_lengths
-from adaptive_rollouts.sim.step_time import ENGINES
 from adaptive_rollouts.sim.problem import Problem
+from adaptive_rollouts.sim.step_time import ENGINES
 from adaptive_rollouts.types import Allocator, Draw
 
 __all__ = ["TrainConfig", "Simulator", "LOSS_ROWS"]

@@ -49,7 +49,7 @@ from adaptive_rollouts.checks.validation import check_range, check_real_array
 __all__ = ["Engine", "ENGINES", "synchronous_step_time", "continuous_step_time", "break_even_overhead"]
 
 
-def _rounds(rounds: Sequence[Sequence[float]]) -> list[np.ndarray]:
+def _rounds(rounds: Sequence[Sequence[float] | np.ndarray]) -> list[np.ndarray]:
     out = []
     for r, lengths in enumerate(rounds):
         arr = check_real_array(lengths, f"round {r} lengths")
@@ -77,18 +77,32 @@ class Engine:
         if self.per_token == 0 and math.isinf(self.throughput):
             raise ValueError("an engine with per_token 0 needs a finite throughput (else a round takes no time)")
 
-    def round_time(self, lengths: Sequence[float]) -> float:
+    def round_seconds(self, longest: float, tokens: float) -> float:
+        """T_round = c + max(tau M, S / throughput) of a round with rollouts whose longest has M
+        tokens and which has S tokens in all."""
+        latency = self.per_token * float(longest) if self.per_token else 0.0
+        return self.round_overhead + max(latency, float(tokens) / self.throughput)
+
+    def round_time(self, lengths: Sequence[float] | np.ndarray) -> float:
         """T_round of one round's lengths (0 for a round that generated nothing)."""
         return self.step_time([lengths])
 
-    def step_time(self, rounds: Sequence[Sequence[float]]) -> float:
+    def step_time(self, rounds: Sequence[Sequence[float] | np.ndarray]) -> float:
         """sum_r T_round over the rounds with rollouts."""
-        total = 0.0
-        for r in _rounds(rounds):
-            if r.size:
-                latency = self.per_token * float(r.max()) if self.per_token else 0.0
-                total += self.round_overhead + max(latency, float(r.sum()) / self.throughput)
-        return total
+        return float(sum(self.round_seconds(r.max(), r.sum()) for r in _rounds(rounds) if r.size))
+
+    def steps_time(self, longest: Sequence[Sequence[float]], tokens: Sequence[Sequence[float]]) -> list[float]:
+        """T of each step from its rounds' longest rollouts and tokens (two lists of steps, each a
+        list of rounds that generated rollouts, as a run records them: ``round_max_tokens``,
+        ``round_tokens``)."""
+        if len(longest) != len(tokens):
+            raise ValueError(f"longest ({len(longest)} steps) and tokens ({len(tokens)}) differ in length")
+        out = []
+        for step, (m, t) in enumerate(zip(longest, tokens)):
+            if len(m) != len(t):
+                raise ValueError(f"step {step}: {len(m)} longest rollouts for {len(t)} rounds")
+            out.append(float(sum(self.round_seconds(a, b) for a, b in zip(m, t))))
+        return out
 
 
 ENGINES: dict[str, Engine] = {
@@ -97,9 +111,11 @@ ENGINES: dict[str, Engine] = {
     "slots-16": Engine(per_token=1.0, throughput=16.0),
     "continuous": Engine(per_token=0.0, throughput=1.0),
 }
-"""The engines the benchmark models, in token-times: synchronous (a round lasts its longest rollout),
-64 slots (a round lasts its longest rollout or its tokens over 64, whichever is longer: one GPU
-holding 64 long sequences at a time), continuous batching (tokens / 1: no latency floor)."""
+"""The engines the benchmark models, in token-times: synchronous (a round lasts its longest rollout:
+every rollout of the round decodes at once), 64 and 16 slots (a round lasts its longest rollout or
+its tokens over 64 or 16, whichever is longer: an engine that decodes 64 or 16 long sequences at a
+time at full speed, e.g. a large model whose KV cache holds few 8K-token sequences), continuous
+batching (tokens / 1: no latency floor, the engine always saturated)."""
 
 
 def synchronous_step_time(
