@@ -4,7 +4,9 @@ The length cells (`sim.regimes.TOKEN_CELLS`: failures on the hardest prompts 2.5
 successes, a cap at 8,192 tokens, lengths growing over training; `sim.lengths`) run through the saving
 map's protocol (`experiments.regime_map.run_map` with the saving map's settings: Uniform's rate tuned
 on the tune seeds, every other arm at Uniform's rate, paired seeds fixed here before the run). Arms:
-the default as a trainer that reports no round times runs it (its own rounds), the default in runs
+the default as a trainer that reports no round times runs it (its own rounds), the same with a pilot
+of 2 instead of 4 (another round plan: smaller pilots, more of each group left to the rounds that
+follow), the default in runs
 whose rounds an engine of `sim.step_time.ENGINES` times (``default~<engine>``: it prices each round,
 `allocators.round_plan`), and the null control. Per cell and arm: the primary statistic on the
 rollout, token and each engine's time axes, each engine's modelled step time per step against
@@ -36,7 +38,8 @@ from adaptive_rollouts.sim.step_time import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tokens" / "tokens.json"
-ARMS = (DEFAULT, *(DEFAULT + ENGINE_MARK + e for e in ENGINES), NULL)
+# the default with its own rounds, with a pilot of 2, timed by each engine; the null control
+ARMS = (DEFAULT, DEFAULT + "[pilot=2]", *(DEFAULT + ENGINE_MARK + e for e in ENGINES), NULL)
 
 
 def _runs(result: dict, cell: str, method: str, lr: float, seeds: list[int]) -> list[dict]:

@@ -225,3 +225,60 @@ def test_a_bad_round_time_is_refused_naming_sample():
 
     with pytest.raises(ValueError, match=r"sample\(\.\.\.\).*seconds"):
         SavingProgressive(seed=0).run(list(range(4)), 32, sample)
+
+
+# ---------------------------------------------------------------- where the times come from
+def test_the_simulator_hands_each_round_its_engines_time():
+    from adaptive_rollouts.sim.lengths import LengthModel
+    from adaptive_rollouts.sim.problem import make_problem
+    from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
+
+    problem = make_problem(n_prompts=6, n_test=20, seed=0, length_model=LengthModel())
+    timed = Simulator(problem, seed=1, engine="slots-16").sampler(list(range(6)))
+    answer = timed(np.array([0, 2, 5]), np.array([3, 2, 4]))
+    assert answer.seconds == ENGINES["slots-16"].round_time(np.concatenate(answer.lengths))
+    plain = Simulator(problem, seed=1).sampler(list(range(6)))(np.array([0, 2, 5]), np.array([3, 2, 4]))
+    assert plain.seconds is None and [r.tolist() for r in plain] == [r.tolist() for r in answer]
+    with pytest.raises(ValueError, match="no length model"):
+        Simulator(make_problem(n_prompts=6, n_test=20, seed=0), engine="synchronous")
+    with pytest.raises(ValueError, match="engine"):
+        TrainConfig(engine="warp")
+
+
+def test_the_trace_counts_each_rounds_tokens_and_each_class_of_prompt():
+    from adaptive_rollouts.sim.regimes import Cell
+    from adaptive_rollouts.sim.train import TrainConfig, prompt_class, train
+
+    cell = Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)
+    cfg = TrainConfig(steps=4, batch_prompts=6, budget=48, lr=0.5, grad_var_every=0, engine="synchronous")
+    tr = train(cell.problem(0, 30), SavingProgressive(seed=0), cfg)
+    per_step = np.diff(tr["rollouts"], prepend=0).tolist()
+    assert [sum(x) for x in tr["class_rollouts"]] == per_step
+    assert [sum(x) for x in tr["class_tokens"]] == [sum(x) for x in tr["round_tokens"]]
+    assert [sum(x) for x in tr["round_tokens"]] == np.diff(tr["tokens"], prepend=0).tolist()
+    assert [len(x) for x in tr["round_tokens"]] == [len(x) for x in tr["round_max_tokens"]]
+    assert prompt_class(np.array([0.0, 0.049, 0.05, 0.95, 0.951])).tolist() == [0, 0, 1, 1, 2]
+
+
+def test_the_trainer_step_times_each_round_for_the_allocator():
+    import time
+
+    from adaptive_rollouts.bridge import TrainerStep
+    from adaptive_rollouts.bridge.book import Generated
+
+    seen = []
+
+    class Recorder:
+        kind = "save"
+
+        def run(self, prompts, budget, sample):
+            for _ in range(2):
+                seen.append(sample(np.arange(len(prompts)), np.ones(len(prompts), dtype=np.int64)))
+            return [np.concatenate([d[i] for d in seen]) for i in range(len(prompts))]
+
+    def generate(idx, counts):
+        time.sleep(0.02)
+        return Generated([[1.0] * int(c) for c in counts], [[5] * int(c) for c in counts])
+
+    TrainerStep(Recorder()).run(["a", "b"], 4, generate)
+    assert len(seen) == 2 and all(isinstance(d, Draw) and d.seconds >= 0.02 for d in seen)

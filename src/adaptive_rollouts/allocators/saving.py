@@ -68,6 +68,11 @@ class SavingProgressive(BaseAllocator):
     prompts for new ones); the allowance stays a share of signal. Without lengths, and in rounds
     whose lengths are partial (`checks.lengths.LengthsNotice`), every decision is the rollout rule's.
 
+    Pricing rounds: once the trainer also times its rounds (`types.Draw.seconds`), the pilot of
+    step 3 and the halving of step 4 are made only where the round they add is expected to save
+    more time in tokens than its latency costs (`allocators.round_plan`; a synchronous engine: one
+    round a step); without round times, the rounds above.
+
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/20 and the pilot of 4 are structural
     (docs/saving.md). ``saving=False`` completes every group to n_q through the same rounds:

@@ -37,32 +37,36 @@ def _timed(arms: dict, engine: str) -> dict | None:
     return arms.get(f"default{ENGINE_MARK}{engine}")
 
 
-def _time_rows(d: dict) -> tuple[list[list[str]], dict[str, list[float]]]:
-    """Per cell and engine: Uniform's step, the default's own rounds and the default timed by the
-    engine; and per engine the timed default's step ratios (all steps), for the targets."""
+def _time_rows(d: dict) -> tuple[list[str], list[list[str]], dict[str, list[float]]]:
+    """Per cell and engine: Uniform's step; each arm that plans its own rounds (no round times) as
+    step time over Uniform's and time speedup; the default timed by the engine. And per engine the
+    timed default's step ratios (all steps), for the targets."""
+    arms = list(d["rows"][0]["arms"]) if d["rows"] else []
+    untimed = [a for a in arms if ENGINE_MARK not in a]
+    header = ["cell", "engine", "Uniform's step", *(f"{a}: step / Uniform; time speedup" for a in untimed)]
+    header += ["timed: rounds / step", "timed: step / Uniform", "timed: from step 2", "timed: time speedup"]
     rows: list[list[str]] = []
     ratios: dict[str, list[float]] = {}
     for x in d["rows"]:
-        own = x["arms"]["default"]
-        for engine, e in own["engines"].items():
+        for engine, e in x["arms"]["default"]["engines"].items():
             timed = _timed(x["arms"], engine)
             t = None if timed is None else timed["engines"][engine]
-            if t is not None and timed is not None:
+            if t is not None:
                 ratios.setdefault(engine, []).append(t["step_time"]["ratio"])
+            own = [x["arms"][a]["engines"][engine] for a in untimed]
             rows.append(
                 [
                     x["cell"],
                     engine,
                     f"{e['step_time']['uniform']:,.0f}",
-                    f"{e['step_time']['ratio']:.2f}",
-                    _ci(e),
+                    *(f"{o['step_time']['ratio']:.2f}; {_ci(o)}" for o in own),
                     "-" if timed is None else f"{timed['rounds_per_step']['method']:.2f}",
                     "-" if t is None else f"{t['step_time']['ratio']:.2f}",
                     "-" if t is None else f"{t['later_step_ratio']:.2f}",
                     "-" if t is None else _ci(t),
                 ]
             )
-    return rows, ratios
+    return header, rows, ratios
 
 
 def _composition_rows(d: dict, arms: list[str]) -> list[list[str]]:
@@ -121,7 +125,7 @@ def render_tokens(root: Path) -> str:
         for x in d["rows"]
         for arm in arms
     ]
-    time_rows, ratios = _time_rows(d)
+    time_header, time_rows, ratios = _time_rows(d)
     defaults = [a for a in arms if a == "default" or a.startswith(f"default{ENGINE_MARK}")]
     ratio_met = {
         a: sum(x["arms"][a]["tokens_over_rollouts"] >= TOKENS_OVER_ROLLOUTS for x in d["rows"]) for a in defaults
@@ -156,16 +160,12 @@ def render_tokens(root: Path) -> str:
             body,
         ),
         "",
-        "Modelled generation time per engine (`sim.step_time.ENGINES`; token-times): Uniform's mean step; the "
-        "default with its own rounds and the default timed by that engine, each as step time over Uniform's "
-        "(over all steps, and from the second step on, the first being planned before any round was timed) "
-        "and as the speedup to 50/75/90% of the gain on that engine's time axis:",
+        "Modelled generation time per engine (`sim.step_time.ENGINES`; token-times): Uniform's mean step; each "
+        "arm that plans its own rounds (no round times) and the default timed by that engine, as step time "
+        "over Uniform's (the timed default's also from the second step on, the first being planned before "
+        "any round was timed) and as the speedup to 50/75/90% of the gain on that engine's time axis:",
         "",
-        *table(
-            ["cell", "engine", "Uniform's step", "own rounds: step / Uniform", "own rounds: time speedup"]
-            + ["timed: rounds / step", "timed: step / Uniform", "timed: from step 2", "timed: time speedup"],
-            time_rows,
-        ),
+        *table(time_header, time_rows),
         "",
         "Where the saved rollouts would have fallen, per step (prompts by their true chance of success p: "
         "hopeless p < 0.05, mixed, solved p > 0.95): Uniform's rollouts per class and their mean length over "
