@@ -53,9 +53,9 @@ def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
     ]
 
 
-def _by(value: float, target: float) -> str:
+def _by(value: float, target: float, digits: int = 3) -> str:
     """'met by d' when value <= target, else 'missed by d'."""
-    return f"{'met' if value <= target else 'missed'} by {abs(target - value):.3f}"
+    return f"{'met' if value <= target else 'missed'} by {abs(target - value):.{digits}f}"
 
 
 def _targets(pooled: dict, settings: dict) -> list[str]:
@@ -75,7 +75,7 @@ def _targets(pooled: dict, settings: dict) -> list[str]:
     return [
         f"The default against its targets: ECE {d['ece']:.3f}, target at most {t['ece']:g}: {_by(d['ece'], t['ece'])}"
         f"{floor}; Brier {ratio:.2f}x the history's, target at most {t['brier_ratio']:g}x: "
-        f"{_by(ratio, t['brier_ratio'])}x.",
+        f"{_by(ratio, t['brier_ratio'], 2)}x.",
         "",
     ]
 
