@@ -255,9 +255,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         return per_prompt, result, padding_unused
 
     def _policy_pass(self, local: list[dict], keys: list[str]) -> np.ndarray | None:
-        """The policy's features of this step's prompts: every process computes its own rows'
-        (`policy.policy_features_of_rows`, or the user's callable), then they are gathered and put in
-        the order of ``keys`` (main process; None elsewhere). Collective."""
+        """The policy's features of this step's prompts: every process computes its own rows' (each
+        of its prompts once; `policy.policy_features_for`, or the user's callable), so a sharded
+        model's forward runs on every process; they are gathered and put in the order of ``keys``
+        (main process; None elsewhere). A prompt whose rows span two processes is read by both; the
+        first process's row is kept (the one holding its first row), so the choice never varies.
+        Collective."""
         assert self._policy_features is not None
         mine: dict[str, Any] = {}
         for row in local:
@@ -270,7 +273,9 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             pairs = gather_object(pairs)
         if not self.accelerator.is_main_process:
             return None
-        found = dict(pairs)
+        found: dict[str, Any] = {}
+        for key, vector in pairs:  # in process order
+            found.setdefault(key, vector)
         missing = [k for k in keys if k not in found]
         if missing:
             raise RuntimeError(f"internal error: no policy features for prompts {missing[:5]}")
