@@ -156,7 +156,9 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self.last_step: Any = None  # the last step's `bridge.StepResult` (main process), e.g. its policy_seconds
-        self.tokens_total = 0  # completion tokens trained on since the start
+        # completion tokens trained on since the start (checkpointed; not logged: it always equals
+        # the running totals' tokens_spent, logged as adaptive/tokens_spent_total)
+        self.tokens_total = 0
         self._policy_features = policy_features_for(self, policy_features)
         # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals; each
         # round hands it the completion lengths (tokens the model generated, at most max_completion_length)
@@ -358,8 +360,6 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                     "padding_unused": padding_unused,
                     "padding_rows": rows_each * world - len(everyone),
                     "empty_step": int(not everyone),
-                    "completion_tokens": sum(model_tokens(r) for r in everyone),
-                    "completion_tokens_total": self.tokens_total,
                     **({"loss_rows_scale": scale} if self.loss_rows == "uniform" else {}),
                 }
             )
