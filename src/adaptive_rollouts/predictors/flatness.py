@@ -193,8 +193,8 @@ class FlatnessPredictor:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Beta(alpha, beta) of p per prompt: the best candidate's, of the strength at which its
         P(all-equal at n) is the recalibrated chance (`match_all_equal`). ``n``: one size or one per
-        prompt; by default the largest group of the last update. Before any update, where n < 2,
-        and with ``recalibrate=False`` (a diagnostic), the best candidate itself."""
+        prompt; by default the largest group of the last update. Without ``n`` before any update,
+        where n < 2, and with ``recalibrate=False`` (a diagnostic), the best candidate itself."""
         prompts = check_prompts(prompts, nonempty=False, distinct=False)
         a, b = self._candidates(prompts)
         i, j = self._best()
