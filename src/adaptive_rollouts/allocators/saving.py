@@ -199,8 +199,10 @@ class SavingProgressive(BaseAllocator):
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
         # with timed rounds, a round is added only where its tokens saved buy back its latency
-        plan = weigh and self.round_plan.known
-        pilot = self._plan_pilot(prompts, target, keep, a0, b0) if plan else self.pilot
+        plan, pilot = weigh and self.round_plan.known, self.pilot
+        if plan:
+            fail, success = self.lengths.means(prompts)
+            pilot = self.round_plan.pilot_size(pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
         collector.draw(np.where(keep, np.minimum(target, pilot), 0))
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
@@ -302,7 +304,7 @@ class SavingProgressive(BaseAllocator):
         """Step 4: the next round's increments (all zero when no prompt continues) and the signal
         given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
         price a completion in expected tokens, `_completion_cost`; ``plan``: the still-flat groups
-        get their chunk only where the round after it pays, `_plan_chunks`)."""
+        get their chunk only where the round after it pays, else all they lack, `round_plan`)."""
         k = collector.scored
         rewards = collector.rewards()
         _, s, varied = group_stats(rewards)
@@ -321,30 +323,12 @@ class SavingProgressive(BaseAllocator):
             cut = affordable_losses(rest, cost, allowance - lost, self.rng)
             lost += float(rest[cut].sum())
             go = tied[~cut]
-            inc[go] = self._plan_chunks(collector, go, chunk, target, a0, b0) if plan and go.size else chunk[go]
+            inc[go] = chunk[go]
+            if plan and go.size:  # halves only where the round after them pays (round_plan)
+                means = self.lengths.means([collector.prompts[i] for i in go.tolist()])
+                sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
+                inc[go] = self.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
         return inc, lost
-
-    def _plan_pilot(
-        self, prompts: Sequence[Prompt], target: np.ndarray, keep: np.ndarray, a0: np.ndarray, b0: np.ndarray
-    ) -> int:
-        """The pilot when the round after it pays for its latency, else the whole group (`round_plan`)."""
-        fail, success = self.lengths.means(prompts)
-        return self.round_plan.pilot_size(self.pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
-
-    def _plan_chunks(
-        self,
-        collector: RolloutCollector,
-        go: np.ndarray,
-        chunk: np.ndarray,
-        target: np.ndarray,
-        a0: np.ndarray,
-        b0: np.ndarray,
-    ) -> np.ndarray:
-        """The still-flat groups ``go``'s chunks when the round after them pays, else all they lack."""
-        k, s = collector.scored[go], group_stats(collector.rewards())[1][go]
-        fail, success = self.lengths.means([collector.prompts[i] for i in go.tolist()])
-        lack = (target - collector.counts)[go]
-        return self.round_plan.chunks(chunk[go], lack, a0[go] + s, b0[go] + k - s, s >= k, fail, success)
 
     def _completion_cost(
         self, collector: RolloutCollector, rows: np.ndarray, lack: np.ndarray, rewards: Rewards, p: np.ndarray
