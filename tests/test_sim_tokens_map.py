@@ -121,4 +121,4 @@ def test_committed_tokens_file_recomputes_from_its_run_records():
                     engine["later_step_ratio"], rel=1e-12
                 )
             for key in ("saved_share", "saved_length", "step_ratio", "length_needed"):
-                assert again["composition"][key] == pytest.approx(saved["composition"][key], rel=1e-12)
+                assert again["composition"][key] == pytest.approx(saved["composition"][key], rel=1e-12, nan_ok=True)

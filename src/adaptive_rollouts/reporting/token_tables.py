@@ -93,6 +93,67 @@ def _composition_rows(d: dict, arms: list[str]) -> list[list[str]]:
     return rows
 
 
+def _span(values: list[float], fmt_: str = ".2f") -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:{fmt_}}" if f"{lo:{fmt_}}" == f"{hi:{fmt_}}" else f"{lo:{fmt_}}-{hi:{fmt_}}"
+
+
+def _summary(d: dict) -> list[str]:
+    """The ranges over the cells that docs/tokens.md reads, as bullet lines."""
+    rows = d["rows"]
+    if not rows or any(_timed(x["arms"], e) is None for x in rows for e in ("synchronous", "slots-64", "slots-16")):
+        return []
+
+    def eng(arm: str, engine: str, key: str = "ratio") -> list[float]:
+        return [
+            x["arms"][arm]["engines"][engine]["step_time"][key]
+            if key == "ratio"
+            else x["arms"][arm]["engines"][engine][key]
+            for x in rows
+            if arm in x["arms"]
+        ]
+
+    sync, s64, s16 = (f"default{ENGINE_MARK}{e}" for e in ("synchronous", "slots-64", "slots-16"))
+    speed = [x["arms"][sync]["engines"]["synchronous"] for x in rows]
+    below = sum(t["ci90"][1] < 1.0 for t in speed)
+    one_round = [x["arms"][sync]["engines"]["slots-16"]["step_time"]["ratio"] for x in rows]
+    own16 = eng("default", "slots-16")
+    split_best = sum(t < min(a, b) for t, a, b in zip(eng(s16, "slots-16"), own16, one_round))
+    cont = f"default{ENGINE_MARK}continuous"
+    same = all(x["arms"][cont]["engines"] == x["arms"]["default"]["engines"] for x in rows if cont in x["arms"])
+    comp = [x["arms"]["default"]["composition"] for x in rows]
+    arms = [a for a in rows[0]["arms"] if a.startswith("default")]
+    ratios = [x["arms"][a]["tokens_over_rollouts"] for x in rows for a in arms]
+    untimed = [a for a in rows[0]["arms"] if ENGINE_MARK not in a]
+    return [
+        "Over the length cells:",
+        "",
+        "- synchronous engine, own rounds: step "
+        + "; ".join(f"`{a}` {_span(eng(a, 'synchronous'))}x" for a in untimed)
+        + f" Uniform's; timed: {_span([x['arms'][sync]['rounds_per_step']['method'] for x in rows])} rounds a "
+        f"step, step {_span(eng(sync, 'synchronous'))}x Uniform's over all steps and "
+        f"{_span(eng(sync, 'synchronous', 'later_step_ratio'))}x from the second step, time speedup "
+        f"{_span([t['speedup'] for t in speed])} (interval below 1 in {below} of {len(rows)} cells; own rounds "
+        f"{_span([x['arms']['default']['engines']['synchronous']['speedup'] for x in rows])});",
+        f"- 64 slots: own rounds {_span(eng('default', 'slots-64'))}x Uniform's step; timed "
+        f"{_span(eng(s64, 'slots-64'))}x, time speedup {_span(eng(s64, 'slots-64', 'speedup'))};",
+        f"- 16 slots: timed {_span([x['arms'][s16]['rounds_per_step']['method'] for x in rows])} rounds a step, "
+        f"step {_span(eng(s16, 'slots-16'))}x Uniform's, below both the default's own rounds and one round a "
+        f"step (the synchronous-timed default) in {split_best} of {len(rows)} cells;",
+        f"- continuous batching: the timed default's times {'equal' if same else 'differ from'} those of its "
+        f"own rounds; step {_span(eng(cont, 'continuous'))}x Uniform's;",
+        f"- tokens / rollouts {_span(ratios)} over every default arm; of what the default saves, "
+        f"{_span([c['saved_share_by_class'][2] for c in comp], '.0%')} falls on solved prompts "
+        f"({_span([c['uniform_length_by_class'][2] for c in comp])}x the mean length; "
+        f"{_span([c['uniform_rollouts'][2] / sum(c['uniform_rollouts']) for c in comp], '.0%')} of Uniform's "
+        f"rollouts) and {_span([c['saved_share_by_class'][0] for c in comp], '.0%')} on hopeless ones "
+        f"({_span([c['hopeless_length'] for c in comp])}x; "
+        f"{_span([c['uniform_rollouts'][0] / sum(c['uniform_rollouts']) for c in comp], '.0%')} of Uniform's "
+        f"rollouts); a saved rollout is {_span([c['saved_length'] for c in comp])}x the mean, against "
+        f"{_span([c['length_needed'] for c in comp])}x needed for {TOKENS_OVER_ROLLOUTS:g}.",
+    ]
+
+
 def render_tokens(root: Path) -> str:
     if not (root / TOKENS).exists():
         return f"No result file yet: `nice python benchmarks/tokens.py` writes `{TOKENS}`."
@@ -180,10 +241,19 @@ def render_tokens(root: Path) -> str:
             _composition_rows(d, [a for a in ("default", f"default{ENGINE_MARK}synchronous") if a in arms]),
         ),
         "",
+        *_summary(d),
+        "",
         f"Targets: tokens speedup >= {TOKENS_OVER_ROLLOUTS:g}x the rollout speedup: met in "
         + "; ".join(f"{ratio_met[a]} of {n} cells by `{a}`" for a in defaults)
+        + (
+            f" (`default` short of it by {_span([TOKENS_OVER_ROLLOUTS - x['arms']['default']['tokens_over_rollouts'] for x in d['rows']])})"
+            if n
+            else ""
+        )
         + ". Synchronous step time no worse than Uniform's for the default timed by that engine: met in "
-        f"{sum(a <= 1.0 for a, _ in sync)} of {len(sync)} cells over all steps, "
+        f"{sum(a <= 1.0 for a, _ in sync)} of {len(sync)} cells over all steps"
+        + (f" (at most {max(a for a, _ in sync) - 1:.0%} above)" if sync and max(a for a, _ in sync) > 1 else "")
+        + ", "
         f"{sum(b <= 1.0 for _, b in sync)} of {len(sync)} from the second step on. "
         + "Step time no worse than Uniform's, timed default: "
         + "; ".join(f"{e} {sum(v <= 1.0 for v in vals)} of {len(vals)}" for e, vals in ratios.items())
