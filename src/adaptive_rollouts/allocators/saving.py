@@ -23,6 +23,7 @@ from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
+from .round_plan import RoundPlanner
 from .saving_rule import LOSS_SHARE, affordable_losses, group_stats
 
 __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
@@ -66,6 +67,11 @@ class SavingProgressive(BaseAllocator):
     `predictors.lengths.LengthBelief` (the prompt's history, this step's pilot at a cut, pooled over
     prompts for new ones); the allowance stays a share of signal. Without lengths, and in rounds
     whose lengths are partial (`checks.lengths.LengthsNotice`), every decision is the rollout rule's.
+
+    Pricing rounds: once the trainer also times its rounds (`types.Draw.seconds`), the pilot of
+    step 3 and the halving of step 4 are made only where the round they add is expected to save
+    more time in tokens than its latency costs (`allocators.round_plan`; a synchronous engine: one
+    round a step); without round times, the rounds above.
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/20 and the pilot of 4 are structural
@@ -123,6 +129,7 @@ class SavingProgressive(BaseAllocator):
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
         self._belief: FlatnessPredictor | None = None
         self.lengths = LengthBelief()  # expected tokens per rollout, once the trainer gives lengths
+        self.round_plan = RoundPlanner()  # what a round costs, once the trainer times them (round_plan)
 
     @property
     def predictor(self) -> Any:
@@ -191,10 +198,16 @@ class SavingProgressive(BaseAllocator):
         keep, explored = self._explore(target, cost, value, a0, b0, allowance) if self.saving else (np.ones(q, bool), 0)
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
-        collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
+        # with timed rounds, a round is added only where its tokens saved buy back its latency
+        plan, pilot = weigh and self.round_plan.known, self.pilot
+        if plan:
+            fail, success = self.lengths.means(prompts)
+            pilot = self.round_plan.pilot_size(pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
+        collector.draw(np.where(keep, np.minimum(target, pilot), 0))
+        flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh)
+            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan)
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
@@ -206,6 +219,10 @@ class SavingProgressive(BaseAllocator):
         lengths = collector.lengths()
         if lengths is not None:
             self.lengths.update(prompts, rewards, lengths)
+        for timed in collector.timed_rounds():
+            self.round_plan.observe_round(*timed)
+        # the share of flat pilots cut (what a pilot's round may save; a step without pilots: none)
+        self.round_plan.observe_pilots(int(flat_pilots.sum()), int(np.sum(flat_pilots & (collector.counts < target))))
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         spent = int(collector.counts.sum())
         self.history = [*self.history, (self._realised(rewards), spent)][-self.HISTORY :]
@@ -224,6 +241,8 @@ class SavingProgressive(BaseAllocator):
         }
         if weigh:
             extra["cost_unit"] = "tokens"
+        if plan:
+            extra["round_cost"] = self.round_plan.round_cost()
         total = a0 + b0
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
@@ -280,10 +299,12 @@ class SavingProgressive(BaseAllocator):
         allowance: float,
         lost: float,
         weigh: bool = False,
+        plan: bool = False,
     ) -> tuple[np.ndarray, float]:
         """Step 4: the next round's increments (all zero when no prompt continues) and the signal
         given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
-        price a completion in expected tokens, `_completion_cost`)."""
+        price a completion in expected tokens, `_completion_cost`; ``plan``: the still-flat groups
+        get their chunk only where the round after it pays, else all they lack, `round_plan`)."""
         k = collector.scored
         rewards = collector.rewards()
         _, s, varied = group_stats(rewards)
@@ -303,6 +324,10 @@ class SavingProgressive(BaseAllocator):
             lost += float(rest[cut].sum())
             go = tied[~cut]
             inc[go] = chunk[go]
+            if plan and go.size:  # halves only where the round after them pays (round_plan)
+                means = self.lengths.means([collector.prompts[i] for i in go.tolist()])
+                sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
+                inc[go] = self.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
         return inc, lost
 
     def _completion_cost(
@@ -353,6 +378,7 @@ class SavingProgressive(BaseAllocator):
             "history_signal": [float(v) for v, _ in self.history],
             "history_spent": [int(c) for _, c in self.history],
             "lengths": self.lengths.state_dict(),
+            "round_plan": self.round_plan.state_dict(),
         }
 
     def _load_extra_state(self, state: StateDict) -> None:
@@ -362,8 +388,9 @@ class SavingProgressive(BaseAllocator):
         the predictor check their own parts (the tracker into a fresh object, so a refused one
         changes nothing; the belief's own state before the predictor's, put back if a later part
         refuses)."""
-        names = ["predictor", "belief", "belief_history", "tracker", "history_signal", "history_spent", "lengths"]
-        reader = StateReader(state, type(self).__name__, [n for n in names if n not in ("belief_history", "lengths")])
+        optional = ("belief_history", "lengths", "round_plan")
+        names = ["predictor", "belief", "tracker", "history_signal", "history_spent", *optional]
+        reader = StateReader(state, type(self).__name__, [n for n in names if n not in optional])
         unknown = sorted(set(state) - {"allocator", "rng", "class", *names}, key=str)
         if unknown:
             raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
@@ -389,6 +416,12 @@ class SavingProgressive(BaseAllocator):
                 lengths.load_state_dict(state["lengths"])
             except ValueError as err:
                 raise reader.error("lengths", str(err)) from None
+        round_plan = RoundPlanner()  # a state saved before rounds were priced has no timings
+        if "round_plan" in state:
+            try:
+                round_plan.load_state_dict(state["round_plan"])
+            except ValueError as err:
+                raise reader.error("round_plan", str(err)) from None
         own, saved = self._own_history(), state.get("belief_history")
         if (own is None) != (saved is None):
             raise reader.error("belief_history", "saved with another predictor than this allocator has")
@@ -409,4 +442,5 @@ class SavingProgressive(BaseAllocator):
             raise
         self.tracker = tracker
         self.lengths = lengths
+        self.round_plan = round_plan
         self.history = [(float(v), int(c)) for v, c in zip(signal, spent)]

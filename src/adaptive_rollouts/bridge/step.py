@@ -212,13 +212,16 @@ class TrainerStep:
             with clock.paused():  # the trainer's generation and scoring are not the allocator's time
                 idx, cnt = check_request(indices, counts, len(keys))
                 book.reserve(idx, cnt, budget, self.who)
+                began_round = time.perf_counter()
                 try:
                     raws = generate(idx, cnt)
                 except RoundIncomplete as err:
                     if err.raws is not None:
                         book.add(idx, err.raws, cnt, self.max_length)
                     raise
-                return book.add(idx, raws, cnt, self.max_length)
+                draw = book.add(idx, raws, cnt, self.max_length)
+                draw.seconds = time.perf_counter() - began_round  # the round's time (allocators.round_plan)
+                return draw
 
         incomplete = False
         with clock.running():
