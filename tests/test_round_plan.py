@@ -280,5 +280,5 @@ def test_the_trainer_step_times_each_round_for_the_allocator():
         time.sleep(0.02)
         return Generated([[1.0] * int(c) for c in counts], [[5] * int(c) for c in counts])
 
-    TrainerStep(Recorder()).run(["a", "b"], 4, generate)
+    TrainerStep(Recorder(), time_rounds=True).run(["a", "b"], 4, generate)
     assert len(seen) == 2 and all(isinstance(d, Draw) and d.seconds >= 0.02 for d in seen)
