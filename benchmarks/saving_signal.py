@@ -191,7 +191,7 @@ def main() -> None:
             print(f"{cell.key:34s} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f} lost {row['lost']:.2f}")
     pool_rows = []
     for per_prompt in (4, 8) if args.pool else ():
-        for method in ("uniform", "oracle-skip", "default"):
+        for method in [m for m in methods if m in ("uniform", "oracle-skip") or m.startswith("default")]:
             runs = [pool_run(method, seed, per_prompt) for seed in range(args.seeds)]
             row = {"n": per_prompt, "method": method}
             for key in ("spent", "kept", "lost"):
