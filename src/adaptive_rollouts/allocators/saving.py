@@ -195,8 +195,12 @@ class SavingProgressive(BaseAllocator):
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
-        probe = np.zeros(q, dtype=bool), 0.0
-        keep, *probe = self._explore(target, cost, value, a0, b0, allowance) if self.saving else (np.ones(q, bool), *probe)
+        keep, explored, bar = (
+            self._explore(target, cost, value, a0, b0, allowance)
+            if self.saving
+            else (np.ones(q, bool), np.zeros(q, bool), 0.0)
+        )
+        probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
         collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
@@ -222,7 +226,7 @@ class SavingProgressive(BaseAllocator):
         extra: dict[str, Any] = {
             "pilot": int(min(self.pilot, int(target.max()))),
             "pre_skipped": int(np.sum(~keep)),
-            "explored": int(probe[0].sum()),
+            "explored": int(explored.sum()),
             "cut": int(np.sum(keep & (collector.counts < target))),
             "rounds": rounds,
             "persistence": measured_persistence(self.tracker),
