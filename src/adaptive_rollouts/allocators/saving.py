@@ -98,6 +98,7 @@ class SavingProgressive(BaseAllocator):
     """
 
     HISTORY = 10  # steps over which the logged signal per rollout is measured
+    share = LOSS_SHARE  # a structural constant, not an option: benchmarks/saving_share.py measures others
     name = "saving-progressive"
     kind = "save"
     aggregation_aware = True
@@ -192,7 +193,7 @@ class SavingProgressive(BaseAllocator):
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
         value = self._value(target, zeros, zeros, a0, b0)
-        allowance = LOSS_SHARE * float(value.sum())
+        allowance = self.share * float(value.sum())
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
