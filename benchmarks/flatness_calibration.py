@@ -10,6 +10,7 @@ the same groups. Predictors:
 - ``probe``: `FlatnessPredictor` on the policy's noisy view of its own margin alone (AUROC 0.8);
 - ``combined``: `FlatnessPredictor` with the probe, the text GP and the history;
 - ``default``: the belief the default allocator (`SavingProgressive`) now spends by: probe and history;
+- ``default-raw``: the default's best candidate before its recalibration (a diagnostic);
 - ``default-before``: the default's belief before it (a population prior fitted by moments to the
   last step's rates, blended with the history, capped at 8 pseudo-rollouts, by the measured
   persistence of p).
@@ -20,12 +21,15 @@ recorded step: ``probe`` reads the trainer model's last-layer hidden state at ea
 token (192 columns, projected to 32), ``text-gp`` the prompts' all-MiniLM-L6-v2 embeddings.
 
 P(all-equal at n) = E[p^n + (1 - p)^n] under each Beta belief (`objectives.beta.all_equal_beta`).
-Scores: Brier, log-loss, ECE (10 bins) and a reliability diagram (PNG), per cell and pooled.
+Scores: Brier, log-loss, ECE (10 bins) and a reliability diagram (PNG), per cell and pooled, and
+the ECE's noise floor: the ECE that a perfectly calibrated predictor giving the same predictions
+would read on as many groups (outcomes drawn from the predictions, 200 draws: median and 90% range).
 
 Run: python benchmarks/flatness_calibration.py [--seeds 3] [--steps 60]
 (writes results/flatness_calibration/flatness_calibration.json and reliability.png);
 python benchmarks/flatness_calibration.py --traces results/flatness_calibration/tinylm
-(writes results/flatness_calibration/tinylm.json and reliability_tinylm.png).
+(writes results/flatness_calibration/tinylm.json and reliability_tinylm.png: a folder's traces
+write <folder name>.json and reliability_<folder name>.png).
 """
 
 from __future__ import annotations
@@ -35,19 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flatness_predictors import PREDICTORS, QUANTILES, SCORES, TARGETS, PredictorSet, by_half, flat, pooled_scores
 
 from adaptive_rollouts.allocators import Uniform
-from adaptive_rollouts.allocators.guarded import measured_persistence
-from adaptive_rollouts.allocators.posterior_progressive import beta_prior
-from adaptive_rollouts.checks.rewards import all_equal
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import write_result
-from adaptive_rollouts.fingerprints import RegimeTracker
-from adaptive_rollouts.objectives.beta import all_equal_beta, beta_from_moments
-from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess
 from adaptive_rollouts.predictors.calibration import calibration_scores
-from adaptive_rollouts.predictors.flatness import FlatnessPredictor
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import select_cells
 from adaptive_rollouts.sim.train import TrainConfig, train
@@ -60,83 +58,6 @@ CELLS = (
     "pareto/d128-Q16-L16",
     "hard-heavy/d128-Q16-pool200-L16",
 )
-PREDICTORS = ("history", "text-gp", "probe", "combined", "default", "default-before")
-SCORES = ("brier", "log_loss", "ece")
-
-
-def population_prior(successes: np.ndarray, trials: np.ndarray, max_strength: float) -> tuple[float, float]:
-    """The default-before's population prior: Beta by moments of the rates s / k, their binomial
-    noise taken out of the variance (empirical Bayes), strength capped."""
-    k, s = trials[trials > 0].astype(float), successes[trials > 0].astype(float)
-    if not k.size:
-        return 1.0, 1.0
-    mean = float(np.clip(s.sum() / k.sum(), 0.5 / k.sum(), 1.0 - 0.5 / k.sum()))
-    h = float(np.mean(1.0 / k))
-    between = float((np.var(s / k) - mean * (1.0 - mean) * h) / (1.0 - h)) if k.size > 1 and h < 1 else 0.0
-    a, b = beta_from_moments(
-        [mean], [max(between, mean * (1.0 - mean) / (max_strength + 1.0))], min_strength=0.1, max_strength=max_strength
-    )
-    return float(a[0]), float(b[0])
-
-
-class DefaultBefore:
-    """The default's belief before the calibrated one (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.history, self.tracker, self.population = DiscountedBeta(), RegimeTracker(), (1.0, 1.0)
-
-    def belief(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
-        rho = measured_persistence(self.tracker)
-        a_h, b_h = beta_prior(self.history.predict(prompts), 8.0)
-        return (1 - rho) * self.population[0] + rho * a_h, (1 - rho) * self.population[1] + rho * b_h
-
-    def update(self, prompts: list, rewards: list) -> None:
-        s = np.array([r.sum() for r in rewards])
-        k = np.array([r.size for r in rewards])
-        self.population = population_prior(s, k, 8.0)
-        self.history.update(prompts, rewards)
-        self.tracker.update(prompts, rewards)
-
-
-def _beta_of(prediction: Any) -> tuple[np.ndarray, np.ndarray]:
-    return beta_from_moments(prediction.mean, prediction.var, min_strength=1e-3)
-
-
-class PredictorSet:
-    """Every predictor of `PREDICTORS`, fed alike: the step's policy features, P(all-equal at n)
-    before the step, then its groups. ``table``: the prompts' text features (the text GP's)."""
-
-    def __init__(self, table: FeatureTable, seed: int):
-        self.models: dict[str, Any] = {
-            "history": DiscountedBeta(),
-            "text-gp": GaussianProcess(table, seed=seed),
-            "probe": FlatnessPredictor(history=None, policy=True),
-            "combined": FlatnessPredictor(history=True, text=GaussianProcess(table, seed=seed), policy=True),
-            "default": FlatnessPredictor(history=True, policy=True),
-            "default-before": DefaultBefore(),
-        }
-
-    def observe_policy(self, prompts: list, features: np.ndarray) -> None:
-        for model in self.models.values():
-            if isinstance(model, FlatnessPredictor) and model.policy:
-                model.observe_policy(prompts, features)
-
-    def all_equal(self, prompts: list, n: np.ndarray) -> dict[str, np.ndarray]:
-        """Each predictor's P(all-equal) for groups of ``n`` (one size per prompt)."""
-        out = {}
-        for name, model in self.models.items():
-            a, b = model.belief(prompts) if hasattr(model, "belief") else _beta_of(model.predict(prompts))
-            out[name] = all_equal_beta(a, b, n)[0]
-        return out
-
-    def update(self, prompts: list, rewards: list) -> None:
-        for model in self.models.values():
-            model.update(prompts, rewards)
-
-
-def flat(rewards: list) -> np.ndarray:
-    """1 where a group's rewards are all equal (`checks.rewards.all_equal`), else 0."""
-    return all_equal(np.array([r.min() for r in rewards]), np.array([r.max() for r in rewards])).astype(float)
 
 
 class Recorder:
@@ -182,35 +103,27 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         raise ValueError("a tiny-LM trace needs the text embeddings and the policy features")
     predictors = PredictorSet(FeatureTable(list(range(len(trace.prompts))), trace.text), seed=0)
     pred: dict[str, list] = {m: [] for m in PREDICTORS}
-    outcome = []
+    outcome, means = [], []
     for ids, rewards, features in trace.steps():
         prompts = ids.tolist()
         predictors.observe_policy(prompts, features)
         for name, prob in predictors.all_equal(prompts, np.array([r.size for r in rewards])).items():
             pred[name].append(prob)
+        a, b = predictors.models["default"].belief(prompts, recalibrate=False)
+        means.append(a / (a + b))
         outcome.append(flat(rewards))
         predictors.update(prompts, rewards)
     steps = np.concatenate([np.full(o.size, t) for t, o in enumerate(outcome)])
-    return {"outcome": np.concatenate(outcome), "step": steps, **{m: np.concatenate(v) for m, v in pred.items()}}
-
-
-def by_half(got: dict[str, list[np.ndarray]]) -> dict[str, dict]:
-    """Scores on the first and the second half of each trace's steps, pooled over the traces: how
-    far calibration has come once the predictors have seen the prompts a few times."""
-    halves: dict[str, dict] = {}
-    for half in ("first", "second"):
-        keep = [(s >= (s.max() + 1) / 2) == (half == "second") for s in got["step"]]
-        y = np.concatenate([o[k] for o, k in zip(got["outcome"], keep)])
-        halves[half] = {
-            m: {
-                x: v
-                for x, v in calibration_scores(np.concatenate([p[k] for p, k in zip(got[m], keep)]), y).items()
-                if x in SCORES
-            }
-            for m in PREDICTORS
-        }
-        halves[half]["groups"] = int(y.size)
-    return halves
+    diagnostics = {
+        "choices": [list(c) for c in predictors.choices],
+        "mean_quantiles": np.quantile(np.concatenate(means), QUANTILES).tolist(),
+    }
+    return {
+        "outcome": np.concatenate(outcome),
+        "step": steps,
+        "diagnostics": diagnostics,
+        **{m: np.concatenate(v) for m, v in pred.items()},
+    }
 
 
 def score_traces(folder: Path, out: Path) -> None:
@@ -229,19 +142,25 @@ def score_traces(folder: Path, out: Path) -> None:
             pooled_data[m].append(got[m])
         row: dict[str, Any] = {"trace": stem.name, "groups": int(got["outcome"].size)}
         row["all_equal_share"] = float(got["outcome"].mean())
-        row |= {
-            m: {k: v for k, v in calibration_scores(got[m], got["outcome"]).items() if k in SCORES} for m in PREDICTORS
-        }
+        row["default"] = got["diagnostics"]  # scores added below
+        for m in PREDICTORS:
+            row[m] = row.get(m, {}) | {
+                k: v for k, v in calibration_scores(got[m], got["outcome"]).items() if k in SCORES
+            }
         per_trace.append(row)
         settings = {k: v for k, v in meta.items() if k not in ("seed", "step_seconds", "policy_seconds")}
         print(stem.name, {m: round(row[m]["ece"], 3) for m in PREDICTORS}, flush=True)
-    y = np.concatenate(pooled_data["outcome"])
-    pooled = {m: calibration_scores(np.concatenate(pooled_data[m]), y) for m in PREDICTORS}
+    pooled = pooled_scores(pooled_data)
     out.mkdir(parents=True, exist_ok=True)
-    reliability_png(pooled, out / "reliability_tinylm.png", "tiny-LM ladder traces")
-    settings |= {"traces": [f"{stem.parent.name}/{stem.name}" for stem in stems], "predictors": list(PREDICTORS)}
+    reliability_png(pooled, out / f"reliability_{folder.name}.png", f"tiny-LM ladder traces ({folder.name})")
+    settings |= {
+        "traces": [f"{stem.parent.name}/{stem.name}" for stem in stems],
+        "predictors": list(PREDICTORS),
+        "targets": TARGETS,
+        "quantiles": list(QUANTILES),
+    }
     data = {"traces": per_trace, "pooled": pooled, "halves": by_half(pooled_data)}
-    path = write_result(out / "tinylm.json", data, settings=settings)
+    path = write_result(out / f"{folder.name}.json", data, settings=settings)
     print(f"wrote {path}")
 
 
@@ -302,8 +221,7 @@ def main() -> None:
         per_cell.append(row)
         print(cell.key, {m: round(row[m]["ece"], 3) for m in PREDICTORS}, flush=True)
     bar.close()
-    y = np.concatenate(pooled_data["outcome"])
-    pooled = {m: calibration_scores(np.concatenate(pooled_data[m]), y) for m in PREDICTORS}
+    pooled = pooled_scores(pooled_data)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     reliability_png(pooled, out / "reliability.png")
@@ -314,6 +232,7 @@ def main() -> None:
         "n": 8,
         "policy_view_auroc": TrainConfig().policy_view_auroc,
         "predictors": list(PREDICTORS),
+        "targets": TARGETS,
     }
     path = write_result(out / "flatness_calibration.json", {"cells": per_cell, "pooled": pooled}, settings=settings)
     print(f"wrote {path}")

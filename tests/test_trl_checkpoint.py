@@ -51,11 +51,11 @@ def test_checkpoint_holds_allocator_state_and_resume_matches(tmp_path, caplog):
     running = (
         "adaptive/rollouts_spent_total",
         "adaptive/budget_share_total",
-        "adaptive/completion_tokens_total",
         "adaptive/tokens_spent_total",
         "adaptive/tokens_saved_total",
     )
     assert state["totals"]["token_steps"] == 2 and state["totals"]["tokens_spent"] > 0
+    assert resumed.tokens_total == full.tokens_total == full.totals.tokens_spent  # trained on = spent, restored
     for name in ("adaptive/count_max", "regime/revisits", "regime/zero_variance_fraction_mean", "loss", *running):
         assert logged(resumed, name) == pytest.approx(logged(full, name)[-len(logged(resumed, name)) :])
     ours, theirs = resumed.allocator.state_dict()["predictor"], full.allocator.state_dict()["predictor"]

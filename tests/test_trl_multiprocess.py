@@ -26,6 +26,7 @@ torch.set_num_threads(1)
 from datasets import Dataset
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer
+from adaptive_rollouts.allocators import Uniform
 from adaptive_rollouts.demo.model import build_model
 from adaptive_rollouts.demo.tokenizer import build_tokenizer
 from adaptive_rollouts.integrations.trl import AdaptiveGRPOTrainer
@@ -54,6 +55,14 @@ class Saving:
         sample(more, plan[more] - 1)
         return []
 
+class PolicyReader(Uniform):
+    # Uniform, recording the policy features it is given before it plans
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+    def observe_policy(self, prompts, features):
+        self.seen.append((list(prompts), np.asarray(features).tolist()))
+
 def reward(prompts, completions, **kw):
     return [len(c) / 5.0 for c in completions]
 
@@ -65,7 +74,9 @@ def trainer_of(cls, **kw):
     tok = build_tokenizer()
     model = build_model(tok, seed=0, hidden_size=32, intermediate_size=64, num_attention_heads=2,
                         num_key_value_heads=2, num_hidden_layers=1)
-    args = GRPOConfig(output_dir=out_dir + "/" + cls.__name__, per_device_train_batch_size=8, num_generations=4,
+    prepare = kw.pop("prepare", None)
+    per_device = kw.pop("per_device_train_batch_size", 8)
+    args = GRPOConfig(output_dir=out_dir + "/" + cls.__name__, per_device_train_batch_size=per_device, num_generations=4,
                       max_completion_length=5, max_steps=kw.pop("max_steps", 1), learning_rate=1e-2, logging_steps=1,
                       report_to=[], save_strategy="no", use_cpu=True, beta=0.0, disable_tqdm=True, seed=0,
                       reward_weights=kw.pop("reward_weights", None), num_iterations=kw.pop("num_iterations", 1),
@@ -83,6 +94,8 @@ def trainer_of(cls, **kw):
         seen["masked"].append((out["completion_mask"].sum(1) == 0).tolist())
         return out
     t._generate_and_score_completions = wrapped
+    if prepare is not None:
+        prepare(t)
     set_seed(0)
     t.train()
     return t, tok, seen
@@ -102,6 +115,29 @@ elif mode == "saving":
                   masked=seen["masked"][0], counts=[c.tolist() for c in t.allocation_history], logs=logs,
                   losses=[h["loss"] for h in t.state.log_history if "loss" in h],
                   table=len(t._logs["prompt"]))
+elif mode == "policy":
+    # 6 rows a process, 4 rollouts a prompt: 3 prompts a step, the middle one's rows on both processes
+    from adaptive_rollouts.integrations.trl.layout import key_of_row
+    from adaptive_rollouts.integrations.trl.policy import last_token_hidden_states
+    reader, computed, alone = PolicyReader(), [], {}
+    def prepare(t):
+        # each prompt's features read alone by this process before the first update (the step reads
+        # them), in the training step's precision (the prepared model runs under accelerate's autocast)
+        model = t.accelerator.unwrap_model(t.model)
+        for i, prompt in enumerate(t.train_dataset["prompt"]):
+            ids = torch.tensor(t._tokenize_prompts([prompt])[0])
+            with t.accelerator.autocast():
+                alone[f"train#{i}"] = last_token_hidden_states(model, ids, torch.ones_like(ids))[0].tolist()
+        features = t._policy_features
+        def recording(rows):
+            computed.append([key_of_row(row) for row in rows])
+            return features(rows)
+        t._policy_features = recording
+    t, tok, seen = trainer_of(AdaptiveGRPOTrainer, allocator=reader, policy_features=True,
+                              per_device_train_batch_size=6, prepare=prepare)
+    rank = t.accelerator.process_index
+    result = dict(rank=rank, world=t.accelerator.num_processes, seen=reader.seen, computed=computed, alone=alone,
+                  counts=[c.tolist() for c in t.allocation_history])
 else:  # parity: Uniform vs stock GRPOTrainer, two weighted rewards, num_iterations=2, gradient accumulation 2
     kw = dict(reward_funcs=[reward_one, reward], reward_weights=[0.7, 0.3], num_iterations=2,
               gradient_accumulation_steps=2, max_steps=4, optim="sgd")
@@ -153,6 +189,21 @@ def test_two_processes_allocate_once_keep_groups_whole_and_use_padding(tmp_path,
     # both padding rollouts were served to the last round: 16 generated for a budget of 16
     assert logs["adaptive/padding_unused"] == 0.0
     assert ranks[1]["logs"][0]["adaptive/rounds"] == 4.0  # every rank logs the same
+
+
+@pytest.mark.slow
+def test_two_processes_policy_pass_gives_every_prompt_its_own_row_once(tmp_path, request):
+    """policy_features=True on 2 processes, 6 rows each, 4 rollouts a prompt: process 0 holds all of
+    the step's first prompt and half of the second, process 1 the other half and the third. The
+    allocator (main process) gets one row per prompt, in the step's prompt order, equal to the
+    prompt's hidden state read alone; each process read each of its own prompts once."""
+    ranks = run_two_processes(tmp_path, request, "policy", 29536)
+    main, other = ranks
+    assert [r["world"] for r in ranks] == [2, 2] and other["seen"] == []
+    ((keys, features),) = main["seen"]  # once, before the step's single plan
+    assert len(keys) == 3 and len(set(keys)) == 3 and main["counts"] == [[4, 4, 4]]
+    np.testing.assert_allclose(features, [main["alone"][k] for k in keys], rtol=1e-4, atol=1e-5)
+    assert main["computed"] == [keys[:2]] and other["computed"] == [keys[1:]]
 
 
 @pytest.mark.slow

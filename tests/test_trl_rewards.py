@@ -47,6 +47,8 @@ def test_none_reward_gives_zero_advantage_and_the_allocator_only_scored_rewards(
         assert sum(s.size for s in seen) == int(counts.sum()) - int(unscored[step * 12 : (step + 1) * 12].sum())
         assert all(np.isin(s, [0.0, 1.0]).all() for s in seen)
     assert logged(trainer, "adaptive/unscored") == [float(unscored[:12].sum()), float(unscored[12:].sum())]
+    # the unscored rollouts' tokens are spent and trained on (advantage 0): the batch's completion tokens
+    assert logged(trainer, "adaptive/tokens_spent") == [float(out["completion_mask"].sum()) for out in cap.outputs]
 
 
 def test_none_reward_advantages_use_the_scored_rollouts_of_the_group(tmp_path):

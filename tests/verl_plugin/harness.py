@@ -301,9 +301,10 @@ def base_overrides(root: str, train_files: list[str], steps: int, **extra: Any) 
     return out + [f"{k}={v}" for k, v in extra.items()]
 
 
-def build_trainer(config, llm: FakeLLM, dp_size: int = 2):
+def build_trainer(config, llm: FakeLLM, dp_size: int = 2, load: bool = True):
     """``AdaptiveRolloutTrainer(config)`` and what ``PPOTrainer._setup`` would give it, with the GPU
-    worker groups, LLM servers and weight sync replaced (see the module docstring)."""
+    worker groups, LLM servers and weight sync replaced (see the module docstring). ``load=False``
+    stops before the checkpoint load (``_load_checkpoint``) and ``on_init_end``."""
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     from adaptive_rollouts.integrations.verl import register
@@ -321,6 +322,8 @@ def build_trainer(config, llm: FakeLLM, dp_size: int = 2):
     trainer.teacher_model_manager = None
     trainer.distillation_config = None
     trainer.checkpoint_manager = SimpleNamespace(update_weights=lambda *a, **k: None, sleep_replicas=lambda: None)
+    if not load:
+        return trainer, manager
     trainer._load_checkpoint()
     trainer.on_init_end()
     return trainer, manager

@@ -280,20 +280,3 @@ def test_the_yaml_default_is_the_recommended_allocator(run):
         assert len(groups) == 4 - m["adaptive/skipped"]
         assert sum(len(g) for g in groups.values()) == m["adaptive/rollouts_spent"] == 16 - m["adaptive/rollouts_saved"]
         assert m["adaptive/rollouts_spent"] <= 16 and m["adaptive/padding_rows"] == 16 - m["adaptive/rollouts_spent"]
-
-
-def test_a_damaged_allocator_state_is_refused_naming_the_file_and_entry(run, tmp_path):
-    """The allocator, success signal and regime tracker load all or none (`load_together`): a bad
-    regime tracker in the checkpoint is one ValueError naming the file and the entry (before: the
-    allocator and signal were replaced first, then the tracker raised)."""
-    from adaptive_rollouts.state import load_state, save_state
-
-    common = {"adaptive.allocator": "default", "trainer.save_freq": 2}
-    run(2, root=str(tmp_path / "run"), **common)
-    path = tmp_path / "run" / "ckpt" / "global_step_2" / "adaptive_allocator.safetensors"
-    state = load_state(path)
-    state["regime"]["window"] = -5
-    save_state(path, state)
-    with pytest.raises(ValueError, match=r"regime.*window must be an integer >= 3") as err:
-        run(4, root=str(tmp_path / "run"), **{**common, "trainer.resume_mode": "auto"})
-    assert str(path) in str(err.value)

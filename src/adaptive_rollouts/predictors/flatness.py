@@ -18,6 +18,7 @@ from ..types import Prediction, StateDict
 from ._common import check_batch, logistic_normal_moments
 from .discounted_beta import DiscountedBeta
 from .probe import OnlineLogistic, RunningScaler
+from .recalibration import AllEqualCalibration, match_all_equal
 
 __all__ = ["FlatnessPredictor", "STRENGTHS", "TEMPERS"]
 
@@ -52,11 +53,14 @@ class FlatnessPredictor:
 
         p ~ Beta(alpha_0 + t s_h, beta_0 + t f_h).
 
-    kappa (`STRENGTHS`) and t (`TEMPERS`) are chosen online: each update scores every pair by the
-    log-likelihood of whether the groups just seen were all-equal, under the P(all-equal at n) it
-    gave before seeing them (prequential; scores decay by 0.99 per update) and the best pair is used. So the spread
-    and the weight of history are whatever has predicted the next groups best in this run - a
-    history that stopped predicting (p drifted) loses its weight. A group of n counts
+    Each candidate pair (kappa in `STRENGTHS`, t in `TEMPERS`) has its own online recalibration of
+    the chance it gives (`AllEqualCalibration`, fitted on the run's (chance, all-equal?) pairs).
+    Each update scores every pair by the log-likelihood of whether the groups just seen were
+    all-equal under its recalibrated P(all-equal at n) from before seeing them (prequential; scores
+    decay by 0.99 per update); the best pair is used, its Beta re-strengthened, mean kept, so that
+    its P(all-equal at n) is the recalibrated chance (`match_all_equal`). So the spread, the weight
+    of history and the map are whatever has predicted the next groups best in this run - a history
+    that stopped predicting (p drifted) loses its weight. A group of n counts
     (kappa + 1) / (kappa + n) rollouts' worth in the regression (rollouts that share a p carry less
     information about the mean than independent ones). With every source off the model is the
     population: the mean and spread of p across prompts.
@@ -102,6 +106,8 @@ class FlatnessPredictor:
         self.scaler = RunningScaler(self.rank)
         self.width: int | None = None
         self.scores = np.zeros((len(STRENGTHS), len(TEMPERS)))
+        self.calibration = AllEqualCalibration(self.scores.size, forget=self.forget)
+        self.group_size: int | None = None  # the largest group of the last update: what `belief` matches at
         self._pending: dict[Hashable, np.ndarray] = {}
         self._projection: np.ndarray | None = None
 
@@ -182,12 +188,29 @@ class FlatnessPredictor:
         i, j = self._best()
         return STRENGTHS[i], TEMPERS[j]
 
-    def belief(self, prompts: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
-        """Beta(alpha, beta) of p per prompt."""
+    def belief(
+        self, prompts: Sequence[Hashable], n: Any = None, recalibrate: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Beta(alpha, beta) of p per prompt: the best candidate's, of the strength at which its
+        P(all-equal at n) is the recalibrated chance (`match_all_equal`). ``n``: one size or one per
+        prompt; by default the largest group of the last update. Without ``n`` before any update,
+        where n < 2, and with ``recalibrate=False`` (a diagnostic), the best candidate itself."""
         prompts = check_prompts(prompts, nonempty=False, distinct=False)
         a, b = self._candidates(prompts)
         i, j = self._best()
-        return a[i, j], b[i, j]
+        a, b = a[i, j], b[i, j]
+        size = self.group_size if n is None else n
+        if size is None or not a.size or not recalibrate:
+            return a, b
+        size = np.broadcast_to(np.asarray(size), a.shape)
+        raw = all_equal_beta(a, b, size)[0]  # refuses a size that is not a whole number >= 0
+        # the map of candidate (i, j) is row i * len(TEMPERS) + j, as `update` lays them out
+        chance = self.calibration.predict(np.broadcast_to(raw, (self.calibration.maps, a.size)))[i * len(TEMPERS) + j]
+        many = size >= 2
+        a_m, b_m = match_all_equal(a[many] / (a[many] + b[many]), chance[many], size[many])
+        a, b = a.copy(), b.copy()
+        a[many], b[many] = a_m, b_m
+        return a, b
 
     def predict(self, prompts: Sequence[Hashable]) -> Prediction:
         a, b = self.belief(prompts)
@@ -196,7 +219,7 @@ class FlatnessPredictor:
 
     def all_equal(self, prompts: Sequence[Hashable], n: Any) -> tuple[np.ndarray, np.ndarray]:
         """P(all-equal at n) per prompt and its sd over the belief (``n``: one size or one per prompt)."""
-        a, b = self.belief(prompts)
+        a, b = self.belief(prompts, n)
         return all_equal_beta(a, b, np.broadcast_to(np.asarray(n), a.shape))
 
     # -- learning -------------------------------------------------------------------------------
@@ -211,13 +234,19 @@ class FlatnessPredictor:
             a, b = self._candidates(kept)
             groups = [np.asarray(rewards[i], dtype=float) for i in seen.tolist()]
             flat = all_equal(np.array([g.min() for g in groups]), np.array([g.max() for g in groups])).astype(float)
-            prob = np.clip(all_equal_beta(a, b, np.broadcast_to(n, a.shape))[0], 1e-6, 1.0 - 1e-6)
+            raw = all_equal_beta(a, b, np.broadcast_to(n, a.shape))[0].reshape(-1, n.size)
+            many = n >= 2  # a group of one is all-equal for certain: no candidate is scored or recalibrated on it
+            chance = np.where(many, self.calibration.predict(raw), 1.0).reshape(a.shape)
+            prob = np.clip(chance, 1e-6, 1.0 - 1e-6)
             loglik = (flat * np.log(prob) + (1.0 - flat) * np.log1p(-prob)).sum(axis=-1)
             z = self._inputs(kept)
             i, _ = self._best()
             kappa = a[i, 0] + b[i, 0]  # the belief's strength before history (TEMPERS[0] = 0)
             self.scores = _SCORE_DECAY * self.scores + loglik
             self.model.update(z, s, n, weight=(kappa + 1.0) / (kappa + n))
+            if many.any():
+                self.calibration.update(raw[:, many], flat[many])
+                self.group_size = int(n.max())
             for source in (self.history, self.text):
                 if source is not None:
                     source.update(kept, groups)
@@ -235,6 +264,8 @@ class FlatnessPredictor:
             "seed": self.seed,
             "width": -1 if self.width is None else self.width,
             "scores": self.scores.copy(),
+            "calibration": self.calibration.state_dict(),
+            "group_size": -1 if self.group_size is None else self.group_size,
             "model": self.model.state_dict(),
             "scaler": self.scaler.state_dict(),
         }
@@ -251,6 +282,11 @@ class FlatnessPredictor:
         width = reader.integer("width", low=-1)
         seed = reader.integer("seed") if "seed" in state else self.seed  # the projection's seed
         scores = reader.array("scores", self.scores.shape)
+        # a state saved before the recalibration existed loads with an untrained one
+        calibration = AllEqualCalibration(self.scores.size, forget=self.forget)
+        if "calibration" in state:
+            calibration.load_state_dict(state["calibration"])
+        group_size = reader.integer("group_size", low=-1) if "group_size" in state else -1
         model, scaler = OnlineLogistic(self.model.dim), RunningScaler(self.rank)
         model.load_state_dict(state["model"])
         scaler.load_state_dict(state["scaler"])
@@ -262,4 +298,5 @@ class FlatnessPredictor:
                     source.load_state_dict(state[key])
             self.width, self.seed = (None if width < 0 else width), seed
             self.scores, self.model, self.scaler = scores, model, scaler
+            self.calibration, self.group_size = calibration, (None if group_size < 0 else group_size)
             self._pending, self._projection = {}, None

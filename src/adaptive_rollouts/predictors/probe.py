@@ -32,6 +32,9 @@ class OnlineLogistic:
     worth fewer independent rollouts). ``predict(z)`` returns the latent logit's mean z . mean and
     variance z precision^-1 z^T.
 
+    ``batch``: that many independent regressions updated at once (inputs, counts and outputs gain a
+    leading axis of that length); ``initial_mean``: the weights' mean before any data (zeros).
+
     >>> model = OnlineLogistic(2)
     >>> z = np.array([[1.0, 1.0], [1.0, -1.0]])
     >>> for _ in range(20):
@@ -41,49 +44,65 @@ class OnlineLogistic:
     (True, True)
     """
 
-    def __init__(self, dim: int, forget: float = 0.95, prior_var: float = 1.0):
+    def __init__(
+        self,
+        dim: int,
+        forget: float = 0.95,
+        prior_var: float = 1.0,
+        *,
+        batch: int | None = None,
+        initial_mean: np.ndarray | None = None,
+    ):
         self.dim = check_integer(dim, "dim", least=1)
         self.forget = check_range(forget, "forget", 0.0, 1.0, high_closed=True)
         self.prior_var = check_range(prior_var, "prior_var", 0.0)
-        self.mean = np.zeros(self.dim)
-        self.precision = np.eye(self.dim) / self.prior_var
+        self.batch: tuple[int, ...] = () if batch is None else (check_integer(batch, "batch", least=1),)
+        start = np.zeros(self.dim) if initial_mean is None else np.asarray(initial_mean, dtype=float)
+        if start.shape != (self.dim,) or not np.isfinite(start).all():
+            raise ValueError(f"initial_mean must be {self.dim} finite numbers, got {initial_mean!r}")
+        self.mean = np.broadcast_to(start, self.batch + (self.dim,)).copy()
+        self.precision = np.broadcast_to(np.eye(self.dim) / self.prior_var, self.batch + (self.dim,) * 2).copy()
 
     def predict(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         z = self._check(z)
         cov = np.linalg.inv(self.precision)
-        return z @ self.mean, np.einsum("ij,jk,ik->i", z, cov, z)
+        return np.einsum("...rd,...d->...r", z, self.mean), np.einsum("...rd,...de,...re->...r", z, cov, z)
 
     def update(
         self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray, weight: np.ndarray | None = None
     ) -> None:
         z = self._check(z)
         s, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
-        c = np.ones(n.size) if weight is None else np.asarray(weight, dtype=float)
-        if not (s.shape == n.shape == c.shape == (z.shape[0],)):
-            raise ValueError(f"successes, trials, weight need one entry per row of z ({z.shape[0]})")
+        c = np.ones(n.shape) if weight is None else np.asarray(weight, dtype=float)
+        if not (s.shape == n.shape == c.shape == z.shape[:-1]):
+            raise ValueError(f"successes, trials, weight need one entry per row of z ({z.shape[:-1]})")
         prior_prec = self.forget * self.precision + (1.0 - self.forget) * np.eye(self.dim) / self.prior_var
         prior_mean, w = self.mean, self.mean.copy()
         for _ in range(_NEWTON_STEPS):
-            sig = expit(z @ w)
-            grad = z.T @ (c * (s - n * sig)) - prior_prec @ (w - prior_mean)
-            hess = prior_prec + (z * (c * n * sig * (1.0 - sig))[:, None]).T @ z
-            step = np.linalg.solve(hess, grad)
+            sig = expit(np.einsum("...rd,...d->...r", z, w))
+            grad = np.einsum("...rd,...r->...d", z, c * (s - n * sig)) - np.einsum(
+                "...de,...e->...d", prior_prec, w - prior_mean
+            )
+            hess = prior_prec + np.einsum("...rd,...r,...re->...de", z, c * n * sig * (1.0 - sig), z)
+            step = np.linalg.solve(hess, grad[..., None])[..., 0]
             w = w + step
             if float(np.abs(step).max()) < 1e-10:
                 break
-        sig = expit(z @ w)
+        sig = expit(np.einsum("...rd,...d->...r", z, w))
         self.mean = w
-        self.precision = prior_prec + (z * (c * n * sig * (1.0 - sig))[:, None]).T @ z
+        self.precision = prior_prec + np.einsum("...rd,...r,...re->...de", z, c * n * sig * (1.0 - sig), z)
 
     def log_likelihood(self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> float:
         """log P(successes | trials, w = mean), for tests and diagnostics."""
-        g = self._check(z) @ self.mean
+        g = np.einsum("...rd,...d->...r", self._check(z), self.mean)
         return float(np.sum(successes * log_expit(g) + (trials - successes) * log_expit(-g)))
 
     def _check(self, z: np.ndarray) -> np.ndarray:
         z = np.asarray(z, dtype=float)
-        if z.ndim != 2 or z.shape[1] != self.dim:
-            raise ValueError(f"inputs must be [rows, {self.dim}], got shape {z.shape}")
+        if z.ndim != 2 + len(self.batch) or z.shape[:-2] != self.batch or z.shape[-1] != self.dim:
+            raise ValueError(
+                f"inputs must be [{', '.join(map(str, self.batch + ('rows', self.dim)))}], got shape {z.shape}"
+            )
         return z
 
     def state_dict(self) -> StateDict:
@@ -101,9 +120,9 @@ class OnlineLogistic:
             raise reader.error("dim", f"{state['dim']} inputs, this model has {self.dim}")
         forget = reader.real("forget", low=0.0, high=1.0, low_open=True)
         prior_var = reader.real("prior_var", low=0.0, low_open=True)
-        mean = reader.array("mean", (self.dim,))
-        precision = reader.array("precision", (self.dim, self.dim))
-        if not np.allclose(precision, precision.T) or np.linalg.eigvalsh(precision).min() <= 0:
+        mean = reader.array("mean", self.batch + (self.dim,))
+        precision = reader.array("precision", self.batch + (self.dim, self.dim))
+        if not np.allclose(precision, np.swapaxes(precision, -1, -2)) or np.linalg.eigvalsh(precision).min() <= 0:
             raise reader.error("precision", "must be symmetric positive definite")
         self.forget, self.prior_var, self.mean, self.precision = forget, prior_var, mean, precision
 

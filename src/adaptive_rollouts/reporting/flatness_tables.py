@@ -14,20 +14,31 @@ from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL
 __all__ = [
     "FLATNESS_CALIBRATION",
     "FLATNESS_TINYLM",
+    "FLATNESS_TINYLM_FRESH",
     "PROBE_COST",
     "render_flatness_calibration",
     "render_flatness_tinylm",
+    "render_flatness_tinylm_fresh",
     "render_probe_cost",
     "render_saving_pool",
 ]
 
 FLATNESS_CALIBRATION = "results/flatness_calibration/flatness_calibration.json"
 FLATNESS_TINYLM = "results/flatness_calibration/tinylm.json"
+FLATNESS_TINYLM_FRESH = "results/flatness_calibration/tinylm_fresh.json"
 PROBE_COST = "results/probe_cost/probe_cost.json"
 
 
+POOLED_HEADER = ["predictor", "Brier", "Brier / history's", "log-loss", "ECE", "ECE if calibrated (90% range)"]
+
+
+def _floor(score: dict) -> str:
+    f = score.get("ece_floor")
+    return "-" if f is None else f"{f['median']:.3f} [{f['low']:.3f}, {f['high']:.3f}]"
+
+
 def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
-    """Brier, its ratio to the history-only Beta's, log-loss and ECE per predictor."""
+    """Brier, its ratio to the history-only Beta's, log-loss, ECE and the ECE's noise floor per predictor."""
     history = pooled["history"]["brier"]
     return [
         [
@@ -36,8 +47,36 @@ def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
             f"{pooled[m]['brier'] / history:.2f}x",
             f"{pooled[m]['log_loss']:.3f}",
             f"{pooled[m]['ece']:.3f}",
+            _floor(pooled[m]),
         ]
         for m in names
+    ]
+
+
+def _by(value: float, target: float, digits: int = 3) -> str:
+    """'met by d' when value <= target, else 'missed by d'."""
+    return f"{'met' if value <= target else 'missed'} by {abs(target - value):.{digits}f}"
+
+
+def _targets(pooled: dict, settings: dict) -> list[str]:
+    """The default's two targets, met or missed and by how much, beside its ECE's noise floor."""
+    t = settings.get("targets")
+    if t is None or "default" not in pooled:
+        return []
+    d = pooled["default"]
+    ratio = d["brier"] / pooled["history"]["brier"]
+    f = d.get("ece_floor")
+    floor = (
+        ""
+        if f is None
+        else f" (a perfectly calibrated predictor making the same predictions reads {f['median']:.3f} on as many "
+        f"groups, 90% of {f['draws']} draws in [{f['low']:.3f}, {f['high']:.3f}])"
+    )
+    return [
+        f"The default against its targets: ECE {d['ece']:.3f}, target at most {t['ece']:g}: {_by(d['ece'], t['ece'])}"
+        f"{floor}; Brier {ratio:.2f}x the history's, target at most {t['brier_ratio']:g}x: "
+        f"{_by(ratio, t['brier_ratio'], 2)}x.",
+        "",
     ]
 
 
@@ -53,8 +92,9 @@ def render_flatness_calibration(root: Path) -> str:
         f"({s['seeds']} seeds x {s['steps']} steps on each of {len(d['cells'])} cells; the policy view at "
         f"AUROC {s['policy_view_auroc']:g}). Pooled over the cells:",
         "",
-        *table(["predictor", "Brier", "Brier / history's", "log-loss", "ECE"], pooled),
+        *table(POOLED_HEADER, pooled),
         "",
+        *_targets(d["pooled"], s),
         "ECE per cell (share of groups that were all-equal in the second column):",
         "",
         *table(["cell", "all-equal", *names], cells),
@@ -64,9 +104,28 @@ def render_flatness_calibration(root: Path) -> str:
     return block(lines, [r])
 
 
+def _choices(trace: dict) -> str:
+    """The default's (kappa, t) at every fourth step, and the spread of its candidate's mean of p."""
+    diag = trace["default"]
+    if "choices" not in diag:
+        return ""
+    picks = ", ".join(f"{k:g}/{t:g}" for k, t in diag["choices"][::4])
+    q = "/".join(f"{x:.2f}" for x in diag["mean_quantiles"])
+    return f"- {trace['trace']}: kappa/t at steps 1, 5, 9, ...: {picks}; mean of p, 10/25/50/75/90% quantiles: {q}"
+
+
 def render_flatness_tinylm(root: Path) -> str:
-    r = load_relative(root, FLATNESS_TINYLM)
+    return _render_traces(root, FLATNESS_TINYLM)
+
+
+def render_flatness_tinylm_fresh(root: Path) -> str:
+    return _render_traces(root, FLATNESS_TINYLM_FRESH)
+
+
+def _render_traces(root: Path, path: str) -> str:
+    r = load_relative(root, path)
     d, s = r.data, r.settings
+    png = Path(path).with_name(f"reliability_{Path(path).stem}.png").as_posix()
     names = list(s["predictors"])
     groups = d["pooled"][names[0]]["n"]
     per_trace = [
@@ -80,8 +139,9 @@ def render_flatness_tinylm(root: Path) -> str:
         "The policy view is the trainer model's last-layer hidden state at each prompt's last token; "
         "the text GP reads all-MiniLM-L6-v2 embeddings. Pooled:",
         "",
-        *table(["predictor", "Brier", "Brier / history's", "log-loss", "ECE"], _pooled_rows(d["pooled"], names)),
+        *table(POOLED_HEADER, _pooled_rows(d["pooled"], names)),
         "",
+        *_targets(d["pooled"], s),
         "ECE per trace:",
         "",
         *table(["trace", "groups", "all-equal", *names], per_trace),
@@ -106,8 +166,16 @@ def render_flatness_tinylm(root: Path) -> str:
             ],
         ),
         "",
-        "![Reliability diagram, tiny LM](../results/flatness_calibration/reliability_tinylm.png)",
+        f"![Reliability diagram, tiny LM ({Path(path).stem})](../{png})",
     ]
+    choices = [c for c in (_choices(t) for t in d["traces"]) if c]
+    if choices:
+        lines += [
+            "",
+            "The default's choices per trace (spread kappa / history weight t before each step):",
+            "",
+            *choices,
+        ]
     return block(lines, [r])
 
 

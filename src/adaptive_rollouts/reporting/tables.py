@@ -13,6 +13,7 @@ from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_re
 from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
     render_flatness_tinylm,
+    render_flatness_tinylm_fresh,
     render_probe_cost,
     render_saving_pool,
 )
@@ -184,6 +185,7 @@ RENDERERS = {
     "demo-saving": render_demo_saving,
     "flatness-calibration": render_flatness_calibration,
     "flatness-tinylm": render_flatness_tinylm,
+    "flatness-tinylm-fresh": render_flatness_tinylm_fresh,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "saving-share": render_saving_share,

@@ -7,8 +7,7 @@
 - `LogsMixin._log_allocation`: the step's log (`bridge.StepResult.log`: one name per quantity under
   ``adaptive/``, the running totals, ``tokens_spent`` / ``tokens_saved`` from each rollout's
   completion length, the regime fingerprints under ``regime/``, plus what only this trainer knows:
-  ``padding_unused``, ``padding_rows``, ``completion_tokens``, ``completion_tokens_total``,
-  ``empty_step``), on every process. The key list: docs/trl.md.
+  ``padding_unused``, ``padding_rows``, ``empty_step``), on every process. The key list: docs/trl.md.
 """
 
 from __future__ import annotations

@@ -156,7 +156,9 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         self.allocation_history: list[np.ndarray] = []
         self.allocator_seconds = 0.0  # total wall time inside the allocator (excluding generation)
         self.last_step: Any = None  # the last step's `bridge.StepResult` (main process), e.g. its policy_seconds
-        self.tokens_total = 0  # completion tokens trained on since the start
+        # completion tokens trained on since the start (checkpointed; not logged: it always equals
+        # the running totals' tokens_spent, logged as adaptive/tokens_spent_total)
+        self.tokens_total = 0
         self._policy_features = policy_features_for(self, policy_features)
         # one step object: rounds, success mapping, clock, metrics, regime tracker, running totals; each
         # round hands it the completion lengths (tokens the model generated, at most max_completion_length)
@@ -255,9 +257,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         return per_prompt, result, padding_unused
 
     def _policy_pass(self, local: list[dict], keys: list[str]) -> np.ndarray | None:
-        """The policy's features of this step's prompts: every process computes its own rows'
-        (`policy.policy_features_of_rows`, or the user's callable), then they are gathered and put in
-        the order of ``keys`` (main process; None elsewhere). Collective."""
+        """The policy's features of this step's prompts: every process computes its own rows' (each
+        of its prompts once; `policy.policy_features_for`, or the user's callable), so a sharded
+        model's forward runs on every process; they are gathered and put in the order of ``keys``
+        (main process; None elsewhere). A prompt whose rows span two processes is read by both; the
+        first process's row is kept (the one holding its first row), so the choice never varies.
+        Collective."""
         assert self._policy_features is not None
         mine: dict[str, Any] = {}
         for row in local:
@@ -270,7 +275,9 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             pairs = gather_object(pairs)
         if not self.accelerator.is_main_process:
             return None
-        found = dict(pairs)
+        found: dict[str, Any] = {}
+        for key, vector in pairs:  # in process order
+            found.setdefault(key, vector)
         missing = [k for k in keys if k not in found]
         if missing:
             raise RuntimeError(f"internal error: no policy features for prompts {missing[:5]}")
@@ -353,8 +360,6 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
                     "padding_unused": padding_unused,
                     "padding_rows": rows_each * world - len(everyone),
                     "empty_step": int(not everyone),
-                    "completion_tokens": sum(model_tokens(r) for r in everyone),
-                    "completion_tokens_total": self.tokens_total,
                     **({"loss_rows_scale": scale} if self.loss_rows == "uniform" else {}),
                 }
             )

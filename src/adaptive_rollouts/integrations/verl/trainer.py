@@ -22,7 +22,8 @@ Registered in verl's trainer registry as ``trainer.v1.trainer_mode=adaptive``. P
    the full batch (`bridge.settings.verl_loss_rows_scale`, logged as ``adaptive/loss_rows_scale``);
 4. the allocator's state (with the reward mapping's and the regime tracker's) is written to
    ``global_step_N/adaptive_allocator.safetensors`` before verl saves anything of that step, so a
-   checkpoint that verl marks complete (``latest_checkpointed_iteration.txt``, ``on_save``) has it.
+   checkpoint that verl marks complete (``latest_checkpointed_iteration.txt``, ``on_save``) has it;
+   on resume it is checked and loaded before verl loads the model (`checkpoint.resume_in_order`).
 
 Rewards reach the allocator through `adaptive_rollouts.success.SuccessSignal` (any range; unscored
 rollouts are not successes). A failed agent-loop session leaves no trajectory: as in verl, the
@@ -54,13 +55,13 @@ from adaptive_rollouts.bridge import (
 from adaptive_rollouts.bridge.settings import loss_rows_for, verl_loss_rows_scale
 from adaptive_rollouts.embeddings import KeyedTexts
 from adaptive_rollouts.fingerprints import RegimeTracker
-from adaptive_rollouts.state import load_state, save_state
-from adaptive_rollouts.state.checks import load_together
+from adaptive_rollouts.state import save_state
 from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Allocator, PlanningAllocator
 
 from . import rollouts as R
 from .advantage import advantage_scale, session_keys
+from .checkpoint import ALLOCATOR_STATE_FILE, resume_in_order
 from .config import (
     aggregation_for,
     build_allocator,
@@ -76,7 +77,6 @@ from .steps import StepFeedback, assign_rollout_counts, batch_metrics
 
 logger = logging.getLogger(__name__)
 
-ALLOCATOR_STATE_FILE = "adaptive_allocator.safetensors"
 NO_UPDATE_TAG = "adaptive_no_update"  # the tag of the placeholder batch of a step with nothing to train on
 
 
@@ -86,7 +86,6 @@ def _no_update(batch: Any) -> bool:
 
 def _make_trainer_class():
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
     class _RoundsReplayBuffer:
         """verl's ReplayBuffer; samples exactly the prompt groups this step dispatched (the prompts
@@ -290,28 +289,10 @@ def _make_trainer_class():
             super()._save_checkpoint()
 
         def _load_checkpoint(self):
-            super()._load_checkpoint()
-            if self.global_steps <= 0:
-                return
-            if self.config.trainer.resume_mode == "resume_path":
-                folder = self.config.trainer.resume_from_path
-            else:
-                folder = find_latest_ckpt_path(os.path.abspath(self.config.trainer.default_local_dir))
-            path = os.path.join(os.path.abspath(folder), ALLOCATOR_STATE_FILE)
-            if not os.path.exists(path):
-                logger.warning("no allocator state at %s: the allocator starts fresh", path)
-                return
-            state = load_state(path)
-            # all or none: a damaged state leaves the allocator, signal, tracker and totals as they were
+            # the allocator's state is checked and loaded before verl loads the model (`checkpoint`)
             parts = {"allocator": self.allocator, "success": self.signal, "regime": self.regime}
-            if "totals" in state:
-                parts["totals"] = self.adaptive_step.totals
-                if isinstance(state["totals"], dict) and "token_steps" not in state["totals"]:
-                    logger.warning("%s has no token totals (older format): they restart at 0", path)
-            else:  # written before the running totals existed
-                logger.warning("%s has no running totals (older format): they restart at 0", path)
-            load_together(state, parts, path)
-            logger.info("restored allocator state from %s", path)
+            parts["totals"] = self.adaptive_step.totals
+            resume_in_order(self, parts, super()._load_checkpoint)
 
     AdaptiveRolloutTrainer.__qualname__ = "AdaptiveRolloutTrainer"
     return AdaptiveRolloutTrainer
