@@ -1,12 +1,17 @@
-"""Tokens and modelled step time: the default and the null control against Uniform on the length cells.
+"""Tokens and modelled step time: the default, the default timed by each engine, and the null control against Uniform on the length cells.
 
 The length cells (`sim.regimes.TOKEN_CELLS`: failures on the hardest prompts 2.5 and 4 times as long as
 successes, a cap at 8,192 tokens, lengths growing over training; `sim.lengths`) run through the saving
 map's protocol (`experiments.regime_map.run_map` with the saving map's settings: Uniform's rate tuned
-on the tune seeds, every other arm at Uniform's rate, paired seeds fixed here before the run). Per cell
-and arm: the primary statistic on the rollout, token and synchronous-time axes, the modelled step time
-of a synchronous engine and of continuous batching per step against Uniform's, rounds per step, the
-break-even overhead per round, and the measured lengths (`experiments.token_summary`).
+on the tune seeds, every other arm at Uniform's rate, paired seeds fixed here before the run). Arms:
+the default as a trainer that reports no round times runs it (its own rounds), the same with a pilot
+of 2 instead of 4 (another round plan: smaller pilots, more of each group left to the rounds that
+follow), the default in runs
+whose rounds an engine of `sim.step_time.ENGINES` times (``default~<engine>``: it prices each round,
+`allocators.round_plan`), and the null control. Per cell and arm: the primary statistic on the
+rollout, token and each engine's time axes, each engine's modelled step time per step against
+Uniform's, rounds per step, the break-even overhead per round, where the saved rollouts would have
+fallen, and the measured lengths (`experiments.token_summary`).
 
 Lengths have a generator of their own, so Uniform and the null control (which never weigh lengths)
 learn in a length cell exactly as in its base cell; the default weighs a rollout by its expected
@@ -24,15 +29,17 @@ from pathlib import Path
 
 from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
 from adaptive_rollouts.experiments.map_records import records_path, write_run_records
-from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, SAVING_MAP, run_map
+from adaptive_rollouts.experiments.regime_map import DEFAULT, ENGINE_MARK, NULL, SAVING_MAP, run_map
 from adaptive_rollouts.experiments.results import command_line, write_result
 from adaptive_rollouts.experiments.token_summary import length_stats, token_comparison
 from adaptive_rollouts.sim.lengths import LengthModel
 from adaptive_rollouts.sim.regimes import TOKEN_CELLS, select_cells
+from adaptive_rollouts.sim.step_time import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tokens" / "tokens.json"
-ARMS = (DEFAULT, NULL)
+# the default with its own rounds, with a pilot of 2, timed by each engine; the null control
+ARMS = (DEFAULT, DEFAULT + "[pilot=2]", *(DEFAULT + ENGINE_MARK + e for e in ENGINES), NULL)
 
 
 def _runs(result: dict, cell: str, method: str, lr: float, seeds: list[int]) -> list[dict]:
@@ -84,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         "tune_seeds": list(cfg.tune_seeds),
         "default_allocator": DEFAULT_ALLOCATOR,
         "length_model": {**dataclasses.asdict(LengthModel()), "ratio": "per cell"},
-        "time_unit": "token-times (per_token = 1, round overhead 0, throughput 1)",
+        # throughput None: no bound (a synchronous engine)
+        "engines": {
+            name: {k: (None if v == float("inf") else v) for k, v in dataclasses.asdict(e).items()}
+            for name, e in ENGINES.items()
+        },
+        "time_unit": "token-times (the time to decode one token of one rollout)",
     }
     write_result(OUT, {"rows": rows, "run_commits": commits, **settings}, command=command_line(), settings=settings)
     # every run the rows read (and every tuning run's score), so the file can be recomputed (a test does)

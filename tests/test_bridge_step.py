@@ -211,3 +211,32 @@ def test_a_prior_equal_for_every_prompt_is_not_scored_as_a_prediction():
     assert varied["brier"] == pytest.approx((0.25 + 0.25 + 0.01 + 0.01) / 4)
     log = TrainerStep(SavingProgressive()).run(list("abcd"), 32, _rounds(lambda i, n: [float(i % 2)] * n)).log()
     assert "adaptive/brier" not in log  # first step: every prompt new, the prior for all
+
+
+class _SecondsReader(Uniform):
+    """Uniform that keeps the ``seconds`` of every round it drew."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds: list = []
+
+    def _run(self, prompts, budget, sample):
+        def timed(indices, counts):
+            draw = sample(indices, counts)
+            self.seconds.append(draw.seconds)
+            return draw
+
+        return super()._run(prompts, budget, timed)
+
+
+@pytest.mark.parametrize("time_rounds", [False, True])
+def test_round_times_reach_the_allocator_only_when_asked(time_rounds):
+    """Without ``time_rounds`` the allocation cannot depend on the machine's timings (runs with the
+    same seeds reproduce); with it every round carries its wall-clock seconds."""
+    alloc = _SecondsReader()
+    TrainerStep(alloc, time_rounds=time_rounds).run(["a", "b"], 4, _rounds(lambda i, n: [1.0, 0.0][:n]))
+    assert alloc.seconds, "the allocator drew no round"
+    if time_rounds:
+        assert all(s is not None and s >= 0 for s in alloc.seconds)
+    else:
+        assert all(s is None for s in alloc.seconds)

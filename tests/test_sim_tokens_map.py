@@ -23,8 +23,8 @@ def _tiny_length_map():
     return dataclasses.replace(
         QUICK_MAP,
         cells=[Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)],
-        methods=("uniform", NULL, "default"),
-        untuned=(NULL, "default"),
+        methods=("uniform", NULL, "default", "default~synchronous"),
+        untuned=(NULL, "default", "default~synchronous"),
         same_rate=("default",),
         tune_seeds=(100,),
         report_seeds=(0, 1, 2),
@@ -46,7 +46,11 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
     lr = result["lr"][cell]["uniform"]
     uni = [result["runs"][(cell, "uniform", s, lr)] for s in (0, 1, 2)]
     dft = [result["runs"][(cell, "default", s, lr)] for s in (0, 1, 2)]
-    assert all(len(r["tokens"]) == cfg.steps for r in uni + dft)
+    timed = [result["runs"][(cell, "default~synchronous", s, lr)] for s in (0, 1, 2)]
+    assert all(len(r["tokens"]) == cfg.steps for r in uni + dft + timed)
+    # timed by a synchronous engine, the default runs one round a step once rounds are timed
+    assert all(len(rounds) == 1 for r in timed for rounds in r["round_max_tokens"][1:])
+    assert any(len(rounds) > 1 for r in dft for rounds in r["round_max_tokens"][1:])
     write_map_report(result, tmp_path, plots=False)
     data = json.loads((tmp_path / "map.json").read_text())["data"]
     e = data["rows"][0]["methods"]["default"]
@@ -61,7 +65,10 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
             "cell": cell,
             "failure_ratio": 4.0,
             "lr": lr,
-            "arms": {"default": token_comparison(uni, dft, cfg.fractions, resamples=20, interval=cfg.interval)},
+            "arms": {
+                "default": token_comparison(uni, dft, cfg.fractions, resamples=20, interval=cfg.interval),
+                "default~synchronous": token_comparison(uni, timed, cfg.fractions, resamples=20, interval=cfg.interval),
+            },
             "uniform_lengths": length_stats(uni),
         }
     ]
@@ -72,6 +79,7 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
     block = render_tokens(tmp_path)
     assert RENDERERS["tokens"] is render_tokens
     assert cell in block and "tokens / rollouts" in block and "met in" in block
+    assert "| synchronous |" in block and "default~synchronous" in block
     assert "Source: " in block or "results/tokens/tokens.json" in block
 
 
@@ -101,8 +109,16 @@ def test_committed_tokens_file_recomputes_from_its_run_records():
             again = token_comparison(
                 uni, runs(arm), data["fractions"], cap=LengthModel().max_tokens, interval=data["interval"]
             )
-            for axis in ("rollouts", "tokens", "sync_time"):
+            for axis in ("rollouts", "tokens"):
                 assert again[axis]["speedup"] == pytest.approx(saved[axis]["speedup"], rel=1e-12)
                 assert again[axis]["ci90"] == pytest.approx(saved[axis]["ci90"], rel=1e-12)
-            assert again["sync_step_time"] == pytest.approx(saved["sync_step_time"], rel=1e-12)
-            assert again["continuous_step_time_ratio"] == pytest.approx(saved["continuous_step_time_ratio"], rel=1e-12)
+            assert set(again["engines"]) == set(saved["engines"])
+            for name, engine in saved["engines"].items():
+                assert again["engines"][name]["speedup"] == pytest.approx(engine["speedup"], rel=1e-12)
+                assert again["engines"][name]["ci90"] == pytest.approx(engine["ci90"], rel=1e-12)
+                assert again["engines"][name]["step_time"] == pytest.approx(engine["step_time"], rel=1e-12)
+                assert again["engines"][name]["later_step_ratio"] == pytest.approx(
+                    engine["later_step_ratio"], rel=1e-12
+                )
+            for key in ("saved_share", "saved_length", "step_ratio", "length_needed"):
+                assert again["composition"][key] == pytest.approx(saved["composition"][key], rel=1e-12, nan_ok=True)

@@ -34,7 +34,10 @@ class Draw(list):
     - ``lengths`` (optional): one 1-D int array per requested prompt, the completion length in tokens
       of every rollout generated for it: the scored ones first (``len(draw[i])`` entries, in the order
       of the rewards), then the unscored ones (``unscored[i]`` entries). None for a prompt (or for the
-      whole draw) whose lengths are unknown: then rollouts are counted, as for a plain list.
+      whole draw) whose lengths are unknown: then rollouts are counted, as for a plain list;
+    - ``seconds`` (optional): how long the round took to generate and score (wall clock, or a
+      simulator's modelled time). With the lengths it lets an allocator price a round's latency
+      (`allocators.round_plan`); None: unknown.
 
     `with_lengths` builds one whose rollouts are all scored.
 
@@ -52,17 +55,19 @@ class Draw(list):
         rewards: Sequence[np.ndarray],
         unscored: Sequence[int] | np.ndarray,
         lengths: Sequence[Any] | None = None,
+        seconds: float | None = None,
     ):
         super().__init__(rewards)
         self.unscored = np.asarray(unscored)
         self.lengths: list[Any] | None = None if lengths is None else list(lengths)  # checked where it is read
+        self.seconds = seconds  # checked where it is read
 
     @classmethod
-    def with_lengths(cls, rewards: Sequence[np.ndarray], lengths: Sequence[Any]) -> Draw:
+    def with_lengths(cls, rewards: Sequence[np.ndarray], lengths: Sequence[Any], seconds: float | None = None) -> Draw:
         """Every rollout scored (``rewards[i]``), with its completion length (``lengths[i]``, one entry
-        per reward, same order)."""
+        per reward, same order) and the round's ``seconds``."""
         rewards = list(rewards)
-        return cls(rewards, np.zeros(len(rewards), dtype=np.int64), lengths)
+        return cls(rewards, np.zeros(len(rewards), dtype=np.int64), lengths, seconds)
 
 
 SampleFn = Callable[[np.ndarray, np.ndarray], Rewards | Draw]

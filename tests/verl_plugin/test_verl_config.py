@@ -106,6 +106,7 @@ def test_allocator_kwargs_override_is_accepted():
         (["+trainer.v1.adaptive.parameter_sync_step=2"], "parameter_sync_step=1"),
         (["adaptive.encoder=no_such_module:factory"], "no_such_module"),
         (["adaptive.loss_rows=budget"], "adaptive.loss_rows"),
+        (["adaptive.time_rounds=sometimes"], "adaptive.time_rounds"),
         (["adaptive.loss_rows=uniform", "algorithm.adv_estimator=grpo"], "adaptive.loss_rows=uniform scales"),
     ],
 )

@@ -10,6 +10,7 @@ from ..checks.lengths import check_lengths, lengths_state
 from ..checks.validation import check_rewards_flat
 from ..clock import AllocatorClock
 from ..types import Draw, Prompt, Rewards, SampleFn
+from .round_plan import check_seconds
 
 __all__ = ["RolloutCollector"]
 
@@ -42,7 +43,8 @@ class RolloutCollector:
 
     A `Draw` may also carry each rollout's completion length (``lengths``, checked by
     `checks.lengths.check_lengths`); `lengths` gives them per prompt over every round, or None when
-    some rollout's length is unknown (`lengths_partial` says whether some were known).
+    some rollout's length is unknown (`lengths_partial` says whether some were known), and the time
+    the round took (``seconds``, `timed_rounds`).
     """
 
     def __init__(self, prompts: Sequence[Prompt], sample: SampleFn, clock: AllocatorClock | None = None):
@@ -52,6 +54,7 @@ class RolloutCollector:
         self.unscored = np.zeros(len(self.prompts), dtype=np.int64)
         self._draws: list[tuple[np.ndarray, list[np.ndarray], np.ndarray]] = []
         self._lengths: list[list[np.ndarray | None]] = []  # per draw, one group per asked prompt (or None)
+        self._seconds: list[float | None] = []  # per draw, the time the trainer says it took (or None)
         self.clock = AllocatorClock() if clock is None else clock  # sampling is paused time
 
     @property
@@ -74,16 +77,18 @@ class RolloutCollector:
         sub_prompts = self.prompts if everyone else [self.prompts[i] for i in indices.tolist()]
         asked = increments[indices]
         unscored = np.zeros(indices.size, dtype=np.int64)
-        lengths = None
+        lengths, seconds = None, None
         if isinstance(answer, Draw):
             unscored = _checked_unscored(answer.unscored, asked, sub_prompts)
             lengths = answer.lengths
+            seconds = check_seconds(getattr(answer, "seconds", None))
             answer = list(answer)
         groups, flat, _ = check_rewards_flat(sub_prompts, answer, asked - unscored, source="sample(...)")
         assert groups is not None
         checked = check_lengths(sub_prompts, lengths, asked, source="sample(...)")
         self._draws.append((indices, groups, flat))
         self._lengths.append(checked)
+        self._seconds.append(seconds)
         self.counts[indices] += asked
         self.unscored[indices] += unscored
 
@@ -127,6 +132,16 @@ class RolloutCollector:
         return [
             np.concatenate([*a, *b]).astype(np.int64) if a else np.zeros(0, np.int64) for a, b in zip(scored, unscored)
         ]
+
+    def timed_rounds(self) -> list[tuple[float, int, int]]:
+        """(seconds, longest rollout, tokens) of each round that came with its time and every length."""
+        out = []
+        for seconds, lengths in zip(self._seconds, self._lengths):
+            if seconds is not None and all(g is not None for g in lengths):
+                flat = np.concatenate([g for g in lengths if g is not None])
+                if flat.size:
+                    out.append((seconds, int(flat.max()), int(flat.sum())))
+        return out
 
     def flat(self) -> np.ndarray | None:
         """All rewards in prompt order, when that is how they were drawn (one draw for everyone)."""

@@ -21,6 +21,7 @@ from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
+from .round_plan import RoundPlanner
 from .saving_rule import (
     EXPLORE_SHARE,
     LOSS_SHARE,
@@ -74,6 +75,11 @@ class SavingProgressive(BaseAllocator):
     `predictors.lengths.LengthBelief` (the prompt's history, this step's pilot at a cut, pooled over
     prompts for new ones); the allowance stays a share of signal. Without lengths, and in rounds
     whose lengths are partial (`checks.lengths.LengthsNotice`), every decision is the rollout rule's.
+
+    Pricing rounds: once the trainer also times its rounds (`types.Draw.seconds`), the pilot of
+    step 3 and the halving of step 4 are made only where the round they add is expected to save
+    more time in tokens than its latency costs (`allocators.round_plan`; a synchronous engine: one
+    round a step); without round times, the rounds above.
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/10 and the pilot of 4 are structural
@@ -132,6 +138,7 @@ class SavingProgressive(BaseAllocator):
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
         self._belief: FlatnessPredictor | None = None
         self.lengths = LengthBelief()  # expected tokens per rollout, once the trainer gives lengths
+        self.round_plan = RoundPlanner()  # what a round costs, once the trainer times them (round_plan)
 
     @property
     def predictor(self) -> Any:
@@ -205,10 +212,16 @@ class SavingProgressive(BaseAllocator):
         probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
-        collector.draw(np.where(keep, np.minimum(target, self.pilot), 0))
+        # with timed rounds, a round is added only where its tokens saved buy back its latency
+        plan, pilot = weigh and self.round_plan.known, self.pilot
+        if plan:
+            fail, success = self.lengths.means(prompts)
+            pilot = self.round_plan.pilot_size(pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
+        collector.draw(np.where(keep, np.minimum(target, pilot), 0))
+        flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, probe)
+            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe)
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
@@ -220,6 +233,10 @@ class SavingProgressive(BaseAllocator):
         lengths = collector.lengths()
         if lengths is not None:
             self.lengths.update(prompts, rewards, lengths)
+        for timed in collector.timed_rounds():
+            self.round_plan.observe_round(*timed)
+        # the share of flat pilots cut (what a pilot's round may save; a step without pilots: none)
+        self.round_plan.observe_pilots(int(flat_pilots.sum()), int(np.sum(flat_pilots & (collector.counts < target))))
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         spent = int(collector.counts.sum())
         realised = realised_signal(rewards, self.estimator, self._aggregation())
@@ -239,6 +256,8 @@ class SavingProgressive(BaseAllocator):
         }
         if weigh:
             extra["cost_unit"] = "tokens"
+        if plan:
+            extra["round_cost"] = self.round_plan.round_cost()
         total = a0 + b0
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
@@ -285,13 +304,16 @@ class SavingProgressive(BaseAllocator):
         allowance: float,
         lost: float,
         weigh: bool = False,
+        plan: bool = False,
         probe: tuple[np.ndarray, float] | None = None,
     ) -> tuple[np.ndarray, float]:
         """Step 4: the next round's increments (all zero when no prompt continues) and the signal
         given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
-        price a completion in expected tokens, `_completion_cost`; ``probe``: the prompts piloted
-        only by exploration and its bar: one whose rewards are still all equal continues only while
-        its completion is worth the bar per rollout, its skip having been paid for in step 2)."""
+        price a completion in expected tokens, `_completion_cost`; ``plan``: the still-flat groups
+        get their chunk only where the round after it pays, else all they lack, `round_plan`;
+        ``probe``: the prompts piloted only by exploration and its bar: one whose rewards are still
+        all equal continues only while its completion is worth the bar per rollout, its skip having
+        been paid for in step 2)."""
         k = collector.scored
         rewards = collector.rewards()
         _, s, varied = group_stats(rewards)
@@ -316,6 +338,10 @@ class SavingProgressive(BaseAllocator):
             lost += float(rest[cut & ~refuted].sum())
             go = tied[~cut]
             inc[go] = chunk[go]
+            if plan and go.size:  # halves only where the round after them pays (round_plan)
+                means = self.lengths.means([collector.prompts[i] for i in go.tolist()])
+                sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
+                inc[go] = self.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
         return inc, lost
 
     def _completion_cost(

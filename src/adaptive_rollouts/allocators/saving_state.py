@@ -13,14 +13,25 @@ from ..predictors.discounted_beta import DiscountedBeta
 from ..predictors.lengths import LengthBelief
 from ..state.checks import StateReader
 from ..types import StateDict
+from .round_plan import RoundPlanner
 
 if TYPE_CHECKING:  # pragma: no cover
     from .saving import SavingProgressive
 
-__all__ = ["ENTRIES", "saving_state", "load_saving_state"]
+__all__ = ["ENTRIES", "OPTIONAL", "saving_state", "load_saving_state"]
 
-ENTRIES = ("predictor", "belief", "belief_history", "tracker", "history_signal", "history_spent", "lengths")
-"""The entries `saving_state` writes (``belief_history`` and ``lengths`` may be absent from older states)."""
+ENTRIES = (
+    "predictor",
+    "belief",
+    "belief_history",
+    "tracker",
+    "history_signal",
+    "history_spent",
+    "lengths",
+    "round_plan",
+)
+OPTIONAL = ("belief_history", "lengths", "round_plan")
+"""The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
 
 
 def own_history(alloc: SavingProgressive) -> DiscountedBeta | None:
@@ -33,7 +44,7 @@ def own_history(alloc: SavingProgressive) -> DiscountedBeta | None:
 def saving_state(alloc: SavingProgressive) -> StateDict:
     """The allocator's own entries (`ENTRIES`): the predictor, the belief (without its sources), the
     belief's own history, the regime tracker, the last steps' realised signal and spend, the length
-    belief.
+    belief, the round planner.
 
     >>> from adaptive_rollouts.allocators.saving import SavingProgressive
     >>> sorted(saving_state(SavingProgressive())) == sorted(ENTRIES)
@@ -48,6 +59,7 @@ def saving_state(alloc: SavingProgressive) -> StateDict:
         "history_signal": [float(v) for v, _ in alloc.history],
         "history_spent": [int(c) for _, c in alloc.history],
         "lengths": alloc.lengths.state_dict(),
+        "round_plan": alloc.round_plan.state_dict(),
     }
 
 
@@ -58,7 +70,7 @@ def load_saving_state(alloc: SavingProgressive, state: StateDict) -> None:
     predictor check their own parts (the tracker into a fresh object, so a refused one changes
     nothing; the belief's own state before the predictor's, put back if a later part refuses).
     ValueError naming the entry otherwise."""
-    reader = StateReader(state, type(alloc).__name__, [n for n in ENTRIES if n not in ("belief_history", "lengths")])
+    reader = StateReader(state, type(alloc).__name__, [n for n in ENTRIES if n not in OPTIONAL])
     unknown = sorted(set(state) - {"allocator", "rng", "class", *ENTRIES}, key=str)
     if unknown:
         raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
@@ -84,6 +96,12 @@ def load_saving_state(alloc: SavingProgressive, state: StateDict) -> None:
             lengths.load_state_dict(state["lengths"])
         except ValueError as err:
             raise reader.error("lengths", str(err)) from None
+    round_plan = RoundPlanner()  # a state saved before rounds were priced has no timings
+    if "round_plan" in state:
+        try:
+            round_plan.load_state_dict(state["round_plan"])
+        except ValueError as err:
+            raise reader.error("round_plan", str(err)) from None
     own, saved = own_history(alloc), state.get("belief_history")
     if (own is None) != (saved is None):
         raise reader.error("belief_history", "saved with another predictor than this allocator has")
@@ -104,4 +122,5 @@ def load_saving_state(alloc: SavingProgressive, state: StateDict) -> None:
         raise
     alloc.tracker = tracker
     alloc.lengths = lengths
+    alloc.round_plan = round_plan
     alloc.history = [(float(v), int(c)) for v, c in zip(signal, spent)]

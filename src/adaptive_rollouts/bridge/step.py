@@ -147,7 +147,11 @@ class TrainerStep:
     allocator that offers ``observe_policy`` (`types.PolicyAware`) once per step before it
     allocates; for any other allocator it is never called. ``totals``: the running totals (restored
     from a checkpoint by the trainer). ``max_length``: the trainer's largest completion length in
-    tokens (TRL's ``max_completion_length``), which no rollout's length may pass (None: no limit)."""
+    tokens (TRL's ``max_completion_length``), which no rollout's length may pass (None: no limit).
+    ``time_rounds``: hand each round's wall-clock time to the allocator (`types.Draw.seconds`), so
+    that the default prices a generation round against the tokens it saves
+    (`allocators.round_plan`); off by default, because the allocation then depends on the machine's
+    timings and two runs with the same seeds may differ."""
 
     def __init__(
         self,
@@ -158,8 +162,10 @@ class TrainerStep:
         policy_features: Callable[[Sequence[Any]], Any] | None = None,
         totals: RunningTotals | None = None,
         max_length: int | None = None,
+        time_rounds: bool = False,
     ):
         self.allocator = allocator
+        self.time_rounds = bool(time_rounds)
         self.kind = allocator_kind(allocator)
         self.signal = SuccessSignal() if signal is None else signal
         self.regime = RegimeTracker() if regime is None else regime
@@ -212,13 +218,17 @@ class TrainerStep:
             with clock.paused():  # the trainer's generation and scoring are not the allocator's time
                 idx, cnt = check_request(indices, counts, len(keys))
                 book.reserve(idx, cnt, budget, self.who)
+                began_round = time.perf_counter()
                 try:
                     raws = generate(idx, cnt)
                 except RoundIncomplete as err:
                     if err.raws is not None:
                         book.add(idx, err.raws, cnt, self.max_length)
                     raise
-                return book.add(idx, raws, cnt, self.max_length)
+                draw = book.add(idx, raws, cnt, self.max_length)
+                if self.time_rounds:  # the round's time (allocators.round_plan)
+                    draw.seconds = time.perf_counter() - began_round
+                return draw
 
         incomplete = False
         with clock.running():

@@ -78,6 +78,20 @@ DEFAULT = "default"
 NULL = "uniform-rounds"  # null control: Uniform's allocation with independent sampling noise
 REPLICATE = "uniform-replicate"  # Uniform again, on the same problem instances with other sampling seeds
 REPLICATE_SEED_OFFSET = 1_000_003  # the replicate's sampling and batch-order seed: the run's seed + this
+ENGINE_MARK = (
+    "~"  # "default~synchronous": the default in a run whose rounds that engine times (`sim.step_time.ENGINES`)
+)
+
+
+def timed_method(method: str) -> tuple[str, str | None]:
+    """(allocator method, engine or None) of a map method name: what follows `ENGINE_MARK` names the
+    engine that times the run's rounds (`TrainConfig.engine`), for allocators that read the times.
+
+    >>> timed_method("default~synchronous"), timed_method("uniform")
+    (('default', 'synchronous'), ('uniform', None))
+    """
+    name, mark, engine = method.partition(ENGINE_MARK)
+    return name, (engine if mark else None)
 
 
 @dataclass
@@ -230,7 +244,8 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
     problem = cell.problem(seed, cfg.n_test)
     # the replicate: Uniform on the same instance, its sampling and batch order from another seed
     train_seed = seed + REPLICATE_SEED_OFFSET if method == REPLICATE else seed
-    alloc, _ = build_allocator(method, problem, train_seed, aggregation=cfg.aggregation, estimator=cfg.estimator)
+    name, engine = timed_method(method)
+    alloc, _ = build_allocator(name, problem, train_seed, aggregation=cfg.aggregation, estimator=cfg.estimator)
     tcfg = TrainConfig(
         steps=cfg.steps,
         batch_prompts=cell.batch_prompts,
@@ -242,6 +257,7 @@ def _one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> d
         grad_var_every=cfg.grad_var_every if method == "uniform" or method.startswith(DEFAULT) else 0,
         grad_var_resamples=cfg.grad_var_resamples,
         fingerprint_every=cfg.fingerprint_every if method == "uniform" else 0,
+        engine=engine,
     )
     t0 = time.perf_counter()
     tr = train(problem, alloc, tcfg)

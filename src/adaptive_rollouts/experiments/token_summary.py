@@ -1,35 +1,38 @@
 """Tokens and modelled time of a method against Uniform, on paired runs of a length cell.
 
 Each run is a map run of a length cell (`regime_map` records its ``tokens``, ``round_max_tokens``,
-``truncated``, ``success_tokens`` and ``success_rollouts`` per step). The primary statistic
-(`gain_speedup`: Uniform's cost to 50/75/90% of the gain over the method's) is read on three axes,
-always with the same function: rollouts, generated tokens, and the modelled time of a synchronous
-engine (`sim.step_time.synchronous_step_time` per step, cumulated). Per step it also compares the
-modelled step time of the two engines (synchronous: rounds x longest rollout; continuous batching:
-tokens / throughput, so its ratio is the ratio of tokens per step) and gives the overhead per round
-at which the method's extra rounds cost what its shorter rounds save (`break_even_overhead`).
+``round_tokens``, ``truncated``, ``success_tokens``, ``success_rollouts`` and the rollouts and
+tokens per class of prompt, per step). The primary statistic (`gain_speedup`: Uniform's cost to
+50/75/90% of the gain over the method's) is read on several axes, always with the same function:
+rollouts, generated tokens, and the modelled time of each engine of `sim.step_time.ENGINES`
+(`Engine.steps_time` per step, cumulated). Per step it also compares the modelled step time of each
+engine against Uniform's (over all steps, and from the second step on: the first step's rounds are
+planned before any round was timed), gives the overhead per round at which a synchronous engine's
+extra rounds cost what its shorter rounds save (`break_even_overhead`), and where the rollouts the
+method does not generate would have fallen (`saving_composition`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup
 from adaptive_rollouts.experiments.intervals import INTERVAL
-from adaptive_rollouts.sim.step_time import break_even_overhead, synchronous_step_time
+from adaptive_rollouts.sim.step_time import ENGINES, Engine, break_even_overhead
+from adaptive_rollouts.sim.train import PROMPT_CLASSES
 
-__all__ = ["with_sync_time", "length_stats", "token_comparison"]
+__all__ = ["with_engine_time", "length_stats", "saving_composition", "token_comparison"]
 
 
-def with_sync_time(run: dict, per_token: float = 1.0, round_overhead: float = 0.0) -> dict:
-    """The run with ``sync_time``: its cumulative modelled synchronous generation time per step."""
-    steps = [
-        synchronous_step_time([[m] for m in rounds], per_token, round_overhead) for rounds in run["round_max_tokens"]
-    ]
-    return {**run, "sync_time": np.cumsum(steps).tolist()}
+def with_engine_time(run: dict, engines: Mapping[str, Engine] = ENGINES) -> dict:
+    """The run with ``time:<engine>``: its cumulative modelled generation time per step on each engine."""
+    out = dict(run)
+    for name, engine in engines.items():
+        out[f"time:{name}"] = np.cumsum(engine.steps_time(run["round_max_tokens"], run["round_tokens"])).tolist()
+    return out
 
 
 def length_stats(runs: Sequence[dict]) -> dict[str, float]:
@@ -54,6 +57,40 @@ def _per_step_mean(runs: Sequence[dict], values: Any) -> float:
     return float(np.mean([v for r in runs for v in values(r)]))
 
 
+def saving_composition(uniform: Sequence[dict], method: Sequence[dict]) -> dict[str, Any]:
+    """Where the rollouts the method does not generate would have fallen, per step over the runs:
+    Uniform's and the method's rollouts and tokens per class of prompt (hopeless, mixed, solved by
+    the true p, `sim.train.prompt_class`), the method's saving per class (Uniform's minus its own),
+    the saved share of Uniform's rollouts f, the mean length of a saved rollout over Uniform's mean x,
+    and the per-step token-over-rollout ratio they give, (1 - f) / (1 - f x); with the x a ratio of
+    ``1.2`` would need at that f, and the x were every saved rollout a hopeless prompt's."""
+
+    def mean(runs: Sequence[dict], key: str) -> np.ndarray:
+        return np.mean([row for r in runs for row in r[key]], axis=0)
+
+    u_n, u_t = mean(uniform, "class_rollouts"), mean(uniform, "class_tokens")
+    m_n, m_t = mean(method, "class_rollouts"), mean(method, "class_tokens")
+    mu = float(u_t.sum() / u_n.sum())
+    saved_n, saved_t = u_n - m_n, u_t - m_t
+    f = float(saved_n.sum() / u_n.sum())
+    x = float(saved_t.sum() / saved_n.sum() / mu) if saved_n.sum() > 0 else float("nan")
+    hopeless = float(u_t[0] / u_n[0] / mu) if u_n[0] > 0 else float("nan")
+    return {
+        "classes": list(PROMPT_CLASSES),
+        "uniform_rollouts": u_n.tolist(),
+        "uniform_tokens": u_t.tolist(),
+        "method_rollouts": m_n.tolist(),
+        "method_tokens": m_t.tolist(),
+        "saved_share_by_class": (saved_n / saved_n.sum()).tolist() if saved_n.sum() > 0 else [float("nan")] * 3,
+        "uniform_length_by_class": (u_t / np.maximum(u_n, 1e-300) / mu).tolist(),
+        "saved_share": f,
+        "saved_length": x,
+        "step_ratio": (1.0 - f) / (1.0 - f * x) if f * x < 1 else float("nan"),
+        "length_needed": (1.0 - (1.0 - f) / 1.2) / f if f > 0 else float("nan"),
+        "hopeless_length": hopeless,
+    }
+
+
 def token_comparison(
     uniform: Sequence[dict],
     method: Sequence[dict],
@@ -61,21 +98,37 @@ def token_comparison(
     resamples: int = 1000,
     cap: int | None = None,
     interval: str = INTERVAL,
+    engines: Mapping[str, Engine] = ENGINES,
 ) -> dict[str, Any]:
-    """The method against Uniform (paired seed lists) on the rollout, token and synchronous-time axes
-    (`gain_speedup`, 90% paired intervals by ``interval``, `gain_interval`), per-step modelled times, rounds and rollouts
-    per round; with the generation ``cap``, also the share of each arm's rounds whose longest rollout
-    ran to it (such a round lasts the full cap on a synchronous engine)."""
-    u = [with_sync_time(r) for r in uniform]
-    m = [with_sync_time(r) for r in method]
+    """The method against Uniform (paired seed lists) on the rollout, token and engine-time axes
+    (`gain_speedup`, 90% paired intervals by ``interval``, `gain_interval`), per-step modelled times
+    on each engine, rounds and rollouts per round; with the generation ``cap``, also the share of each
+    arm's rounds whose longest rollout ran to it (such a round lasts the full cap on a synchronous
+    engine)."""
+    u = [with_engine_time(r, engines) for r in uniform]
+    m = [with_engine_time(r, engines) for r in method]
     out: dict[str, Any] = {}
-    for axis in ("rollouts", "tokens", "sync_time"):
+    for axis in ("rollouts", "tokens"):
         ci = gain_interval(u, m, fractions, interval, resamples, cost=axis)
         out[axis] = {"speedup": gain_speedup(u, m, fractions, cost=axis), "ci90": [ci["low"], ci["high"]]}
     out["tokens_over_rollouts"] = out["tokens"]["speedup"] / out["rollouts"]["speedup"]
+    out["engines"] = {}
+    for name in engines:
+        axis = f"time:{name}"
+        ci = gain_interval(u, m, fractions, interval, resamples, cost=axis)
 
-    def step_times(r: dict) -> list[float]:
-        return np.diff(r["sync_time"], prepend=0.0).tolist()
+        def step_times(r: dict, axis: str = axis) -> list[float]:
+            return np.diff(r[axis], prepend=0.0).tolist()
+
+        um, mm = _per_step_mean(u, step_times), _per_step_mean(m, step_times)
+        later_u = _per_step_mean(u, lambda r, f=step_times: f(r)[1:])
+        later_m = _per_step_mean(m, lambda r, f=step_times: f(r)[1:])
+        out["engines"][name] = {
+            "speedup": gain_speedup(u, m, fractions, cost=axis),
+            "ci90": [ci["low"], ci["high"]],
+            "step_time": {"method": mm, "uniform": um, "ratio": mm / um},
+            "later_step_ratio": later_m / later_u,  # from the second step on
+        }
 
     def step_tokens(r: dict) -> list[float]:
         return np.diff(r["tokens"], prepend=0.0).tolist()
@@ -83,18 +136,10 @@ def token_comparison(
     def step_rounds(r: dict) -> list[int]:
         return [len(x) for x in r["round_max_tokens"]]
 
-    out["sync_step_time"] = {"method": _per_step_mean(m, step_times), "uniform": _per_step_mean(u, step_times)}
-    out["sync_step_time"]["ratio"] = out["sync_step_time"]["method"] / out["sync_step_time"]["uniform"]
     out["step_tokens"] = {"method": _per_step_mean(m, step_tokens), "uniform": _per_step_mean(u, step_tokens)}
-    # continuous batching: step time = tokens / throughput, so its ratio is the ratio of tokens per step
-    out["continuous_step_time_ratio"] = out["step_tokens"]["method"] / out["step_tokens"]["uniform"]
     out["rounds_per_step"] = {"method": _per_step_mean(m, step_rounds), "uniform": _per_step_mean(u, step_rounds)}
     out["break_even_overhead"] = break_even_overhead(
         [s for r in m for s in r["round_max_tokens"]], [s for r in u for s in r["round_max_tokens"]]
-    )
-    # how long one of the method's rounds lasts against one of Uniform's (longest rollout per round)
-    out["round_time_ratio"] = (out["sync_step_time"]["method"] / out["rounds_per_step"]["method"]) / (
-        out["sync_step_time"]["uniform"] / out["rounds_per_step"]["uniform"]
     )
     out["rollouts_per_round"] = float(sum(r["rollouts"][-1] for r in m) / sum(sum(step_rounds(r)) for r in m))
     if cap is not None:
@@ -102,5 +147,6 @@ def token_comparison(
             name: float(np.mean([x >= cap for r in runs for step in r["round_max_tokens"] for x in step]))
             for name, runs in (("method", m), ("uniform", u))
         }
+    out["composition"] = saving_composition(uniform, method)
     out["lengths"] = length_stats(method)
     return out

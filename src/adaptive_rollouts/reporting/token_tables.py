@@ -1,6 +1,8 @@
 """The tokens benchmark's tables (``benchmarks/tokens.py``, results/tokens/tokens.json): per length
-cell the measured lengths, and per arm the primary statistic on the rollout, token and synchronous-
-time axes beside the modelled step time of both engines, with the two targets read off them."""
+cell the measured lengths; per arm the primary statistic on the rollout and token axes and its
+rounds; per engine the modelled step time and time speedup of the default with its own rounds and of
+the default timed by that engine; where the saved rollouts would have fallen; and the targets read
+off them."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.regime_map import ENGINE_MARK
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
 
@@ -29,6 +32,128 @@ def _overhead(c: float) -> str:
     return f"< {c:,.0f}"
 
 
+def _timed(arms: dict, engine: str) -> dict | None:
+    """The arm of the default timed by ``engine`` (``default~<engine>``), if the file has it."""
+    return arms.get(f"default{ENGINE_MARK}{engine}")
+
+
+def _time_rows(d: dict) -> tuple[list[str], list[list[str]], dict[str, list[float]]]:
+    """Per cell and engine: Uniform's step; each arm that plans its own rounds (no round times) as
+    step time over Uniform's and time speedup; the default timed by the engine. And per engine the
+    timed default's step ratios (all steps), for the targets."""
+    arms = list(d["rows"][0]["arms"]) if d["rows"] else []
+    untimed = [a for a in arms if ENGINE_MARK not in a]
+    header = ["cell", "engine", "Uniform's step", *(f"{a}: step / Uniform; time speedup" for a in untimed)]
+    header += ["timed: rounds / step", "timed: step / Uniform", "timed: from step 2", "timed: time speedup"]
+    rows: list[list[str]] = []
+    ratios: dict[str, list[float]] = {}
+    for x in d["rows"]:
+        for engine, e in x["arms"]["default"]["engines"].items():
+            timed = _timed(x["arms"], engine)
+            t = None if timed is None else timed["engines"][engine]
+            if t is not None:
+                ratios.setdefault(engine, []).append(t["step_time"]["ratio"])
+            own = [x["arms"][a]["engines"][engine] for a in untimed]
+            rows.append(
+                [
+                    x["cell"],
+                    engine,
+                    f"{e['step_time']['uniform']:,.0f}",
+                    *(f"{o['step_time']['ratio']:.2f}; {_ci(o)}" for o in own),
+                    "-" if timed is None else f"{timed['rounds_per_step']['method']:.2f}",
+                    "-" if t is None else f"{t['step_time']['ratio']:.2f}",
+                    "-" if t is None else f"{t['later_step_ratio']:.2f}",
+                    "-" if t is None else _ci(t),
+                ]
+            )
+    return header, rows, ratios
+
+
+def _composition_rows(d: dict, arms: list[str]) -> list[list[str]]:
+    rows = []
+    for x in d["rows"]:
+        for arm in arms:
+            c = x["arms"][arm].get("composition")
+            if c is None:
+                continue
+            share = " / ".join(f"{v:.0%}" for v in c["saved_share_by_class"])
+            rows.append(
+                [
+                    x["cell"],
+                    arm,
+                    " / ".join(f"{v:.0%}" for v in np.asarray(c["uniform_rollouts"]) / sum(c["uniform_rollouts"])),
+                    " / ".join(f"{v:.2f}" for v in c["uniform_length_by_class"]),
+                    f"{c['saved_share']:.0%}",
+                    share,
+                    f"{c['saved_length']:.2f}",
+                    f"{c['length_needed']:.2f}",
+                    f"{c['step_ratio']:.2f}",
+                ]
+            )
+    return rows
+
+
+def _span(values: list[float], fmt_: str = ".2f") -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:{fmt_}}" if f"{lo:{fmt_}}" == f"{hi:{fmt_}}" else f"{lo:{fmt_}}-{hi:{fmt_}}"
+
+
+def _summary(d: dict) -> list[str]:
+    """The ranges over the cells that docs/tokens.md reads, as bullet lines."""
+    rows = d["rows"]
+    if not rows or any(_timed(x["arms"], e) is None for x in rows for e in ("synchronous", "slots-64", "slots-16")):
+        return []
+
+    def eng(arm: str, engine: str, key: str = "ratio") -> list[float]:
+        return [
+            x["arms"][arm]["engines"][engine]["step_time"][key]
+            if key == "ratio"
+            else x["arms"][arm]["engines"][engine][key]
+            for x in rows
+            if arm in x["arms"]
+        ]
+
+    sync, s64, s16 = (f"default{ENGINE_MARK}{e}" for e in ("synchronous", "slots-64", "slots-16"))
+    speed = [x["arms"][sync]["engines"]["synchronous"] for x in rows]
+    below = sum(t["ci90"][1] < 1.0 for t in speed)
+    one_round = [x["arms"][sync]["engines"]["slots-16"]["step_time"]["ratio"] for x in rows]
+    own16 = eng("default", "slots-16")
+    split_best = sum(t < min(a, b) for t, a, b in zip(eng(s16, "slots-16"), own16, one_round))
+    cont = f"default{ENGINE_MARK}continuous"
+    same = all(x["arms"][cont]["engines"] == x["arms"]["default"]["engines"] for x in rows if cont in x["arms"])
+    comp = [x["arms"]["default"]["composition"] for x in rows]
+    arms = [a for a in rows[0]["arms"] if a.startswith("default")]
+    ratios = [x["arms"][a]["tokens_over_rollouts"] for x in rows for a in arms]
+    untimed = [a for a in rows[0]["arms"] if ENGINE_MARK not in a]
+    return [
+        "Over the length cells:",
+        "",
+        "- synchronous engine, own rounds: step "
+        + "; ".join(f"`{a}` {_span(eng(a, 'synchronous'))}x" for a in untimed)
+        + f" Uniform's; timed: {_span([x['arms'][sync]['rounds_per_step']['method'] for x in rows])} rounds a "
+        f"step, step {_span(eng(sync, 'synchronous'))}x Uniform's over all steps and "
+        f"{_span(eng(sync, 'synchronous', 'later_step_ratio'))}x from the second step, time speedup "
+        f"{_span([t['speedup'] for t in speed])} (interval below 1 in {below} of {len(rows)} cells; own rounds "
+        f"{_span([x['arms']['default']['engines']['synchronous']['speedup'] for x in rows])});",
+        f"- 64 slots: own rounds {_span(eng('default', 'slots-64'))}x Uniform's step; timed "
+        f"{_span(eng(s64, 'slots-64'))}x, time speedup {_span(eng(s64, 'slots-64', 'speedup'))};",
+        f"- 16 slots: timed {_span([x['arms'][s16]['rounds_per_step']['method'] for x in rows])} rounds a step, "
+        f"step {_span(eng(s16, 'slots-16'))}x Uniform's, below both the default's own rounds and one round a "
+        f"step (the synchronous-timed default) in {split_best} of {len(rows)} cells;",
+        f"- continuous batching: the timed default's times {'equal' if same else 'differ from'} those of its "
+        f"own rounds; step {_span(eng(cont, 'continuous'))}x Uniform's;",
+        f"- tokens / rollouts {_span(ratios)} over every default arm; of what the default saves, "
+        f"{_span([c['saved_share_by_class'][2] for c in comp], '.0%')} falls on solved prompts "
+        f"({_span([c['uniform_length_by_class'][2] for c in comp])}x the mean length; "
+        f"{_span([c['uniform_rollouts'][2] / sum(c['uniform_rollouts']) for c in comp], '.0%')} of Uniform's "
+        f"rollouts) and {_span([c['saved_share_by_class'][0] for c in comp], '.0%')} on hopeless ones "
+        f"({_span([c['hopeless_length'] for c in comp])}x; "
+        f"{_span([c['uniform_rollouts'][0] / sum(c['uniform_rollouts']) for c in comp], '.0%')} of Uniform's "
+        f"rollouts); a saved rollout is {_span([c['saved_length'] for c in comp])}x the mean, against "
+        f"{_span([c['length_needed'] for c in comp])}x needed for {TOKENS_OVER_ROLLOUTS:g}.",
+    ]
+
+
 def render_tokens(root: Path) -> str:
     if not (root / TOKENS).exists():
         return f"No result file yet: `nice python benchmarks/tokens.py` writes `{TOKENS}`."
@@ -46,60 +171,92 @@ def render_tokens(root: Path) -> str:
         for x in d["rows"]
     ]
     arms = list(d["rows"][0]["arms"]) if d["rows"] else []
-    body = []
-    for x in d["rows"]:
-        for arm in arms:
-            a = x["arms"][arm]
-            body.append(
-                [
-                    x["cell"],
-                    arm,
-                    _ci(a["rollouts"]),
-                    _ci(a["tokens"]),
-                    f"{a['tokens_over_rollouts']:.2f}",
-                    _ci(a["sync_time"]),
-                    f"{a['rounds_per_step']['method']:.2f}",
-                    f"{a['rollouts_per_round']:.0f}",
-                    f"{a['round_time_ratio']:.2f}" if "round_time_ratio" in a else "-",
-                    f"{a['rounds_at_cap']['method']:.0%}" if "rounds_at_cap" in a else "-",
-                    f"{a['sync_step_time']['ratio']:.2f}",
-                    f"{a['continuous_step_time_ratio']:.2f}",
-                    _overhead(a["break_even_overhead"]),
-                ]
-            )
-    default = [x["arms"]["default"] for x in d["rows"] if "default" in x["arms"]]
-    ratio_met = sum(a["tokens_over_rollouts"] >= TOKENS_OVER_ROLLOUTS for a in default)
-    sync_met = sum(a["sync_step_time"]["ratio"] <= 1.0 for a in default)
-    cont_met = sum(a["continuous_step_time_ratio"] <= 1.0 for a in default)
-    n = len(default)
+    body = [
+        [
+            x["cell"],
+            arm,
+            _ci(x["arms"][arm]["rollouts"]),
+            _ci(x["arms"][arm]["tokens"]),
+            f"{x['arms'][arm]['tokens_over_rollouts']:.2f}",
+            f"{x['arms'][arm]['rounds_per_step']['method']:.2f}",
+            f"{x['arms'][arm]['rollouts_per_round']:.0f}",
+            f"{x['arms'][arm]['rounds_at_cap']['method']:.0%}" if "rounds_at_cap" in x["arms"][arm] else "-",
+            _overhead(x["arms"][arm]["break_even_overhead"]),
+        ]
+        for x in d["rows"]
+        for arm in arms
+    ]
+    time_header, time_rows, ratios = _time_rows(d)
+    defaults = [a for a in arms if a == "default" or a.startswith(f"default{ENGINE_MARK}")]
+    ratio_met = {
+        a: sum(x["arms"][a]["tokens_over_rollouts"] >= TOKENS_OVER_ROLLOUTS for x in d["rows"]) for a in defaults
+    }
+    n = len(d["rows"])
+    sync = [
+        (t["step_time"]["ratio"], t["later_step_ratio"])
+        for x in d["rows"]
+        if (a := _timed(x["arms"], "synchronous")) is not None
+        for t in [a["engines"]["synchronous"]]
+    ]
     lines = [
         f"Runs at {', '.join(c[:10] for c in d.get('run_commits', [])) or 'the commit below'}; "
         f"{len(d['seeds'])} paired seeds, {d['steps']} steps, every arm at Uniform's rate (tuned on seeds "
-        f"{d['tune_seeds']}), the default being `{d['default_allocator']}`. Measured lengths over Uniform's "
-        "rollouts (tokens; cap 8,192):",
+        f"{d['tune_seeds']}), the default being `{d['default_allocator']}`; `default` plans its own rounds "
+        f"(no round times), `default{ENGINE_MARK}<engine>` runs where that engine times every round. Measured "
+        "lengths over Uniform's rollouts (tokens; cap 8,192):",
         "",
         *table(
             ["cell", "failure ratio (hardest prompts)", "success", "failure", "failure / success", "cut at cap"],
             lengths,
         ),
         "",
-        f"Against Uniform: speedup to 50/75/90% of the gain on each axis (90% interval over the paired seeds, "
-        f"{d.get('interval', 'percentile')}); rounds per step, "
-        "rollouts per round, how long a round lasts against Uniform's single round, and the share of rounds "
-        "whose longest rollout ran to the cap; "
-        "modelled step time over Uniform's per step (synchronous: rounds x longest rollout; continuous "
-        "batching: tokens / throughput); the overhead per round (token-times) below which the synchronous "
-        "step is no slower than Uniform's:",
+        f"Against Uniform: speedup to 50/75/90% of the gain in rollouts and in tokens (90% interval over the "
+        f"paired seeds, {d.get('interval', 'percentile')}); rounds per step, rollouts per round, the share of "
+        "rounds whose longest rollout ran to the cap, and the overhead per round (token-times) below which a "
+        "synchronous step is no slower than Uniform's:",
         "",
         *table(
-            ["cell", "arm", "rollouts", "tokens", "tokens / rollouts", "sync time", "rounds / step"]
-            + ["rollouts / round", "round / Uniform's round", "rounds at the cap"]
-            + ["sync step / Uniform", "continuous step / Uniform", "break-even overhead"],
+            ["cell", "arm", "rollouts", "tokens", "tokens / rollouts", "rounds / step", "rollouts / round"]
+            + ["rounds at the cap", "break-even overhead"],
             body,
         ),
         "",
-        f"Targets for the default: tokens speedup >= {TOKENS_OVER_ROLLOUTS:g}x its rollout speedup: met in "
-        f"{ratio_met} of {n} cells; synchronous step time no worse than Uniform's: met in {sync_met} of {n}; "
-        f"continuous-batching step time no worse than Uniform's: met in {cont_met} of {n}.",
+        "Modelled generation time per engine (`sim.step_time.ENGINES`; token-times): Uniform's mean step; each "
+        "arm that plans its own rounds (no round times) and the default timed by that engine, as step time "
+        "over Uniform's (the timed default's also from the second step on, the first being planned before "
+        "any round was timed) and as the speedup to 50/75/90% of the gain on that engine's time axis:",
+        "",
+        *table(time_header, time_rows),
+        "",
+        "Where the saved rollouts would have fallen, per step (prompts by their true chance of success p: "
+        "hopeless p < 0.05, mixed, solved p > 0.95): Uniform's rollouts per class and their mean length over "
+        "Uniform's mean; the share of Uniform's rollouts the arm does not generate (f), how they split over "
+        "the classes, their mean length over Uniform's mean (x), the x a token speedup 1.2x the rollout "
+        "speedup needs at that f, (1 - (1 - f) / 1.2) / f, and the per-step tokens / rollouts they give, "
+        "(1 - f) / (1 - f x):",
+        "",
+        *table(
+            ["cell", "arm", "Uniform's rollouts (hopeless / mixed / solved)", "their length / mean", "saved f"]
+            + ["saved (hopeless / mixed / solved)", "saved length x", "x needed for 1.2", "per-step ratio"],
+            _composition_rows(d, [a for a in ("default", f"default{ENGINE_MARK}synchronous") if a in arms]),
+        ),
+        "",
+        *_summary(d),
+        "",
+        f"Targets: tokens speedup >= {TOKENS_OVER_ROLLOUTS:g}x the rollout speedup: met in "
+        + "; ".join(f"{ratio_met[a]} of {n} cells by `{a}`" for a in defaults)
+        + (
+            f" (`default` short of it by {_span([TOKENS_OVER_ROLLOUTS - x['arms']['default']['tokens_over_rollouts'] for x in d['rows']])})"
+            if n
+            else ""
+        )
+        + ". Synchronous step time no worse than Uniform's for the default timed by that engine: met in "
+        f"{sum(a <= 1.0 for a, _ in sync)} of {len(sync)} cells over all steps"
+        + (f" (at most {max(a for a, _ in sync) - 1:.0%} above)" if sync and max(a for a, _ in sync) > 1 else "")
+        + ", "
+        f"{sum(b <= 1.0 for _, b in sync)} of {len(sync)} from the second step on. "
+        + "Step time no worse than Uniform's, timed default: "
+        + "; ".join(f"{e} {sum(v <= 1.0 for v in vals)} of {len(vals)}" for e, vals in ratios.items())
+        + ".",
     ]
     return block(lines, [r])

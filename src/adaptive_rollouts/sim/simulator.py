@@ -12,6 +12,7 @@ from adaptive_rollouts.checks.validation import LOSS_ROWS, check_choice
 from adaptive_rollouts.sim.estimators import aggregation_weights, group_advantages_np
 from adaptive_rollouts.sim.lengths import sample_lengths
 from adaptive_rollouts.sim.problem import Problem
+from adaptive_rollouts.sim.step_time import ENGINES
 from adaptive_rollouts.types import Allocator, Draw
 
 __all__ = ["TrainConfig", "Simulator", "LOSS_ROWS"]
@@ -45,6 +46,13 @@ class TrainConfig:
     # "kept": the loss is normalised by the rows trained on; "uniform": by Uniform's rows (budget,
     # batch prompts), a cut or skipped group counting as rows of zero advantage (`aggregation_weights`)
     loss_rows: str = "kept"
+    # a length cell's generation engine (`sim.step_time.ENGINES`): each round's modelled time is handed
+    # to the allocator with its lengths (`types.Draw.seconds`); None: rounds are not timed
+    engine: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine is not None:
+            check_choice("engine", self.engine, tuple(ENGINES))
 
 
 class Simulator:
@@ -54,11 +62,15 @@ class Simulator:
     round) also draws each rollout's completion length, from a generator of its own (so the rewards
     are the draws they are without lengths), at the drift of step ``step`` (the trainer sets it);
     `drain_rounds` hands the lengths over, round by round, and ``sample`` answers with a
-    `types.Draw` carrying them, so allocators see what each rollout cost.
+    `types.Draw` carrying them, so allocators see what each rollout cost; with an ``engine``
+    (a name of `sim.step_time.ENGINES`) the Draw also carries the round's modelled time (``seconds``).
     """
 
-    def __init__(self, problem: Problem, seed: int = 0):
+    def __init__(self, problem: Problem, seed: int = 0, engine: str | None = None):
+        if engine is not None and problem.length_model is None:
+            raise ValueError(f"engine {engine!r} times rounds from their lengths: the problem has no length model")
         self.problem = problem
+        self.engine = None if engine is None else ENGINES[check_choice("engine", engine, tuple(ENGINES))]
         self.rng = np.random.default_rng(seed)
         # a stream of its own, so reasoning tokens leave the answers' draws as they are without them
         self.token_rng = np.random.default_rng([seed, 1])
@@ -107,8 +119,10 @@ class Simulator:
             out = [np.array(r) for r in np.split(rewards, cuts)] if counts.size else []
             if lengths is None:
                 return out
-            # the allocator sees the lengths of exactly the rollouts it drew (`types.Draw`)
-            return Draw.with_lengths(out, [np.array(n) for n in np.split(lengths, cuts)])
+            # the allocator sees the lengths of exactly the rollouts it drew (`types.Draw`), and the
+            # round's modelled time when an engine is set
+            seconds = None if self.engine is None else self.engine.round_time(lengths)
+            return Draw.with_lengths(out, [np.array(n) for n in np.split(lengths, cuts)], seconds)
 
         return sample
 

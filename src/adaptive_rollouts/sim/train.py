@@ -26,10 +26,34 @@ from adaptive_rollouts.sim.problem import Problem
 from adaptive_rollouts.sim.simulator import Simulator, TrainConfig
 from adaptive_rollouts.types import Allocator
 
-__all__ = ["TrainConfig", "Simulator", "train", "TOKEN_TRACE"]
+__all__ = ["TrainConfig", "Simulator", "train", "TOKEN_TRACE", "PROMPT_CLASSES", "CLASS_EDGE", "prompt_class"]
 
-TOKEN_TRACE = ("tokens", "round_max_tokens", "truncated", "success_tokens", "success_rollouts")
+TOKEN_TRACE = (
+    "tokens",
+    "round_max_tokens",
+    "round_tokens",
+    "truncated",
+    "success_tokens",
+    "success_rollouts",
+    "class_rollouts",
+    "class_tokens",
+)
 """The trace's token accounting, per step, recorded when the problem has a length model (see `train`)."""
+
+PROMPT_CLASSES = ("hopeless", "mixed", "solved")
+CLASS_EDGE = 0.05
+"""A prompt of the step is hopeless when its true chance of success is below ``CLASS_EDGE``, solved
+when above 1 - ``CLASS_EDGE``, mixed otherwise (the trace's ``class_rollouts`` / ``class_tokens``)."""
+
+
+def prompt_class(p: np.ndarray) -> np.ndarray:
+    """0 (hopeless), 1 (mixed) or 2 (solved) per prompt of true success ``p``, by `CLASS_EDGE`.
+
+    >>> prompt_class(np.array([0.01, 0.5, 0.99])).tolist()
+    [0, 1, 2]
+    """
+    p = np.asarray(p, dtype=float)
+    return np.where(p < CLASS_EDGE, 0, np.where(p > 1.0 - CLASS_EDGE, 2, 1))
 
 
 def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: Any = None) -> dict[str, Any]:
@@ -37,8 +61,10 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
 
     The trace holds per-step lists: cumulative rollouts (and, when the problem has a length model,
     cumulative generated tokens ``tokens``, the longest rollout of each generation round
-    ``round_max_tokens``, rollouts cut at the cap ``truncated``, and tokens and count of the
-    successful rollouts ``success_tokens`` / ``success_rollouts``), held-out accuracy, zero-variance group
+    ``round_max_tokens`` and the tokens of each ``round_tokens``, rollouts cut at the cap
+    ``truncated``, tokens and count of the successful rollouts ``success_tokens`` /
+    ``success_rollouts``, and the rollouts and tokens generated for the step's hopeless, mixed and
+    solved prompts, `prompt_class`, ``class_rollouts`` / ``class_tokens``), held-out accuracy, zero-variance group
     fraction, wasted-rollout fraction, allocator seconds, prompts skipped; gradient probes every
     ``grad_var_every`` steps: trace of the covariance and debiased squared mean of the batch
     gradient over ``grad_var_resamples`` fresh reruns of the method's step (allocation redrawn)
@@ -61,7 +87,7 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
         ),
     )
     tracker = RegimeTracker()
-    sim = Simulator(problem, seed=cfg.seed)
+    sim = Simulator(problem, seed=cfg.seed, engine=cfg.engine)
     order_rng = np.random.default_rng(cfg.seed + 7919)
     probe_rng = np.random.default_rng(cfg.seed + 104729)
     observe_policy = getattr(allocator, "observe_policy", None)
@@ -132,6 +158,13 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
             total_tokens += sum(int(n.sum()) for n, _ in rounds)
             tr["tokens"].append(total_tokens)
             tr["round_max_tokens"].append([int(n.max()) for n, _ in rounds])
+            tr["round_tokens"].append([int(n.sum()) for n, _ in rounds])
+            # rounds and the rollout log are in the same (sampling) order
+            lengths = np.concatenate([n for n, _ in rounds]) if rounds else np.zeros(0, dtype=np.int64)
+            kind = np.zeros(N, dtype=np.int64)
+            kind[idx] = prompt_class(true_p)
+            tr["class_rollouts"].append(np.bincount(kind[q], minlength=3).tolist())
+            tr["class_tokens"].append(np.bincount(kind[q], weights=lengths, minlength=3).astype(np.int64).tolist())
             tr["truncated"].append(sum(int((n >= length_model.max_tokens).sum()) for n, _ in rounds))
             tr["success_tokens"].append(sum(int(n[ok].sum()) for n, ok in rounds))
             tr["success_rollouts"].append(sum(int(ok.sum()) for _, ok in rounds))

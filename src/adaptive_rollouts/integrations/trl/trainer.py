@@ -111,6 +111,11 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             carries over; every advantage is multiplied by `bridge.settings.trl_loss_rows_scale`,
             logged as ``adaptive/loss_rows_scale``). ``None``: the default for the allocator's kind
             (`bridge.settings.loss_rows_for`). A filling allocator trains on every row either way.
+        time_rounds: ``True`` hands each generation round's wall-clock time to the allocator, so
+            the default prices an extra round against the tokens it would save
+            (`adaptive_rollouts.allocators.round_plan`; on a synchronous engine it then generates
+            about one round a step). Off by default: the allocation would depend on the
+            machine's timings, and two runs with the same seeds could differ.
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
     ``generation_batch_size`` rollouts, as stock TRL does, or at most that under an allocator of kind
@@ -131,6 +136,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         equal_prompt_weight: bool = False,
         policy_features: bool | Callable[[list[dict]], Any] | None = None,
         loss_rows: str | None = None,
+        time_rounds: bool = False,
         **kwargs: Any,
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)
@@ -168,6 +174,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             regime=self.regime,
             totals=self.totals,
             max_length=self.max_completion_length,
+            time_rounds=time_rounds,
         )
         self._step_tools = {"calls": 0.0, "failures": 0.0, "rows": 0}
 

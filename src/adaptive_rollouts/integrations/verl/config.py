@@ -58,6 +58,7 @@ class AdaptiveSettings:
     aggregation: str | None = "auto"
     estimator: str | None = "auto"
     loss_rows: str | None = None
+    time_rounds: bool = False
     force_progressive: bool = False
     reward_range: tuple[float, float] | None = None
     threshold: float | None = None
@@ -113,6 +114,9 @@ def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
     loss_rows = raw.get("loss_rows")
     if loss_rows is not None:
         check_choice("adaptive.loss_rows", loss_rows, LOSS_ROWS)
+    time_rounds = raw.get("time_rounds", False)
+    if not isinstance(time_rounds, bool):
+        raise ValueError(f"adaptive.time_rounds must be true or false, got {time_rounds!r}")
     return AdaptiveSettings(
         allocator=None if allocator in DEFAULT_NAMES else str(allocator),
         allocator_kwargs=dict(kwargs),
@@ -121,6 +125,7 @@ def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
         aggregation=raw.get("aggregation", "auto"),
         estimator=raw.get("estimator", "auto"),
         loss_rows=loss_rows,
+        time_rounds=time_rounds,
         force_progressive=bool(raw.get("force_progressive", False)),
         reward_range=rr,
         threshold=None if raw.get("threshold") is None else float(raw["threshold"]),

@@ -152,7 +152,7 @@ def _make_trainer_class():
             self.loss_rows = loss_rows_for(s.loss_rows, self.kind, "adaptive.loss_rows")
             self.loss_agg_mode = config.actor_rollout_ref.actor.get("loss_agg_mode") or "token-mean"
             # the one step object every trainer uses: rounds, success mapping, clock, metrics, regime
-            self.adaptive_step = TrainerStep(self.allocator, self.signal, regime=self.regime)
+            self.adaptive_step = TrainerStep(self.allocator, self.signal, regime=self.regime, time_rounds=s.time_rounds)
             # single-shot, planned and awaiting rewards: the planned step and the uids
             self._pending: tuple[PlannedStep, list[str]] | None = None
 
