@@ -23,9 +23,9 @@ from .guarded import measured_persistence
 from .predictive import PredictorSlot
 from .round_plan import RoundPlanner
 from .saving_rule import (
-    EXPLORE_SHARE,
     LOSS_SHARE,
     affordable_losses,
+    explore_skipped,
     group_stats,
     next_chunk,
     realised_signal,
@@ -192,6 +192,9 @@ class SavingProgressive(BaseAllocator):
     def _value(self, target: np.ndarray, k: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return expected_group_signal(target, k, s, a, b, estimator=self.estimator, aggregation=self._aggregation())
 
+    def _value_at(self, n: int, p: np.ndarray) -> np.ndarray:
+        return known_p_group_signal(n, p, estimator=self.estimator, aggregation=self._aggregation())
+
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         start = time.perf_counter()
         prompts, budget, collector, _ = self._begin_rounds(prompts, budget, sample)
@@ -204,11 +207,11 @@ class SavingProgressive(BaseAllocator):
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
-        keep, explored, bar = (
-            self._explore(target, cost, value, a0, b0, allowance)
-            if self.saving
-            else (np.ones(q, bool), np.zeros(q, bool), 0.0)
-        )
+        if self.saving:  # step 2: skip within the allowance, explore what is skipped
+            skip = affordable_losses(value, cost, allowance, self.rng)
+            keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
+        else:
+            keep, explored, bar = np.ones(q, bool), np.zeros(q, bool), 0.0
         probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
@@ -261,38 +264,6 @@ class SavingProgressive(BaseAllocator):
         total = a0 + b0
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
-
-    def _explore(
-        self,
-        target: np.ndarray,
-        cost: np.ndarray,
-        value: np.ndarray,
-        a0: np.ndarray,
-        b0: np.ndarray,
-        allowance: float,
-    ) -> tuple[np.ndarray, np.ndarray, float]:
-        """Step 2: which prompts are piloted, which of them only by exploration, and exploration's
-        bar (``cost``: each group's price, in rollouts or expected tokens)."""
-        skip = affordable_losses(value, cost, allowance, self.rng)
-        keep, bar = ~skip, 0.0
-        if skip.any():
-            # a draw of p from the belief: explore the skipped prompt if at that p its group would
-            # be worth at least what the cheapest kept prompt is expected to bring per rollout; and
-            # one skipped prompt in 1 / EXPLORE_SHARE anyway, so that a belief that has become sure
-            # (a history no longer refreshed) still meets drift
-            bar = float(np.min(value[keep] / np.maximum(cost[keep], 1))) if keep.any() else 0.0
-            rows = np.flatnonzero(skip)
-            draw = np.clip(self.rng.beta(a0[rows], b0[rows]), 1e-9, 1.0 - 1e-9)
-            worth = np.zeros(rows.size)
-            for n in np.unique(target[rows]).tolist():
-                at = target[rows] == n
-                worth[at] = known_p_group_signal(n, draw[at], estimator=self.estimator, aggregation=self._aggregation())
-            anyway = self.rng.random(rows.size) < EXPLORE_SHARE
-            keep[rows[(worth / np.maximum(cost[rows], 1) >= bar) | anyway]] = True
-        explored = keep & skip
-        if not keep.any():  # always learn something: the prompt most worth it
-            keep[int(np.argmax(value / np.maximum(cost, 1)))] = True
-        return keep, explored, bar
 
     def _round(
         self,

@@ -4,12 +4,17 @@ per-group facts it reads (docs/saving.md derives the rule)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..checks.rewards import all_equal, group_extremes
 from ..objectives.signal import group_signal
 from ..solvers import equal_split
 from ..types import Rewards
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
 
 __all__ = [
     "LOSS_SHARE",
@@ -61,6 +66,48 @@ def affordable_losses(
     if fits.size:
         give[ok[order[: int(fits[-1]) + 1]]] = True
     return give
+
+
+def explore_skipped(
+    skip: np.ndarray,
+    value: np.ndarray,
+    cost: np.ndarray,
+    target: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    rng: np.random.Generator,
+    worth_at: Callable[[int, np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Which prompts are piloted after ``skip`` (`affordable_losses`), which of them only by
+    exploration, and exploration's bar. A skipped prompt is piloted when its group, at a draw of p
+    from its belief Beta(alpha, beta), would be worth (``worth_at(n, p)``, the known-p signal of a
+    group of n) at least the bar per unit of ``cost``: what the cheapest kept prompt is expected to
+    bring (Thompson sampling); and with chance `EXPLORE_SHARE` anyway, so that a belief grown sure
+    still meets drift. With every prompt skipped, the one most worth its cost is piloted.
+
+    >>> rng = np.random.default_rng(0)
+    >>> skip = np.array([True, True, False])
+    >>> keep, explored, bar = explore_skipped(
+    ...     skip, np.array([0.0, 0.0, 1.0]), np.full(3, 8), np.full(3, 8), np.array([1e-3, 50.0, 1.0]),
+    ...     np.array([50.0, 1e-3, 1.0]), rng, lambda n, p: 2.0 * n * p * (1 - p))
+    >>> keep.tolist(), round(bar, 3)  # both skipped prompts are surely flat: kept only by chance 1/20
+    ([False, False, True], 0.125)
+    """
+    keep, bar = ~skip, 0.0
+    if skip.any():
+        bar = float(np.min(value[keep] / np.maximum(cost[keep], 1))) if keep.any() else 0.0
+        rows = np.flatnonzero(skip)
+        draw = np.clip(rng.beta(alpha[rows], beta[rows]), 1e-9, 1.0 - 1e-9)
+        worth = np.zeros(rows.size)
+        for n in np.unique(target[rows]).tolist():
+            at = target[rows] == n
+            worth[at] = worth_at(n, draw[at])
+        anyway = rng.random(rows.size) < EXPLORE_SHARE
+        keep[rows[(worth / np.maximum(cost[rows], 1) >= bar) | anyway]] = True
+    explored = keep & skip
+    if not keep.any():  # always learn something: the prompt most worth it
+        keep[int(np.argmax(value / np.maximum(cost, 1)))] = True
+    return keep, explored, bar
 
 
 def group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
