@@ -30,7 +30,7 @@ _TIE = 1e-8  # relative: ratios closer than this are equal
 LOSS_SHARE = 0.1
 """The share of a step's expected signal (under the belief) the default may give up by skipping
 and cutting: what it saves is bought with at most this much signal, so it keeps nine tenths of
-it in expectation (docs/saving.md measures the spend and the learning speed of 1/20 to 1/2)."""
+it in expectation (docs/saving.md measures the spend and the learning speed of 1/20 to 3/10)."""
 EXPLORE_SHARE = 0.05
 """The chance that a skipped prompt is piloted whatever its belief says (one in twenty), so that a
 belief grown sure of a prompt still meets drift (docs/saving.md)."""
