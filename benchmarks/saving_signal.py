@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.allocators import saving_allocators
+from adaptive_rollouts.allocators import SavingProgressive, saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import write_result
@@ -82,9 +82,20 @@ class SignalLedger:
         return groups
 
 
-def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int) -> dict[str, float]:
-    problem = cell.problem(seed)
+def _allocator(method: str, problem: Any, seed: int, share: float | None) -> Any:
+    """The method's allocator; ``share``: the default's share of signal given up instead of its own
+    (`SavingProgressive.share`, for benchmarks/saving_share.py)."""
     allocator, _ = build_allocator(method, problem, seed, aggregation=AGGREGATION, estimator=ESTIMATOR)
+    if share is not None:
+        if not isinstance(allocator, SavingProgressive):
+            raise ValueError(f"share: only the default has one, got method {method!r}")
+        allocator.share = share
+    return allocator
+
+
+def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int, share: float | None = None) -> dict[str, float]:
+    problem = cell.problem(seed)
+    allocator = _allocator(method, problem, seed, share)
     ledger = SignalLedger(allocator, problem)
     cfg = TrainConfig(
         steps=steps,
@@ -130,11 +141,11 @@ class StaticPool:
 POOL = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
 
 
-def pool_run(method: str, seed: int, per_prompt: int) -> dict[str, float]:
+def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None) -> dict[str, float]:
     """One run on the recurring `StaticPool` (``POOL``) at ``per_prompt`` rollouts per prompt."""
     pool = StaticPool(POOL["size"], POOL["extreme"], seed)
     problem: Any = _PoolProblem(pool)
-    allocator, _ = build_allocator(method, problem, seed, aggregation=AGGREGATION, estimator=ESTIMATOR)
+    allocator = _allocator(method, problem, seed, share)
     ledger = SignalLedger(allocator, pool)
     order = np.random.default_rng([seed, 2])
     for _ in range(POOL["steps"]):
@@ -191,7 +202,7 @@ def main() -> None:
             print(f"{cell.key:34s} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f} lost {row['lost']:.2f}")
     pool_rows = []
     for per_prompt in (4, 8) if args.pool else ():
-        for method in ("uniform", "oracle-skip", "default"):
+        for method in [m for m in methods if m in ("uniform", "oracle-skip") or m.startswith("default")]:
             runs = [pool_run(method, seed, per_prompt) for seed in range(args.seeds)]
             row = {"n": per_prompt, "method": method}
             for key in ("spent", "kept", "lost"):

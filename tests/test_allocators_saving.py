@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from adaptive_rollouts.allocators import SavingProgressive, Uniform, make_allocator
-from adaptive_rollouts.allocators.saving import affordable_losses
+from adaptive_rollouts.allocators.saving import LOSS_SHARE, affordable_losses
+from adaptive_rollouts.allocators.saving_rule import EXPLORE_SHARE
 from adaptive_rollouts.objectives.signal import expected_group_signal, group_signal, known_p_group_signal
 from adaptive_rollouts.sim.estimators import group_advantages_np
 
@@ -154,16 +155,17 @@ def test_saves_at_four_rollouts_per_prompt_by_skipping_before_generating():
     alloc = SavingProgressive(seed=0)
     spent = [sum(r.size for r in alloc.run(list(range(32)), 128, _sampler(p, s))) for s in range(30)]
     assert np.mean(spent[-10:]) < 0.75 * 128
-    assert alloc.last_metrics["signal_given_up"] <= 0.05 + 1e-9
+    assert alloc.last_metrics["signal_given_up"] <= LOSS_SHARE + 1e-9
 
 
 def test_history_skips_a_persistently_flat_prompt_but_keeps_exploring_it():
     p = np.r_[np.zeros(8), np.full(8, 0.5)]  # p persists: the history predicts the next visit
     alloc = SavingProgressive(seed=0)
-    got = [alloc.run(list(range(16)), 128, _sampler(p, s))[0].size for s in range(100)]
-    later = np.array(got[20:])
-    assert np.sum(later == 0) >= 60  # skipped before any rollout once p is known to persist
-    assert np.sum(later > 0) >= 2  # and still explored now and then
+    got = [[r.size for r in alloc.run(list(range(16)), 128, _sampler(p, s))[:8]] for s in range(100)]
+    later = np.array(got[20:])  # the 8 flat prompts over 80 steps
+    assert np.mean(later == 0) >= 0.75  # skipped before any rollout once p is known to persist
+    # and still explored now and then: at least one skipped prompt in 20 is piloted (EXPLORE_SHARE)
+    assert np.sum(later > 0) >= 0.5 * EXPLORE_SHARE * later.size
     assert alloc.last_metrics["persistence"] > 0.3  # measured, not configured
 
 

@@ -1,6 +1,6 @@
 """The recommended default: skip and cut the groups a calibrated belief expects to be all-equal,
-giving up at most a twentieth of the step's expected signal (a saving allocator: at most the
-budget, never more than Uniform's group size per prompt)."""
+giving up at most a tenth of the step's expected signal (a saving allocator: at most the budget,
+never more than Uniform's group size per prompt)."""
 
 from __future__ import annotations
 
@@ -12,27 +12,34 @@ import numpy as np
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
-from ..objectives.signal import MAX_GROUP, expected_group_signal, group_signal, known_p_group_signal
+from ..objectives.signal import MAX_GROUP, expected_group_signal, known_p_group_signal
 from ..predictors.discounted_beta import DiscountedBeta
 from ..predictors.flatness import FlatnessPredictor
 from ..predictors.lengths import LengthBelief
-from ..solvers import equal_split
-from ..state.checks import StateReader
 from ..types import Prediction, Prompt, Rewards, SampleFn, StateDict
 from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
 from .round_plan import RoundPlanner
-from .saving_rule import LOSS_SHARE, affordable_losses, group_stats
+from .saving_rule import (
+    LOSS_SHARE,
+    affordable_losses,
+    explore_skipped,
+    group_stats,
+    next_chunk,
+    realised_signal,
+    uniform_targets,
+)
+from .saving_state import load_saving_state, saving_state
 
 __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
 
 
 class SavingProgressive(BaseAllocator):
     """Skip and cut by a calibrated chance that a group will be all-equal, giving up at most a
-    twentieth of the step's expected signal (this library's default; docs/saving.md derives the
-    rule, docs/flatness.md measures the belief).
+    tenth of the step's expected signal (this library's default; docs/saving.md derives the rule
+    and measures the share, docs/flatness.md measures the belief).
 
     A "save" allocator: it spends at most the budget C and never gives a prompt more than
     Uniform's group size n_q (the equal split of C over the Q prompts), so what it does not spend is
@@ -46,20 +53,21 @@ class SavingProgressive(BaseAllocator):
        the run's own groups; so V_q, the expected signal of the prompt's full group, prices
        P(all-equal at n_q) and how sure that is;
     2. before any rollout: the prompts whose V_q / n_q is lowest are skipped while the V_q they give
-       up sum to at most ``LOSS_SHARE`` (1/20) of the step's sum_q V_q, among those worth less per
+       up sum to at most ``LOSS_SHARE`` (1/10) of the step's sum_q V_q, among those worth less per
        rollout than the step's average (`affordable_losses`: a belief that cannot tell prompts
        apart, as at a cold start, skips nothing).
        A skipped prompt is still piloted when a draw of p from its belief says it would be worth
        its rollouts (Thompson exploration: drift and rare successes get noticed at the rate the
-       belief leaves room for them), and with chance ``LOSS_SHARE`` in any case (a belief that has
-       grown sure still meets drift);
+       belief leaves room for them), and with chance ``EXPLORE_SHARE`` (1/20) in any case (a
+       belief that has grown sure still meets drift);
     3. pilot: m = min(``pilot``, n_q) rollouts each (4: a 2-rollout pilot is flat for 81% of the
        prompts with p = 0.1); at n_q <= 4 the pilot is the group, and step 2 is where it saves;
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
        are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
        under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
-       the allowance; the others get their next chunk (half of what they lack). Repeat until no
-       prompt continues.
+       the allowance; the others get their next chunk (half of what they lack). A prompt piloted
+       only by exploration continues while its completion is worth exploration's bar per rollout
+       (its skip was paid for in step 2). Repeat until no prompt continues.
 
     Weighing by tokens: once the trainer's ``sample`` has given completion lengths (`types.Draw`),
     the cost in steps 2 and 4 (and exploration's bar) is a group's expected tokens instead of its
@@ -74,7 +82,7 @@ class SavingProgressive(BaseAllocator):
     round a step); without round times, the rounds above.
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
-    well they predicted this run's groups; the share 1/20 and the pilot of 4 are structural
+    well they predicted this run's groups; the share 1/10 and the pilot of 4 are structural
     (docs/saving.md). ``saving=False`` completes every group to n_q through the same rounds:
     Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history only,
     `DiscountedBeta`) by default; any other predictor name or object is used as the text source
@@ -96,6 +104,7 @@ class SavingProgressive(BaseAllocator):
     """
 
     HISTORY = 10  # steps over which the logged signal per rollout is measured
+    share = LOSS_SHARE  # a structural constant, not an option: benchmarks/saving_share.py measures others
     name = "saving-progressive"
     kind = "save"
     aggregation_aware = True
@@ -183,19 +192,27 @@ class SavingProgressive(BaseAllocator):
     def _value(self, target: np.ndarray, k: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return expected_group_signal(target, k, s, a, b, estimator=self.estimator, aggregation=self._aggregation())
 
+    def _value_at(self, n: int, p: np.ndarray) -> np.ndarray:
+        return known_p_group_signal(n, p, estimator=self.estimator, aggregation=self._aggregation())
+
     def _run(self, prompts: Sequence[Prompt], budget: int, sample: SampleFn) -> Rewards:
         start = time.perf_counter()
         prompts, budget, collector, _ = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
-        target = self._targets(budget, q)
+        target = uniform_targets(budget, q, self.rng)
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
         value = self._value(target, zeros, zeros, a0, b0)
-        allowance = LOSS_SHARE * float(value.sum())
+        allowance = self.share * float(value.sum())
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
-        keep, explored = self._explore(target, cost, value, a0, b0, allowance) if self.saving else (np.ones(q, bool), 0)
+        if self.saving:  # step 2: skip within the allowance, explore what is skipped
+            skip = affordable_losses(value, cost, allowance, self.rng)
+            keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
+        else:
+            keep, explored, bar = np.ones(q, bool), np.zeros(q, bool), 0.0
+        probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
         # with timed rounds, a round is added only where its tokens saved buy back its latency
@@ -207,7 +224,7 @@ class SavingProgressive(BaseAllocator):
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan)
+            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe)
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
@@ -225,12 +242,13 @@ class SavingProgressive(BaseAllocator):
         self.round_plan.observe_pilots(int(flat_pilots.sum()), int(np.sum(flat_pilots & (collector.counts < target))))
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
         spent = int(collector.counts.sum())
-        self.history = [*self.history, (self._realised(rewards), spent)][-self.HISTORY :]
+        realised = realised_signal(rewards, self.estimator, self._aggregation())
+        self.history = [*self.history, (realised, spent)][-self.HISTORY :]
         kappa, temper = self.belief.choice()
         extra: dict[str, Any] = {
             "pilot": int(min(self.pilot, int(target.max()))),
             "pre_skipped": int(np.sum(~keep)),
-            "explored": explored,
+            "explored": int(explored.sum()),
             "cut": int(np.sum(keep & (collector.counts < target))),
             "rounds": rounds,
             "persistence": measured_persistence(self.tracker),
@@ -247,48 +265,6 @@ class SavingProgressive(BaseAllocator):
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
 
-    def _targets(self, budget: int, q: int) -> np.ndarray:
-        """n_q: Uniform's group sizes (the equal split of the budget). Below 2 rollouts a prompt a
-        group carries no signal, so with C < 2Q the split is over C // 2 prompts drawn at random."""
-        if budget >= 2 * q:
-            return equal_split(budget, q)
-        target = np.zeros(q, dtype=np.int64)
-        chosen = self.rng.permutation(q)[: budget // 2]
-        if chosen.size:
-            target[chosen] = equal_split(budget, chosen.size)
-        return target
-
-    def _explore(
-        self,
-        target: np.ndarray,
-        cost: np.ndarray,
-        value: np.ndarray,
-        a0: np.ndarray,
-        b0: np.ndarray,
-        allowance: float,
-    ) -> tuple[np.ndarray, int]:
-        """Step 2: which prompts are piloted, and how many of them only by exploration (``cost``:
-        each group's price, in rollouts or expected tokens)."""
-        skip = affordable_losses(value, cost, allowance, self.rng)
-        keep = ~skip
-        if skip.any():
-            # a draw of p from the belief: explore the skipped prompt if at that p its group would
-            # be worth at least what the cheapest kept prompt is expected to bring per rollout; and
-            # at least one skipped prompt in 1 / LOSS_SHARE anyway, so that a belief that has become
-            # sure (a history no longer refreshed) still meets drift
-            bar = float(np.min(value[keep] / np.maximum(cost[keep], 1))) if keep.any() else 0.0
-            rows = np.flatnonzero(skip)
-            draw = np.clip(self.rng.beta(a0[rows], b0[rows]), 1e-9, 1.0 - 1e-9)
-            worth = np.zeros(rows.size)
-            for n in np.unique(target[rows]).tolist():
-                at = target[rows] == n
-                worth[at] = known_p_group_signal(n, draw[at], estimator=self.estimator, aggregation=self._aggregation())
-            anyway = self.rng.random(rows.size) < LOSS_SHARE
-            keep[rows[(worth / np.maximum(cost[rows], 1) >= bar) | anyway]] = True
-        if not keep.any():  # always learn something: the prompt most worth it
-            keep[int(np.argmax(value / np.maximum(cost, 1)))] = True
-        return keep, int(np.sum(keep & skip))
-
     def _round(
         self,
         collector: RolloutCollector,
@@ -300,17 +276,21 @@ class SavingProgressive(BaseAllocator):
         lost: float,
         weigh: bool = False,
         plan: bool = False,
+        probe: tuple[np.ndarray, float] | None = None,
     ) -> tuple[np.ndarray, float]:
         """Step 4: the next round's increments (all zero when no prompt continues) and the signal
         given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
         price a completion in expected tokens, `_completion_cost`; ``plan``: the still-flat groups
-        get their chunk only where the round after it pays, else all they lack, `round_plan`)."""
+        get their chunk only where the round after it pays, else all they lack, `round_plan`;
+        ``probe``: the prompts piloted only by exploration and its bar: one whose rewards are still
+        all equal continues only while its completion is worth the bar per rollout, its skip having
+        been paid for in step 2)."""
         k = collector.scored
         rewards = collector.rewards()
         _, s, varied = group_stats(rewards)
         # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
         open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
-        chunk = np.minimum(target - collector.counts, self._chunk(target, collector.counts))
+        chunk = np.minimum(target - collector.counts, next_chunk(target, collector.counts))
         if not self.saving:
             return np.where(open_, chunk, 0), lost
         inc = np.where(open_ & varied, target - collector.counts, 0)
@@ -320,8 +300,13 @@ class SavingProgressive(BaseAllocator):
             cost = (target - collector.counts)[tied]
             if weigh:
                 cost = self._completion_cost(collector, tied, cost, rewards, (a0 + s)[tied] / (a0 + b0 + k)[tied])
-            cut = affordable_losses(rest, cost, allowance - lost, self.rng)
-            lost += float(rest[cut].sum())
+            refuted = np.zeros(tied.size, dtype=bool)
+            if probe is not None:
+                refuted = probe[0][tied] & (rest < probe[1] * cost)
+            lost += float(rest[refuted].sum())
+            cut = refuted.copy()
+            cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, self.rng)
+            lost += float(rest[cut & ~refuted].sum())
             go = tied[~cut]
             inc[go] = chunk[go]
             if plan and go.size:  # halves only where the round after them pays (round_plan)
@@ -345,102 +330,9 @@ class SavingProgressive(BaseAllocator):
         this_step = None if lengths is None else ([rewards[i] for i in rows], [lengths[i] for i in rows])
         return lack * self.lengths.rollout_tokens(prompts, p, this_step)
 
-    @staticmethod
-    def _chunk(target: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Half of what a prompt still lacks (at least 1, and never leaving a lone last rollout)."""
-        lack = target - counts
-        half = np.maximum((lack + 1) // 2, 1)
-        return np.where(lack - half == 1, lack, half)
-
-    def _realised(self, rewards: Rewards) -> float:
-        """The signal of this step's groups: a(k; n) of each (graded rewards: their rounded sum)."""
-        sizes, sums, varied = group_stats(rewards)
-        total = 0.0
-        for n in np.unique(sizes[varied]).tolist():
-            at = varied & (sizes == n)
-            row = group_signal(self.estimator, n, self._aggregation())
-            total += float(row[np.clip(np.rint(sums[at]).astype(np.int64), 1, n - 1)].sum())
-        return total
-
-    # -- state ----------------------------------------------------------------------------------
-    def _own_history(self) -> DiscountedBeta | None:
-        history = self.belief.history
-        return None if history is None or history is self.predictor else history
-
+    # -- state (`saving_state`: the entries and their checks) ------------------------------------
     def _extra_state(self) -> StateDict:
-        own = self._own_history()
-        return {
-            "predictor": self.slot.state_dict(),
-            "belief": self.belief.state_dict(sources=False),
-            # the belief's own history when the predictor is its text source (else it is the predictor)
-            "belief_history": None if own is None else own.state_dict(),
-            "tracker": self.tracker.state_dict(),
-            "history_signal": [float(v) for v, _ in self.history],
-            "history_spent": [int(c) for _, c in self.history],
-            "lengths": self.lengths.state_dict(),
-            "round_plan": self.round_plan.state_dict(),
-        }
+        return saving_state(self)
 
     def _load_extra_state(self, state: StateDict) -> None:
-        """Checks everything before anything changes, as the constructor and the step would
-        produce it: no unknown entries; at most ``HISTORY`` steps of history, each with
-        0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker, the belief and
-        the predictor check their own parts (the tracker into a fresh object, so a refused one
-        changes nothing; the belief's own state before the predictor's, put back if a later part
-        refuses)."""
-        optional = ("belief_history", "lengths", "round_plan")
-        names = ["predictor", "belief", "tracker", "history_signal", "history_spent", *optional]
-        reader = StateReader(state, type(self).__name__, [n for n in names if n not in optional])
-        unknown = sorted(set(state) - {"allocator", "rng", "class", *names}, key=str)
-        if unknown:
-            raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
-        raw = reader["history_signal"]
-        if not isinstance(raw, (list, tuple, np.ndarray)):
-            raise reader.error("history_signal", f"must be a list, got {type(raw).__name__}")
-        if len(raw) > self.HISTORY:
-            raise reader.error("history_signal", f"holds at most {self.HISTORY} steps, got {len(raw)}")
-        signal = reader.array("history_signal", (len(raw),), dtype=float, low=0.0)
-        spent = reader.array("history_spent", (signal.size,), dtype=np.int64, low=0)
-        over = np.flatnonzero(signal > spent / 2.0 * (1.0 + 1e-9))
-        if over.size:
-            i = int(over[0])
-            raise reader.error(
-                "history_signal",
-                f"a step's signal is at most half its rollouts, got {signal[i]} for {spent[i]} at index {i}",
-            )
-        tracker = RegimeTracker()
-        tracker.load_state_dict(state["tracker"])
-        lengths = LengthBelief()  # a state saved before lengths were weighed has none: nothing known
-        if "lengths" in state:
-            try:
-                lengths.load_state_dict(state["lengths"])
-            except ValueError as err:
-                raise reader.error("lengths", str(err)) from None
-        round_plan = RoundPlanner()  # a state saved before rounds were priced has no timings
-        if "round_plan" in state:
-            try:
-                round_plan.load_state_dict(state["round_plan"])
-            except ValueError as err:
-                raise reader.error("round_plan", str(err)) from None
-        own, saved = self._own_history(), state.get("belief_history")
-        if (own is None) != (saved is None):
-            raise reader.error("belief_history", "saved with another predictor than this allocator has")
-        # each part checks before it changes; the ones loaded first are put back if a later one refuses
-        before = self.belief.state_dict(sources=False), None if own is None else own.state_dict()
-        try:
-            try:
-                self.belief.load_state_dict(state["belief"])
-                if own is not None and saved is not None:
-                    own.load_state_dict(saved)
-            except ValueError as err:
-                raise reader.error("belief", str(err)) from None
-            self.slot.load_state_dict(state["predictor"])
-        except ValueError:
-            self.belief.load_state_dict(before[0])
-            if own is not None and before[1] is not None:
-                own.load_state_dict(before[1])
-            raise
-        self.tracker = tracker
-        self.lengths = lengths
-        self.round_plan = round_plan
-        self.history = [(float(v), int(c)) for v, c in zip(signal, spent)]
+        load_saving_state(self, state)

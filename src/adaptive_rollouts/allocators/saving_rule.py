@@ -1,20 +1,39 @@
 """The saving default's rule, as pure functions: which options (skipping a prompt, cutting a flat
-group) to give up within a share of the step's expected signal, and the per-group facts it reads
-(docs/saving.md derives the rule)."""
+group) to give up within a share of the step's expected signal, the rounds' chunks, and the
+per-group facts it reads (docs/saving.md derives the rule)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..checks.rewards import all_equal, group_extremes
+from ..objectives.signal import group_signal
+from ..solvers import equal_split
 from ..types import Rewards
 
-__all__ = ["LOSS_SHARE", "affordable_losses", "group_stats"]
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+
+__all__ = [
+    "LOSS_SHARE",
+    "EXPLORE_SHARE",
+    "affordable_losses",
+    "group_stats",
+    "next_chunk",
+    "realised_signal",
+    "uniform_targets",
+]
 
 _TIE = 1e-8  # relative: ratios closer than this are equal
-LOSS_SHARE = 0.05
+LOSS_SHARE = 0.1
 """The share of a step's expected signal (under the belief) the default may give up by skipping
-and cutting: what it saves is bought with at most this much signal (docs/saving.md)."""
+and cutting: what it saves is bought with at most this much signal, so it keeps nine tenths of
+it in expectation (docs/saving.md measures the spend and the learning speed of 1/20 to 3/10)."""
+EXPLORE_SHARE = 0.05
+"""The chance that a skipped prompt is piloted whatever its belief says (one in twenty), so that a
+belief grown sure of a prompt still meets drift (docs/saving.md)."""
 
 
 def affordable_losses(
@@ -49,6 +68,48 @@ def affordable_losses(
     return give
 
 
+def explore_skipped(
+    skip: np.ndarray,
+    value: np.ndarray,
+    cost: np.ndarray,
+    target: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    rng: np.random.Generator,
+    worth_at: Callable[[int, np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Which prompts are piloted after ``skip`` (`affordable_losses`), which of them only by
+    exploration, and exploration's bar. A skipped prompt is piloted when its group, at a draw of p
+    from its belief Beta(alpha, beta), would be worth (``worth_at(n, p)``, the known-p signal of a
+    group of n) at least the bar per unit of ``cost``: what the cheapest kept prompt is expected to
+    bring (Thompson sampling); and with chance `EXPLORE_SHARE` anyway, so that a belief grown sure
+    still meets drift. With every prompt skipped, the one most worth its cost is piloted.
+
+    >>> rng = np.random.default_rng(0)
+    >>> skip = np.array([True, True, False])
+    >>> keep, explored, bar = explore_skipped(
+    ...     skip, np.array([0.0, 0.0, 1.0]), np.full(3, 8), np.full(3, 8), np.array([1e-3, 50.0, 1.0]),
+    ...     np.array([50.0, 1e-3, 1.0]), rng, lambda n, p: 2.0 * n * p * (1 - p))
+    >>> keep.tolist(), round(bar, 3)  # both skipped prompts are surely flat: kept only by chance 1/20
+    ([False, False, True], 0.125)
+    """
+    keep, bar = ~skip, 0.0
+    if skip.any():
+        bar = float(np.min(value[keep] / np.maximum(cost[keep], 1))) if keep.any() else 0.0
+        rows = np.flatnonzero(skip)
+        draw = np.clip(rng.beta(alpha[rows], beta[rows]), 1e-9, 1.0 - 1e-9)
+        worth = np.zeros(rows.size)
+        for n in np.unique(target[rows]).tolist():
+            at = target[rows] == n
+            worth[at] = worth_at(n, draw[at])
+        anyway = rng.random(rows.size) < EXPLORE_SHARE
+        keep[rows[(worth / np.maximum(cost[rows], 1) >= bar) | anyway]] = True
+    explored = keep & skip
+    if not keep.any():  # always learn something: the prompt most worth it
+        keep[int(np.argmax(value / np.maximum(cost, 1)))] = True
+    return keep, explored, bar
+
+
 def group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per group: its size, its sum and whether it has signal (>= 2 rollouts, not all equal:
     `metrics.group_has_signal`, `checks.rewards.all_equal`), in one pass over the concatenated rewards."""
@@ -57,3 +118,51 @@ def group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     low, high, sums = group_extremes(flat, sizes)
     with np.errstate(invalid="ignore"):  # empty groups: NaN extremes, no signal
         return sizes, sums, (sizes >= 2) & ~all_equal(low, high)
+
+
+def next_chunk(target: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The next round's rollouts for a prompt that continues: half of what it still lacks to
+    ``target`` (at least 1), never leaving a lone last rollout.
+
+    >>> next_chunk(np.array([8, 8, 8, 4]), np.array([4, 6, 7, 0])).tolist()
+    [2, 2, 1, 2]
+    >>> next_chunk(np.array([8]), np.array([5])).tolist()  # 3 lacking: 2 would leave a lone 1
+    [3]
+    """
+    lack = target - counts
+    half = np.maximum((lack + 1) // 2, 1)
+    return np.where(lack - half == 1, lack, half)
+
+
+def realised_signal(rewards: Rewards, estimator: str, aggregation: str) -> float:
+    """The signal of a step's groups: sum of a(k; n) (`objectives.signal.group_signal`) over the
+    groups that varied (graded rewards: their rounded sum); all-equal groups carry 0.
+
+    >>> round(realised_signal([np.array([1.0, 0.0]), np.ones(4), np.array([1.0, 0, 0, 0])], "drgrpo", "seq-mean"), 4)
+    1.25
+    """
+    sizes, sums, varied = group_stats(rewards)
+    total = 0.0
+    for n in np.unique(sizes[varied]).tolist():
+        at = varied & (sizes == n)
+        row = group_signal(estimator, n, aggregation)
+        total += float(row[np.clip(np.rint(sums[at]).astype(np.int64), 1, n - 1)].sum())
+    return total
+
+
+def uniform_targets(budget: int, q: int, rng: np.random.Generator) -> np.ndarray:
+    """n_q: Uniform's group sizes (the equal split of the budget over the ``q`` prompts). A group of
+    one rollout carries no signal, so with C < 2Q the split is over C // 2 prompts drawn by ``rng``.
+
+    >>> uniform_targets(20, 4, np.random.default_rng(0)).tolist()
+    [5, 5, 5, 5]
+    >>> int((uniform_targets(5, 4, np.random.default_rng(0)) > 0).sum())  # 2 prompts of 2 and 3
+    2
+    """
+    if budget >= 2 * q:
+        return equal_split(budget, q)
+    target = np.zeros(q, dtype=np.int64)
+    chosen = rng.permutation(q)[: budget // 2]
+    if chosen.size:
+        target[chosen] = equal_split(budget, chosen.size)
+    return target

@@ -34,6 +34,7 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_loss_rows_summary,
     render_saving_signal,
 )
+from adaptive_rollouts.reporting.share_tables import render_saving_share
 from adaptive_rollouts.reporting.token_tables import render_tokens
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
@@ -187,6 +188,7 @@ RENDERERS = {
     "flatness-tinylm-fresh": render_flatness_tinylm_fresh,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
+    "saving-share": render_saving_share,
     "demo-ladder": render_demo_ladder,
     "tokens": render_tokens,
     **RELIABILITY_RENDERERS,

@@ -1,0 +1,126 @@
+"""The saving default's checkpoint: what `SavingProgressive` writes beside the base state, and the
+checks a loaded state passes before anything changes (JSON-able values, no pickle; a resumed run
+matches an uninterrupted one bit for bit)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..fingerprints import RegimeTracker
+from ..predictors.discounted_beta import DiscountedBeta
+from ..predictors.lengths import LengthBelief
+from ..state.checks import StateReader
+from ..types import StateDict
+from .round_plan import RoundPlanner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .saving import SavingProgressive
+
+__all__ = ["ENTRIES", "OPTIONAL", "saving_state", "load_saving_state"]
+
+ENTRIES = (
+    "predictor",
+    "belief",
+    "belief_history",
+    "tracker",
+    "history_signal",
+    "history_spent",
+    "lengths",
+    "round_plan",
+)
+OPTIONAL = ("belief_history", "lengths", "round_plan")
+"""The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
+
+
+def own_history(alloc: SavingProgressive) -> DiscountedBeta | None:
+    """The belief's own history when the predictor is its text source (else the history is the
+    predictor itself, saved as the predictor)."""
+    history = alloc.belief.history
+    return None if history is None or history is alloc.predictor else history
+
+
+def saving_state(alloc: SavingProgressive) -> StateDict:
+    """The allocator's own entries (`ENTRIES`): the predictor, the belief (without its sources), the
+    belief's own history, the regime tracker, the last steps' realised signal and spend, the length
+    belief, the round planner.
+
+    >>> from adaptive_rollouts.allocators.saving import SavingProgressive
+    >>> sorted(saving_state(SavingProgressive())) == sorted(ENTRIES)
+    True
+    """
+    own = own_history(alloc)
+    return {
+        "predictor": alloc.slot.state_dict(),
+        "belief": alloc.belief.state_dict(sources=False),
+        "belief_history": None if own is None else own.state_dict(),
+        "tracker": alloc.tracker.state_dict(),
+        "history_signal": [float(v) for v, _ in alloc.history],
+        "history_spent": [int(c) for _, c in alloc.history],
+        "lengths": alloc.lengths.state_dict(),
+        "round_plan": alloc.round_plan.state_dict(),
+    }
+
+
+def load_saving_state(alloc: SavingProgressive, state: StateDict) -> None:
+    """Checks everything before anything changes, as the constructor and the step would produce
+    it: no unknown entries; at most ``alloc.HISTORY`` steps of history, each with
+    0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker, the belief and the
+    predictor check their own parts (the tracker into a fresh object, so a refused one changes
+    nothing; the belief's own state before the predictor's, put back if a later part refuses).
+    ValueError naming the entry otherwise."""
+    reader = StateReader(state, type(alloc).__name__, [n for n in ENTRIES if n not in OPTIONAL])
+    unknown = sorted(set(state) - {"allocator", "rng", "class", *ENTRIES}, key=str)
+    if unknown:
+        raise reader.error(None, f"unknown entries {unknown} (a state this version never writes)")
+    raw = reader["history_signal"]
+    if not isinstance(raw, (list, tuple, np.ndarray)):
+        raise reader.error("history_signal", f"must be a list, got {type(raw).__name__}")
+    if len(raw) > alloc.HISTORY:
+        raise reader.error("history_signal", f"holds at most {alloc.HISTORY} steps, got {len(raw)}")
+    signal = reader.array("history_signal", (len(raw),), dtype=float, low=0.0)
+    spent = reader.array("history_spent", (signal.size,), dtype=np.int64, low=0)
+    over = np.flatnonzero(signal > spent / 2.0 * (1.0 + 1e-9))
+    if over.size:
+        i = int(over[0])
+        raise reader.error(
+            "history_signal",
+            f"a step's signal is at most half its rollouts, got {signal[i]} for {spent[i]} at index {i}",
+        )
+    tracker = RegimeTracker()
+    tracker.load_state_dict(state["tracker"])
+    lengths = LengthBelief()  # a state saved before lengths were weighed has none: nothing known
+    if "lengths" in state:
+        try:
+            lengths.load_state_dict(state["lengths"])
+        except ValueError as err:
+            raise reader.error("lengths", str(err)) from None
+    round_plan = RoundPlanner()  # a state saved before rounds were priced has no timings
+    if "round_plan" in state:
+        try:
+            round_plan.load_state_dict(state["round_plan"])
+        except ValueError as err:
+            raise reader.error("round_plan", str(err)) from None
+    own, saved = own_history(alloc), state.get("belief_history")
+    if (own is None) != (saved is None):
+        raise reader.error("belief_history", "saved with another predictor than this allocator has")
+    # each part checks before it changes; the ones loaded first are put back if a later one refuses
+    before = alloc.belief.state_dict(sources=False), None if own is None else own.state_dict()
+    try:
+        try:
+            alloc.belief.load_state_dict(state["belief"])
+            if own is not None and saved is not None:
+                own.load_state_dict(saved)
+        except ValueError as err:
+            raise reader.error("belief", str(err)) from None
+        alloc.slot.load_state_dict(state["predictor"])
+    except ValueError:
+        alloc.belief.load_state_dict(before[0])
+        if own is not None and before[1] is not None:
+            own.load_state_dict(before[1])
+        raise
+    alloc.tracker = tracker
+    alloc.lengths = lengths
+    alloc.round_plan = round_plan
+    alloc.history = [(float(v), int(c)) for v, c in zip(signal, spent)]
