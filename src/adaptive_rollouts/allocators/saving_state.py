@@ -4,7 +4,7 @@ matches an uninterrupted one bit for bit)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -14,9 +14,6 @@ from ..predictors.lengths import LengthBelief
 from ..state.checks import StateReader
 from ..types import StateDict
 from .round_plan import RoundPlanner
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .saving import SavingProgressive
 
 __all__ = ["ENTRIES", "OPTIONAL", "saving_state", "load_saving_state"]
 
@@ -34,14 +31,14 @@ OPTIONAL = ("belief_history", "lengths", "round_plan")
 """The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
 
 
-def own_history(alloc: SavingProgressive) -> DiscountedBeta | None:
+def own_history(alloc: Any) -> DiscountedBeta | None:
     """The belief's own history when the predictor is its text source (else the history is the
     predictor itself, saved as the predictor)."""
     history = alloc.belief.history
     return None if history is None or history is alloc.predictor else history
 
 
-def saving_state(alloc: SavingProgressive) -> StateDict:
+def saving_state(alloc: Any) -> StateDict:
     """The allocator's own entries (`ENTRIES`): the predictor, the belief (without its sources), the
     belief's own history, the regime tracker, the last steps' realised signal and spend, the length
     belief, the round planner.
@@ -63,7 +60,7 @@ def saving_state(alloc: SavingProgressive) -> StateDict:
     }
 
 
-def load_saving_state(alloc: SavingProgressive, state: StateDict) -> None:
+def load_saving_state(alloc: Any, state: StateDict) -> None:
     """Checks everything before anything changes, as the constructor and the step would produce
     it: no unknown entries; at most ``alloc.HISTORY`` steps of history, each with
     0 <= signal <= spent / 2 (a group of n carries at most n / 2); the tracker, the belief and the
