@@ -62,7 +62,7 @@ from adaptive_rollouts.experiments.map_config import (
     timed_method,
 )
 from adaptive_rollouts.experiments.map_presets import FULL_MAP, QUICK_MAP, SAVING_CELLS, SAVING_MAP, SAVING_METHODS
-from adaptive_rollouts.experiments.map_run import cell_run, one_run
+from adaptive_rollouts.experiments.map_run import one_run
 from adaptive_rollouts.experiments.map_runner import RunPool, check_jobs
 from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
 from adaptive_rollouts.experiments.results import git_commit
@@ -73,31 +73,12 @@ from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, measured_transfer
 
 # the map's names, importable from here as before the configuration, the presets and the run got
-# modules of their own
-__all__ = [
-    "MapConfig",
-    "run_settings",
-    "QUICK_MAP",
-    "FULL_MAP",
-    "SAVING_MAP",
-    "SAVING_METHODS",
-    "SAVING_CELLS",
-    "DEFAULT",
-    "NULL",
-    "REPLICATE",
-    "REPLICATE_SEED_OFFSET",
-    "ENGINE_MARK",
-    "PAIRED",
-    "timed_method",
-    "cell_run",
-    "run_map",
-    "tune_grid",
-    "LearningRateAtEdge",
-    "final_level",
-    "seed_mean_curve",
-    "speedup",
-    "bootstrap_speedup",
-]
+# modules of their own (`map_config`, `map_presets`, `map_run`)
+__all__ = (
+    ["run_map", "MapConfig", "run_settings", "timed_method", "tune_grid", "LearningRateAtEdge", "final_level"]
+    + ["QUICK_MAP", "FULL_MAP", "SAVING_MAP", "SAVING_METHODS", "SAVING_CELLS", "seed_mean_curve", "speedup"]
+    + ["DEFAULT", "NULL", "REPLICATE", "REPLICATE_SEED_OFFSET", "ENGINE_MARK", "PAIRED", "bootstrap_speedup"]
+)
 
 
 def _task_run(task: tuple[Cell, str, int, float], cfg: MapConfig) -> dict:
