@@ -31,18 +31,19 @@ import numpy as np
 
 from adaptive_rollouts.allocators import SavingProgressive, saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, select_cells
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import train
 from adaptive_rollouts.solvers import equal_split
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
 METHODS = ("uniform", "oracle-skip", "uniform-rounds", *saving_allocators())  # every registered saving allocator
-ESTIMATOR, AGGREGATION = "grpo", "seq-mean"
+ESTIMATOR, AGGREGATION = SAVING_MAP.estimator, SAVING_MAP.aggregation  # the runs' (`cell_run`)
 
 
 class SignalLedger:
@@ -94,20 +95,9 @@ def _allocator(method: str, problem: Any, seed: int, share: float | None) -> Any
 
 
 def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int, share: float | None = None) -> dict[str, float]:
-    problem = cell.problem(seed)
-    allocator = _allocator(method, problem, seed, share)
-    ledger = SignalLedger(allocator, problem)
-    cfg = TrainConfig(
-        steps=steps,
-        batch_prompts=cell.batch_prompts,
-        budget=cell.budget,
-        lr=lr,
-        seed=seed,
-        estimator=ESTIMATOR,
-        aggregation=AGGREGATION,
-        grad_var_every=0,
-    )
-    accuracy = train(problem, ledger, cfg)["accuracy"]
+    run = cell_run(cell, SAVING_MAP, seed, lr, steps=steps)
+    ledger = SignalLedger(_allocator(method, run.problem, seed, share), run.problem)
+    accuracy = train(run.problem, ledger, run.config)["accuracy"]
     return {
         "spent": ledger.spent / ledger.budget,
         "kept": ledger.kept / ledger.expected,
