@@ -22,12 +22,13 @@ from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
 from .round_plan import RoundPlanner
+from .saving_audit import LossAudit
+from .saving_rounds import flat_round
 from .saving_rule import (
     LOSS_SHARE,
     affordable_losses,
     explore_skipped,
     group_stats,
-    next_chunk,
     realised_signal,
     uniform_targets,
 )
@@ -139,6 +140,7 @@ class SavingProgressive(BaseAllocator):
         self._belief: FlatnessPredictor | None = None
         self.lengths = LengthBelief()  # expected tokens per rollout, once the trainer gives lengths
         self.round_plan = RoundPlanner()  # what a round costs, once the trainer times them (round_plan)
+        self.audit = LossAudit()  # what the options given up carry, against what they were priced at
 
     @property
     def predictor(self) -> Any:
@@ -203,17 +205,20 @@ class SavingProgressive(BaseAllocator):
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
         value = self._value(target, zeros, zeros, a0, b0)
-        allowance = self.share * float(value.sum())
+        # the allowance in units of R V: R measured on a random sample of the options given up (`LossAudit`)
+        ratio = self.audit.ratio(self.share * float(value.sum())) if self.saving else 1.0
+        allowance = self.share * float(value.sum()) / ratio
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
         if self.saving:  # step 2: skip within the allowance, explore what is skipped
             skip = affordable_losses(value, cost, allowance, self.rng)
-            keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
+            keep, explored, bar, audited = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
         else:
-            keep, explored, bar = np.ones(q, bool), np.zeros(q, bool), 0.0
+            keep, explored, bar, audited = np.ones(q, bool), np.zeros(q, bool), 0.0, np.zeros(q, bool)
         probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
+        priced = np.where(audited & keep, value, np.nan)  # audited options (completed): the value they were priced at
         lost = float(value[~keep & (target >= 2)].sum())
         # with timed rounds, a round is added only where its tokens saved buy back its latency
         plan, pilot = weigh and self.round_plan.known, self.pilot
@@ -224,7 +229,9 @@ class SavingProgressive(BaseAllocator):
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe)
+            inc, lost = flat_round(
+                self, collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe, priced
+            )
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
@@ -232,7 +239,11 @@ class SavingProgressive(BaseAllocator):
             rounds += 1
         self._check_counts(collector.counts, budget, max(int(target.max()), self.lower))
         rewards = collector.rewards()
-        self.belief.update(prompts, rewards)
+        done = np.flatnonzero(~np.isnan(priced) & (collector.counts >= target))
+        if done.size:
+            signal = [realised_signal([rewards[i]], self.estimator, self._aggregation()) for i in done.tolist()]
+            self.audit.observe(signal, priced[done])
+        self.belief.update(prompts, rewards, judge=np.maximum(np.minimum(target, pilot), 1) if self.saving else None)
         lengths = collector.lengths()
         if lengths is not None:
             self.lengths.update(prompts, rewards, lengths)
@@ -254,7 +265,9 @@ class SavingProgressive(BaseAllocator):
             "persistence": measured_persistence(self.tracker),
             "belief_spread": kappa,
             "history_weight": temper,
-            "signal_given_up": lost / max(float(value.sum()), 1e-12),
+            "signal_given_up": ratio * lost / max(float(value.sum()), 1e-12),
+            "loss_ratio": ratio,
+            "audited": int(done.size),
             "signal_per_rollout": self.run_ratio(),
         }
         if weigh:
@@ -264,56 +277,6 @@ class SavingProgressive(BaseAllocator):
         total = a0 + b0
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
-
-    def _round(
-        self,
-        collector: RolloutCollector,
-        target: np.ndarray,
-        keep: np.ndarray,
-        a0: np.ndarray,
-        b0: np.ndarray,
-        allowance: float,
-        lost: float,
-        weigh: bool = False,
-        plan: bool = False,
-        probe: tuple[np.ndarray, float] | None = None,
-    ) -> tuple[np.ndarray, float]:
-        """Step 4: the next round's increments (all zero when no prompt continues) and the signal
-        given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
-        price a completion in expected tokens, `_completion_cost`; ``plan``: the still-flat groups
-        get their chunk only where the round after it pays, else all they lack, `round_plan`;
-        ``probe``: the prompts piloted only by exploration and its bar: one whose rewards are still
-        all equal continues only while its completion is worth the bar per rollout, its skip having
-        been paid for in step 2)."""
-        k = collector.scored
-        rewards = collector.rewards()
-        _, s, varied = group_stats(rewards)
-        # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
-        open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
-        chunk = np.minimum(target - collector.counts, next_chunk(target, collector.counts))
-        if not self.saving:
-            return np.where(open_, chunk, 0), lost
-        inc = np.where(open_ & varied, target - collector.counts, 0)
-        tied = np.flatnonzero(open_ & ~varied)
-        if tied.size:
-            rest = self._value(target[tied], k[tied], s[tied], a0[tied] + s[tied], b0[tied] + k[tied] - s[tied])
-            cost = (target - collector.counts)[tied]
-            if weigh:
-                cost = self._completion_cost(collector, tied, cost, rewards, (a0 + s)[tied] / (a0 + b0 + k)[tied])
-            refuted = np.zeros(tied.size, dtype=bool)
-            if probe is not None:
-                refuted = probe[0][tied] & (rest < probe[1] * cost)
-            lost += float(rest[refuted].sum())
-            cut = refuted.copy()
-            cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, self.rng)
-            lost += float(rest[cut & ~refuted].sum())
-            go = tied[~cut]
-            inc[go] = chunk[go]
-            if plan and go.size:  # halves only where the round after them pays (round_plan)
-                means = self.lengths.means([collector.prompts[i] for i in go.tolist()])
-                sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
-                inc[go] = self.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
-        return inc, lost
 
     def _completion_cost(
         self, collector: RolloutCollector, rows: np.ndarray, lack: np.ndarray, rewards: Rewards, p: np.ndarray
