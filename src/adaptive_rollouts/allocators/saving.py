@@ -22,7 +22,6 @@ from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
 from .round_plan import RoundPlanner
-from .saving_audit import LossAudit
 from .saving_rounds import flat_round
 from .saving_rule import (
     LOSS_SHARE,
@@ -140,7 +139,6 @@ class SavingProgressive(BaseAllocator):
         self._belief: FlatnessPredictor | None = None
         self.lengths = LengthBelief()  # expected tokens per rollout, once the trainer gives lengths
         self.round_plan = RoundPlanner()  # what a round costs, once the trainer times them (round_plan)
-        self.audit = LossAudit()  # what the options given up carry, against what they were priced at
 
     @property
     def predictor(self) -> Any:
@@ -205,20 +203,17 @@ class SavingProgressive(BaseAllocator):
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
         value = self._value(target, zeros, zeros, a0, b0)
-        # the allowance in units of R V: R measured on a random sample of the options given up (`LossAudit`)
-        ratio = self.audit.ratio(self.share * float(value.sum())) if self.saving else 1.0
-        allowance = self.share * float(value.sum()) / ratio
+        allowance = self.share * float(value.sum())
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
         if self.saving:  # step 2: skip within the allowance, explore what is skipped
             skip = affordable_losses(value, cost, allowance, self.rng)
-            keep, explored, bar, audited = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
+            keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
         else:
-            keep, explored, bar, audited = np.ones(q, bool), np.zeros(q, bool), 0.0, np.zeros(q, bool)
+            keep, explored, bar = np.ones(q, bool), np.zeros(q, bool), 0.0
         probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
-        priced = np.where(audited & keep, value, np.nan)  # audited options (completed): the value they were priced at
         lost = float(value[~keep & (target >= 2)].sum())
         # with timed rounds, a round is added only where its tokens saved buy back its latency
         plan, pilot = weigh and self.round_plan.known, self.pilot
@@ -230,7 +225,7 @@ class SavingProgressive(BaseAllocator):
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
             inc, lost = flat_round(
-                self, collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe, priced
+                self, collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe
             )
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
@@ -239,11 +234,7 @@ class SavingProgressive(BaseAllocator):
             rounds += 1
         self._check_counts(collector.counts, budget, max(int(target.max()), self.lower))
         rewards = collector.rewards()
-        done = np.flatnonzero(~np.isnan(priced) & (collector.counts >= target))
-        if done.size:
-            signal = [realised_signal([rewards[i]], self.estimator, self._aggregation()) for i in done.tolist()]
-            self.audit.observe(signal, priced[done])
-        self.belief.update(prompts, rewards, judge=np.maximum(np.minimum(target, pilot), 1) if self.saving else None)
+        self.belief.update(prompts, rewards)
         lengths = collector.lengths()
         if lengths is not None:
             self.lengths.update(prompts, rewards, lengths)
@@ -265,9 +256,7 @@ class SavingProgressive(BaseAllocator):
             "persistence": measured_persistence(self.tracker),
             "belief_spread": kappa,
             "history_weight": temper,
-            "signal_given_up": ratio * lost / max(float(value.sum()), 1e-12),
-            "loss_ratio": ratio,
-            "audited": int(done.size),
+            "signal_given_up": lost / max(float(value.sum()), 1e-12),
             "signal_per_rollout": self.run_ratio(),
         }
         if weigh:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .collector import RolloutCollector
-from .saving_rule import EXPLORE_SHARE, affordable_losses, group_stats, next_chunk
+from .saving_rule import affordable_losses, group_stats, next_chunk
 
 __all__ = ["flat_round"]
 
@@ -26,7 +26,6 @@ def flat_round(
     weigh: bool = False,
     plan: bool = False,
     probe: tuple[np.ndarray, float] | None = None,
-    priced: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Step 4 of `SavingProgressive` (``alloc``): the next round's increments (all zero when no prompt continues) and the signal
     given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
@@ -34,9 +33,7 @@ def flat_round(
     get their chunk only where the round after it pays, else all they lack, `round_plan`;
     ``probe``: the prompts piloted only by exploration and its bar: one whose rewards are still
     all equal continues only while its completion is worth the bar per rollout, its skip having
-    been paid for in step 2; ``priced``: the value of each audited option, NaN elsewhere: an
-    audited prompt is completed, and a group the rule would cut is audited instead with chance
-    `EXPLORE_SHARE`, its value at the cut written here)."""
+    been paid for in step 2)."""
     k = collector.scored
     rewards = collector.rewards()
     _, s, varied = group_stats(rewards)
@@ -45,9 +42,8 @@ def flat_round(
     chunk = np.minimum(target - collector.counts, next_chunk(target, collector.counts))
     if not alloc.saving:
         return np.where(open_, chunk, 0), lost
-    audit = open_ & ~np.isnan(priced) if priced is not None else np.zeros(open_.size, dtype=bool)
-    inc = np.where(open_ & (varied | audit), target - collector.counts, 0)
-    tied = np.flatnonzero(open_ & ~varied & ~audit)
+    inc = np.where(open_ & varied, target - collector.counts, 0)
+    tied = np.flatnonzero(open_ & ~varied)
     if tied.size:
         rest = alloc._value(target[tied], k[tied], s[tied], a0[tied] + s[tied], b0[tied] + k[tied] - s[tied])
         cost = (target - collector.counts)[tied]
@@ -59,15 +55,8 @@ def flat_round(
         lost += float(rest[refuted].sum())
         cut = refuted.copy()
         cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, alloc.rng)
-        if priced is not None:  # a random share of the cuts is audited: completed, its value kept
-            spared = cut & ~refuted & (alloc.rng.random(tied.size) < EXPLORE_SHARE)
-            cut &= ~spared
-            priced[tied[spared]] = rest[spared]
-            inc[tied[spared]] = (target - collector.counts)[tied[spared]]
-        else:
-            spared = np.zeros(tied.size, dtype=bool)
         lost += float(rest[cut & ~refuted].sum())
-        go = tied[~cut & ~spared]
+        go = tied[~cut]
         inc[go] = chunk[go]
         if plan and go.size:  # halves only where the round after them pays (round_plan)
             means = alloc.lengths.means([collector.prompts[i] for i in go.tolist()])

@@ -33,8 +33,7 @@ and cutting: what it saves is bought with at most this much signal, so it keeps 
 it in expectation (docs/saving.md measures the spend and the learning speed of 1/20 to 3/10)."""
 EXPLORE_SHARE = 0.05
 """The chance that a skipped prompt is piloted whatever its belief says (one in twenty), so that a
-belief grown sure of a prompt still meets drift; such a prompt, and a cut group with the same chance,
-is completed and audited (`saving_audit.LossAudit`, docs/saving.md)."""
+belief grown sure of a prompt still meets drift (docs/saving.md)."""
 
 
 def affordable_losses(
@@ -78,10 +77,9 @@ def explore_skipped(
     beta: np.ndarray,
     rng: np.random.Generator,
     worth_at: Callable[[int, np.ndarray], np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Which prompts are piloted after ``skip`` (`affordable_losses`), which of them only by
-    exploration, exploration's bar, and which are audited (piloted by the chance below: a random
-    sample of the skipped prompts, completed to measure what a skip gives up, `LossAudit`). A skipped prompt is piloted when its group, at a draw of p
+    exploration, and exploration's bar. A skipped prompt is piloted when its group, at a draw of p
     from its belief Beta(alpha, beta), would be worth (``worth_at(n, p)``, the known-p signal of a
     group of n) at least the bar per unit of ``cost``: what the cheapest kept prompt is expected to
     bring (Thompson sampling); and with chance `EXPLORE_SHARE` anyway, so that a belief grown sure
@@ -89,13 +87,13 @@ def explore_skipped(
 
     >>> rng = np.random.default_rng(0)
     >>> skip = np.array([True, True, False])
-    >>> keep, explored, bar, audited = explore_skipped(
+    >>> keep, explored, bar = explore_skipped(
     ...     skip, np.array([0.0, 0.0, 1.0]), np.full(3, 8), np.full(3, 8), np.array([1e-3, 50.0, 1.0]),
     ...     np.array([50.0, 1e-3, 1.0]), rng, lambda n, p: 2.0 * n * p * (1 - p))
     >>> keep.tolist(), round(bar, 3)  # both skipped prompts are surely flat: kept only by chance 1/20
     ([False, False, True], 0.125)
     """
-    keep, bar, audited = ~skip, 0.0, np.zeros(skip.size, dtype=bool)
+    keep, bar = ~skip, 0.0
     if skip.any():
         bar = float(np.min(value[keep] / np.maximum(cost[keep], 1))) if keep.any() else 0.0
         rows = np.flatnonzero(skip)
@@ -106,11 +104,10 @@ def explore_skipped(
             worth[at] = worth_at(n, draw[at])
         anyway = rng.random(rows.size) < EXPLORE_SHARE
         keep[rows[(worth / np.maximum(cost[rows], 1) >= bar) | anyway]] = True
-        audited[rows[anyway]] = True
     explored = keep & skip
     if not keep.any():  # always learn something: the prompt most worth it
         keep[int(np.argmax(value / np.maximum(cost, 1)))] = True
-    return keep, explored, bar, audited
+    return keep, explored, bar
 
 
 def group_stats(rewards: Rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

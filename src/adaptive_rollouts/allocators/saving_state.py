@@ -14,7 +14,6 @@ from ..predictors.lengths import LengthBelief
 from ..state.checks import StateReader
 from ..types import StateDict
 from .round_plan import RoundPlanner
-from .saving_audit import LossAudit
 
 __all__ = ["ENTRIES", "OPTIONAL", "saving_state", "load_saving_state"]
 
@@ -27,9 +26,8 @@ ENTRIES = (
     "history_spent",
     "lengths",
     "round_plan",
-    "audit",
 )
-OPTIONAL = ("belief_history", "lengths", "round_plan", "audit")
+OPTIONAL = ("belief_history", "lengths", "round_plan")
 """The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
 
 
@@ -43,7 +41,7 @@ def own_history(alloc: Any) -> DiscountedBeta | None:
 def saving_state(alloc: Any) -> StateDict:
     """The allocator's own entries (`ENTRIES`): the predictor, the belief (without its sources), the
     belief's own history, the regime tracker, the last steps' realised signal and spend, the length
-    belief, the round planner, the loss audit.
+    belief, the round planner.
 
     >>> from adaptive_rollouts.allocators.saving import SavingProgressive
     >>> sorted(saving_state(SavingProgressive())) == sorted(ENTRIES)
@@ -59,7 +57,6 @@ def saving_state(alloc: Any) -> StateDict:
         "history_spent": [int(c) for _, c in alloc.history],
         "lengths": alloc.lengths.state_dict(),
         "round_plan": alloc.round_plan.state_dict(),
-        "audit": alloc.audit.state_dict(),
     }
 
 
@@ -102,12 +99,6 @@ def load_saving_state(alloc: Any, state: StateDict) -> None:
             round_plan.load_state_dict(state["round_plan"])
         except ValueError as err:
             raise reader.error("round_plan", str(err)) from None
-    audit = LossAudit()  # a state saved before the audit has audited nothing
-    if "audit" in state:
-        try:
-            audit.load_state_dict(state["audit"])
-        except ValueError as err:
-            raise reader.error("audit", str(err)) from None
     own, saved = own_history(alloc), state.get("belief_history")
     if (own is None) != (saved is None):
         raise reader.error("belief_history", "saved with another predictor than this allocator has")
@@ -129,5 +120,4 @@ def load_saving_state(alloc: Any, state: StateDict) -> None:
     alloc.tracker = tracker
     alloc.lengths = lengths
     alloc.round_plan = round_plan
-    alloc.audit = audit
     alloc.history = [(float(v), int(c)) for v, c in zip(signal, spent)]

@@ -223,32 +223,19 @@ class FlatnessPredictor:
         return all_equal_beta(a, b, np.broadcast_to(np.asarray(n), a.shape))
 
     # -- learning -------------------------------------------------------------------------------
-    def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray], judge: Any = None) -> None:
+    def update(self, prompts: Sequence[Hashable], rewards: Sequence[np.ndarray]) -> None:
         """Score the candidates on these groups, then learn from them (prompts with no rollouts
-        are ignored); the step's policy features are used and cleared.
-
-        ``judge`` (one size, or one per prompt; default: every group whole): the all-equal event that
-        scores the candidates and trains the recalibration is that of each group's first
-        min(judge, size) rollouts, judged at that size. An allocator that stops a group once its first
-        rollouts are all equal passes its pilot here: the events it would otherwise learn from are
-        selected by its own stops (a cut group is seen all-equal at the pilot, never at the full size).
-        The regression and the history learn from every rollout."""
+        are ignored); the step's policy features are used and cleared."""
         prompts, successes, counts = check_batch(prompts, rewards)
         seen = np.flatnonzero(counts > 0)
-        if judge is not None:
-            judge = np.broadcast_to(np.asarray(judge), counts.shape)
-            if judge.dtype.kind not in "iu" or np.any(judge < 1):
-                raise ValueError(f"judge must be whole numbers >= 1, got {np.asarray(judge).tolist()[:5]}")
         if seen.size:
             kept = [prompts[i] for i in seen.tolist()]
             s, n = successes[seen], counts[seen]
             a, b = self._candidates(kept)
             groups = [np.asarray(rewards[i], dtype=float) for i in seen.tolist()]
-            m = n if judge is None else np.minimum(n, judge[seen])  # the judged sizes
-            heads = [g[:size] for g, size in zip(groups, m.tolist())]
-            flat = all_equal(np.array([g.min() for g in heads]), np.array([g.max() for g in heads])).astype(float)
-            raw = all_equal_beta(a, b, np.broadcast_to(m, a.shape))[0].reshape(-1, m.size)
-            many = m >= 2  # a group of one is all-equal for certain: no candidate is scored or recalibrated on it
+            flat = all_equal(np.array([g.min() for g in groups]), np.array([g.max() for g in groups])).astype(float)
+            raw = all_equal_beta(a, b, np.broadcast_to(n, a.shape))[0].reshape(-1, n.size)
+            many = n >= 2  # a group of one is all-equal for certain: no candidate is scored or recalibrated on it
             chance = np.where(many, self.calibration.predict(raw), 1.0).reshape(a.shape)
             prob = np.clip(chance, 1e-6, 1.0 - 1e-6)
             loglik = (flat * np.log(prob) + (1.0 - flat) * np.log1p(-prob)).sum(axis=-1)
@@ -259,7 +246,7 @@ class FlatnessPredictor:
             self.model.update(z, s, n, weight=(kappa + 1.0) / (kappa + n))
             if many.any():
                 self.calibration.update(raw[:, many], flat[many])
-                self.group_size = int(m.max())
+                self.group_size = int(n.max())
             for source in (self.history, self.text):
                 if source is not None:
                     source.update(kept, groups)
