@@ -31,15 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.experiments.bench import build_allocator
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup, pooled_gain
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 from adaptive_rollouts.sim.regimes import select_cells
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import train
 from adaptive_rollouts.state.atomic import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,22 +55,8 @@ DEFAULT_CELLS = (
 
 
 def _run(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
-    problem = cell.problem(seed, SAVING_MAP.n_test)
-    alloc, _ = build_allocator(
-        method, problem, seed, aggregation=SAVING_MAP.aggregation, estimator=SAVING_MAP.estimator
-    )
-    cfg = TrainConfig(
-        steps=SAVING_MAP.steps,
-        batch_prompts=cell.batch_prompts,
-        budget=cell.budget,
-        lr=lr,
-        estimator=SAVING_MAP.estimator,
-        aggregation=SAVING_MAP.aggregation,
-        seed=seed,
-        grad_var_every=0,
-        loss_rows=loss_rows,
-    )
-    tr = train(problem, alloc, cfg)
+    run = cell_run(cell, SAVING_MAP, seed, lr, loss_rows=loss_rows)
+    tr = train(run.problem, run.allocator(method), run.config)
     return {"rollouts": tr["rollouts"], "accuracy": tr["accuracy"], "accuracy0": tr["accuracy0"]}
 
 

@@ -39,18 +39,19 @@ from scipy.stats import binom
 
 from adaptive_rollouts.allocators import SavingProgressive, saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, select_cells
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import train
 from adaptive_rollouts.solvers import equal_split
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
 METHODS = ("uniform", "oracle-skip", "uniform-rounds", *saving_allocators())  # every registered saving allocator
-ESTIMATOR, AGGREGATION = "grpo", "seq-mean"
+ESTIMATOR, AGGREGATION = SAVING_MAP.estimator, SAVING_MAP.aggregation  # the runs' (`cell_run`)
 P_BINS = (0.0, 0.02, 0.1, 0.3, 0.7, 0.9, 0.98, 1.0)
 """Edges of the bins of true p by which the given-up signal is split (the last bin holds p = 1)."""
 
@@ -129,21 +130,10 @@ def _allocator(method: str, problem: Any, seed: int, share: float | None) -> Any
     return allocator
 
 
-def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int, share: float | None = None) -> dict[str, float]:
-    problem = cell.problem(seed)
-    allocator = _allocator(method, problem, seed, share)
-    ledger = SignalLedger(allocator, problem)
-    cfg = TrainConfig(
-        steps=steps,
-        batch_prompts=cell.batch_prompts,
-        budget=cell.budget,
-        lr=lr,
-        seed=seed,
-        estimator=ESTIMATOR,
-        aggregation=AGGREGATION,
-        grad_var_every=0,
-    )
-    accuracy = train(problem, ledger, cfg)["accuracy"]
+def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int, share: float | None = None) -> dict[str, Any]:
+    run = cell_run(cell, SAVING_MAP, seed, lr, steps=steps)
+    ledger = SignalLedger(_allocator(method, run.problem, seed, share), run.problem)
+    accuracy = train(run.problem, ledger, run.config)["accuracy"]
     return {**_shares(ledger), "final": final_level(accuracy)}
 
 
@@ -184,7 +174,7 @@ class StaticPool:
 POOL = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
 
 
-def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None) -> dict[str, float]:
+def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None) -> dict[str, Any]:
     """One run on the recurring `StaticPool` (``POOL``) at ``per_prompt`` rollouts per prompt."""
     pool = StaticPool(POOL["size"], POOL["extreme"], seed)
     problem: Any = _PoolProblem(pool)
