@@ -32,6 +32,7 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_demo_saving,
     render_loss_rows,
     render_loss_rows_summary,
+    render_saving_given,
     render_saving_signal,
 )
 from adaptive_rollouts.reporting.share_tables import render_saving_share
@@ -180,6 +181,7 @@ RENDERERS = {
     "interval-coverage": render_interval_coverage,
     "map-seeds": render_map_seeds,
     "saving-signal": render_saving_signal,
+    "saving-given": render_saving_given,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
