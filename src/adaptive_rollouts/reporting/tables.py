@@ -38,6 +38,7 @@ from adaptive_rollouts.reporting.saving_tables import (
 )
 from adaptive_rollouts.reporting.share_tables import render_saving_share
 from adaptive_rollouts.reporting.token_tables import render_tokens
+from adaptive_rollouts.reporting.versus_tables import render_saving_versus
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -183,6 +184,7 @@ RENDERERS = {
     "map-seeds": render_map_seeds,
     "saving-signal": render_saving_signal,
     "saving-given": render_saving_given,
+    "saving-versus": render_saving_versus,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
