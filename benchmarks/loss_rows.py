@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.equal_cost import equal_cost_entry
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup, pooled_gain
 from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
@@ -63,7 +64,7 @@ def _run(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
 def _against(base: list[dict], arm: list[dict]) -> dict:
     """``arm`` against ``base`` on paired seeds: rollouts to 50/75/90% of the gain (`gain_speedup`)
     with its 90% interval (the saving map's, `gain_interval`), share of ``base``'s rollouts, final
-    accuracy minus ``base``'s; ``_interval`` is what pools it over cells."""
+    accuracy minus ``base``'s at equal steps and at equal cost (`equal_cost_entry`); ``_interval`` is what pools it over cells."""
     ci = gain_interval(base, arm, interval=INTERVAL)
     return {
         "gain_speedup": gain_speedup(base, arm),
@@ -72,6 +73,7 @@ def _against(base: list[dict], arm: list[dict]) -> dict:
         "final_gap": float(
             np.mean([final_level(r["accuracy"]) - final_level(b["accuracy"]) for r, b in zip(arm, base)])
         ),
+        **equal_cost_entry(base, arm),
         "_interval": ci,
     }
 

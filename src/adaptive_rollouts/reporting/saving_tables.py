@@ -7,6 +7,7 @@ from pathlib import Path
 
 from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import table
 
 __all__ = [
@@ -151,7 +152,8 @@ def render_loss_rows(root: Path) -> str:
     d = r.data
 
     def arm(x: dict) -> str:
-        return f"{_gain(x)}, {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
+        text = f"{_gain(x)}, {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
+        return text + (f" (at equal cost {gap_cell(x)})" if "final_gap_equal_cost" in x else "")
 
     body = [
         [x["cell"], f"{x['lr']:g}", arm(x["kept"]), arm(x["uniform"]), _gain(x["uniform_over_kept"])] for x in d["rows"]
@@ -169,7 +171,7 @@ def render_loss_rows(root: Path) -> str:
         f"The default against Uniform at Uniform's tuned rate (read from {', '.join(f'`{m}`' for m in d['rates_from'])}), "
         f"{d['seeds']} paired seeds, {d['steps']} steps, runs at {', '.join(c[:10] for c in d['run_commits'])}; "
         f"rollouts to 50/75/90% of the gain (90% {d['interval']} interval over the seeds), share of "
-        "Uniform's rollouts, final accuracy minus Uniform's. Last column: the loss over Uniform's rows against the loss "
+        "Uniform's rollouts, final accuracy minus Uniform's at equal steps (and at equal cost where the file holds it). Last column: the loss over Uniform's rows against the loss "
         "over the kept rows, same seeds (above 1: Uniform's rows reach the gain in fewer rollouts). Pooled: geometric "
         "mean over the cells with its pooled 90% interval.",
         "",

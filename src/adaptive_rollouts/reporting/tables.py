@@ -10,6 +10,7 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
+from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
     render_flatness_tinylm,
@@ -195,6 +196,7 @@ RENDERERS = {
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "saving-share": render_saving_share,
+    "saving-equal-cost": render_equal_cost_summary,
     "demo-ladder": render_demo_ladder,
     "tokens": render_tokens,
     **RELIABILITY_RENDERERS,
