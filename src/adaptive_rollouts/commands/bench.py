@@ -206,6 +206,8 @@ def _map_config(args: argparse.Namespace) -> Any:
     changes: dict[str, Any] = {}
     if getattr(args, "methods", None):
         changes["methods"] = tuple(args.methods)
+        if getattr(args, "saving", False):  # the saving map runs every arm but Uniform at Uniform's rate
+            changes["untuned"] = tuple(dict.fromkeys([*cfg.untuned, *(m for m in args.methods if m != "uniform")]))
     if getattr(args, "steps", None):
         changes["steps"] = args.steps
     if getattr(args, "estimator", None):
@@ -224,14 +226,14 @@ def _map_config(args: argparse.Namespace) -> Any:
             raise UsageError(str(err)) from None
         changes["aggregation"] = args.aggregations[0]
     cfg = dataclasses.replace(cfg, **changes)
-    _check_methods(cfg.methods, {(c.batch_prompts, c.budget) for c in cfg.cells})
+    _check_methods(cfg.methods, {(c.batch_prompts, c.budget) for c in cfg.cells}, map_marks=True)
     return cfg
 
 
-def _check_methods(methods: Any, steps: set[tuple[int, int]]) -> None:
+def _check_methods(methods: Any, steps: set[tuple[int, int]], map_marks: bool = False) -> None:
     try:
         for batch_prompts, budget in sorted(steps):
-            check_methods(methods, batch_prompts, budget)
+            check_methods(methods, batch_prompts, budget, map_marks=map_marks)
     except ValueError as err:
         raise UsageError(str(err)) from None
 

@@ -1,9 +1,11 @@
 """A regime map's configuration (`MapConfig`) and the method names the map gives a meaning of its own:
-the default, the null control, Uniform's replicate, the engine mark of a timed run, and the methods
-that run on the paired seeds.
+the default, the null control, Uniform's replicate, the marks of a run's settings (the engine that
+times its rounds, the policy's view of its own margin), and the methods that run on the paired seeds.
 
->>> timed_method(DEFAULT + ENGINE_MARK + "synchronous")
-('default', 'synchronous')
+>>> map_method(DEFAULT + ENGINE_MARK + "synchronous")
+('default', {'engine': 'synchronous'})
+>>> map_method(DEFAULT + VIEW_MARK + "view0.9"), map_method(DEFAULT + VIEW_MARK + "noview")
+(('default', {'policy_view_auroc': 0.9}), ('default', {'policy_view_auroc': None}))
 >>> seeds_for(MapConfig(cells=[], report_seeds=(0, 1), paired_seeds=(0, 1, 2)), NULL)
 [0, 1, 2]
 """
@@ -12,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from adaptive_rollouts.experiments.intervals import INTERVAL
 from adaptive_rollouts.sim.regimes import Cell
+from adaptive_rollouts.sim.step_time import ENGINES
 
 __all__ = [
     "MapConfig",
@@ -23,8 +27,9 @@ __all__ = [
     "REPLICATE",
     "REPLICATE_SEED_OFFSET",
     "ENGINE_MARK",
+    "VIEW_MARK",
     "PAIRED",
-    "timed_method",
+    "map_method",
     "seeds_for",
 ]
 
@@ -32,21 +37,69 @@ DEFAULT = "default"
 NULL = "uniform-rounds"  # null control: Uniform's allocation with independent sampling noise
 REPLICATE = "uniform-replicate"  # Uniform again, on the same problem instances with other sampling seeds
 REPLICATE_SEED_OFFSET = 1_000_003  # the replicate's sampling and batch-order seed: the run's seed + this
-ENGINE_MARK = (
-    "~"  # "default~synchronous": the default in a run whose rounds that engine times (`sim.step_time.ENGINES`)
-)
+# a map method name is an allocator method followed by marks, each at most once, each setting one
+# `TrainConfig` field of its runs (`map_method`):
+ENGINE_MARK = "~"  # "default~synchronous": rounds timed by that engine (`sim.step_time.ENGINES`)
+# "default^view0.9": the policy's view of its margin at AUROC 0.9 (`sim.policy_view`); "^view1": the
+# exact margin; "^noview": no view
+VIEW_MARK = "^"
+NO_VIEW = "noview"
+_MARKS = {ENGINE_MARK: "engine", VIEW_MARK: "policy_view_auroc"}
 PAIRED = ("uniform", DEFAULT, NULL, REPLICATE)  # methods run on the paired seeds
 
 
-def timed_method(method: str) -> tuple[str, str | None]:
-    """(allocator method, engine or None) of a map method name: what follows `ENGINE_MARK` names the
-    engine that times the run's rounds (`TrainConfig.engine`), for allocators that read the times.
+def _view_auroc(method: str, value: str) -> float | None:
+    """The view AUROC a view mark's ``value`` names: ``noview`` -> None, ``view<AUROC>`` with the
+    AUROC in [0.5, 1] (1: the exact margin; 0.5: a view that ranks no better than chance)."""
+    if value == NO_VIEW:
+        return None
+    number = value[len("view") :] if value.startswith("view") else ""
+    try:
+        auroc = float(number)
+    except ValueError:
+        auroc = float("nan")
+    if not 0.5 <= auroc <= 1.0:  # also refuses nan
+        raise ValueError(
+            f"method {method!r}: the view mark {VIEW_MARK!r} takes view<AUROC in [0.5, 1]> or {NO_VIEW}, got {value!r}"
+        )
+    return auroc
 
-    >>> timed_method("default~synchronous"), timed_method("uniform")
-    (('default', 'synchronous'), ('uniform', None))
+
+def map_method(method: str) -> tuple[str, dict[str, Any]]:
+    """(allocator method, `TrainConfig` options of its runs) of a map method name: the allocator
+    method (with its own ``[key=value]`` options, `bench.method_options`) followed by marks, each at
+    most once: `ENGINE_MARK` + an engine of `sim.step_time.ENGINES` (the run's rounds timed,
+    ``engine``), `VIEW_MARK` + ``view<AUROC>`` or ``noview`` (the policy's view of its margin,
+    ``policy_view_auroc``; `sim.policy_view`). A name without marks runs with `TrainConfig`'s own
+    settings. ValueError naming the method for an unknown engine, a bad view or a repeated mark.
+
+    >>> map_method("default[pilot=2]~slots-64^view1"), map_method("uniform")
+    (('default[pilot=2]', {'engine': 'slots-64', 'policy_view_auroc': 1.0}), ('uniform', {}))
+    >>> map_method("default^view0.3")
+    Traceback (most recent call last):
+    ...
+    ValueError: method 'default^view0.3': the view mark '^' takes view<AUROC in [0.5, 1]> or noview, got 'view0.3'
     """
-    name, mark, engine = method.partition(ENGINE_MARK)
-    return name, (engine if mark else None)
+    depth, cuts = 0, []
+    for i, ch in enumerate(method):  # marks outside an allocator's [options] only
+        depth += (ch == "[") - (ch == "]")
+        if depth == 0 and ch in _MARKS:
+            cuts.append(i)
+    name = method[: cuts[0]] if cuts else method
+    options: dict[str, Any] = {}
+    for start, end in zip(cuts, [*cuts[1:], len(method)]):
+        mark, value = method[start], method[start + 1 : end]
+        field_name = _MARKS[mark]
+        if field_name in options:
+            raise ValueError(f"method {method!r}: the mark {mark!r} is given twice")
+        if mark == ENGINE_MARK and value not in ENGINES:
+            raise ValueError(
+                f"method {method!r}: unknown engine {value!r} after {mark!r} (known: {', '.join(ENGINES)})"
+            )
+        options[field_name] = value if mark == ENGINE_MARK else _view_auroc(method, value)
+    if not name:
+        raise ValueError(f"method {method!r}: no allocator method before its marks")
+    return name, options
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.experiments.bench import build_allocator
-from adaptive_rollouts.experiments.map_config import DEFAULT, REPLICATE, REPLICATE_SEED_OFFSET, MapConfig, timed_method
+from adaptive_rollouts.experiments.map_config import DEFAULT, REPLICATE, REPLICATE_SEED_OFFSET, MapConfig, map_method
 from adaptive_rollouts.experiments.map_store import run_settings
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.sim.problem import Problem
@@ -113,10 +113,11 @@ def one_run(cell: Cell, method: str, seed: int, lr: float, cfg: MapConfig) -> di
     """The map's run of ``method`` on ``cell`` (instance ``seed``, rate ``lr``) and its record: the
     curves, the probes, the regime fingerprints, a length cell's tokens, the settings it ran under.
     The replicate (`REPLICATE`) is Uniform on the same instance, its sampling and batch order from
-    another seed; a method with an engine mark (`timed_method`) runs with its rounds timed."""
-    name, engine = timed_method(method)
+    another seed; a method's marks (`map_method`: the engine that times its rounds, the policy's view)
+    set its `TrainConfig`."""
+    name, marked = map_method(method)
     train_seed = seed + REPLICATE_SEED_OFFSET if method == REPLICATE else seed
-    run = cell_run(cell, cfg, seed, lr, train_seed=train_seed, engine=engine, **_probes(cfg, method))
+    run = cell_run(cell, cfg, seed, lr, train_seed=train_seed, **marked, **_probes(cfg, method))
     alloc = run.allocator(name)
     t0 = time.perf_counter()
     tr = train(run.problem, alloc, run.config)

@@ -57,9 +57,10 @@ from adaptive_rollouts.experiments.map_config import (
     PAIRED,
     REPLICATE,
     REPLICATE_SEED_OFFSET,
+    VIEW_MARK,
     MapConfig,
+    map_method,
     seeds_for,
-    timed_method,
 )
 from adaptive_rollouts.experiments.map_presets import FULL_MAP, QUICK_MAP, SAVING_CELLS, SAVING_MAP, SAVING_METHODS
 from adaptive_rollouts.experiments.map_run import one_run
@@ -75,9 +76,10 @@ from adaptive_rollouts.sim.regimes import Cell, measured_transfer
 # the map's names, importable from here as before the configuration, the presets and the run got
 # modules of their own (`map_config`, `map_presets`, `map_run`)
 __all__ = (
-    ["run_map", "MapConfig", "run_settings", "timed_method", "tune_grid", "LearningRateAtEdge", "final_level"]
+    ["run_map", "MapConfig", "run_settings", "map_method", "tune_grid", "LearningRateAtEdge", "final_level"]
     + ["QUICK_MAP", "FULL_MAP", "SAVING_MAP", "SAVING_METHODS", "SAVING_CELLS", "seed_mean_curve", "speedup"]
-    + ["DEFAULT", "NULL", "REPLICATE", "REPLICATE_SEED_OFFSET", "ENGINE_MARK", "PAIRED", "bootstrap_speedup"]
+    + ["DEFAULT", "NULL", "REPLICATE", "REPLICATE_SEED_OFFSET", "ENGINE_MARK", "VIEW_MARK", "PAIRED"]
+    + ["bootstrap_speedup"]
 )
 
 

@@ -2,7 +2,7 @@
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
 `render_docs` uses; the regime map's renderer is in `map_tables`, the predictor benchmark's in
 `predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`,
-the tokens benchmark's in `token_tables`."""
+the tokens benchmark's in `token_tables`, what a probe buys on the saving map in `view_tables`."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from adaptive_rollouts.reporting.saving_tables import (
 from adaptive_rollouts.reporting.share_tables import render_saving_share
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
+from adaptive_rollouts.reporting.view_tables import render_flatness_view
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -191,6 +192,7 @@ RENDERERS = {
     "flatness-calibration": render_flatness_calibration,
     "flatness-tinylm": render_flatness_tinylm,
     "flatness-tinylm-fresh": render_flatness_tinylm_fresh,
+    "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "saving-share": render_saving_share,

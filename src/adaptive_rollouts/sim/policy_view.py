@@ -18,7 +18,8 @@ counted half), equals ``auroc``:
                                          sum_i p_i  sum_j (1 - p_j)
 
 (l = logit p), which falls from the known-p AUROC at sigma = 0 toward 1/2; where even the known p
-ranks worse than ``auroc`` (a pool of middling p), sigma is 0.
+ranks worse than ``auroc`` (a pool of middling p), sigma is 0. ``auroc`` = 1 asks for more than any
+view of a pool with 0 < p < 1 can give, so it is the exact margin: sigma = 0, z_q = logit(p_q).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class PolicyView:
 
     def __init__(self, problem: Problem, auroc: float = PROBE_AUROC, seed: int = 0):
         self.problem = problem
-        self.auroc = check_range(auroc, "auroc", 0.5, 1.0)
+        self.auroc = check_range(auroc, "auroc", 0.5, 1.0, high_closed=True)
         rng = np.random.default_rng([seed, 7])
         p0 = problem.success()
         pool = p0 if p0.size <= _MAX_PROMPTS else p0[rng.choice(p0.size, _MAX_PROMPTS, replace=False)]
