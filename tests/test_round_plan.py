@@ -15,6 +15,7 @@ from adaptive_rollouts.allocators.round_plan import (
     MIN_ROUNDS,
     WINDOW,
     RoundPlanner,
+    cannot_cut,
     check_seconds,
     fit_round_time,
     pilot_saving,
@@ -191,6 +192,74 @@ def test_the_default_timed_by_a_synchronous_engine_runs_one_round_once_rounds_ar
     assert min(r for _, r in untimed) > 1
     assert timed[0] == untimed[0]  # the first step: no round timed yet, its own rounds
     assert all(r == 1 for _, r in timed[1:])
+
+
+def test_cannot_cut_needs_alike_groups_and_no_probe():
+    base = dict(
+        alpha=np.array([1.0, 1.0]),
+        beta=np.array([5.0, 5.0]),
+        target=np.array([8, 8]),
+        scored=np.array([4, 4]),
+        lack=np.array([4, 4]),
+        cost=np.array([4.0, 4.0]),
+        probed=np.array([False, False]),
+    )
+    assert cannot_cut(**base)
+    assert cannot_cut(**{k: v[:1] for k, v in base.items()})  # one flat group is never below the average
+    for key in ("alpha", "beta", "target", "scored", "lack", "cost"):
+        other = {**base, key: base[key] * np.array([1, 2])}
+        assert not cannot_cut(**other), key
+    assert not cannot_cut(**{**base, "probed": np.array([False, True])})
+
+
+def _first_steps(steps=4):
+    """Counts and rounds of a fresh default over its first steps (12 prompts: the odd ones always
+    fail, the even ones alternate), rollouts priced (no lengths)."""
+
+    def sample(idx, counts):
+        return [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
+
+    alloc = SavingProgressive(seed=0)
+    out = []
+    for _ in range(steps):
+        rewards = alloc.run(list(range(12)), 96, sample)
+        out.append(([len(r) for r in rewards], alloc.last_metrics["rounds"]))
+    return out
+
+
+def test_alike_flat_groups_get_all_they_lack_in_one_round(monkeypatch):
+    """The first step's flat pilots (a prior that cannot tell prompts apart) are alike: none can be cut
+    in any later round, so they are completed in one round; the counts are those of the halves."""
+    merged = _first_steps()
+    import adaptive_rollouts.allocators.saving as saving
+
+    monkeypatch.setattr(saving, "cannot_cut", lambda *a: False)  # halves whatever they can cut
+    halves = _first_steps()
+    assert merged[0][0] == halves[0][0] == [8] * 12
+    assert merged[0][1] == 2 and halves[0][1] == 3
+
+
+def test_a_synchronous_timed_default_whose_first_step_is_alike_runs_one_round_from_the_second():
+    """Two rounds in the first step (pilot, completion of the alike flat pilots) are enough to price
+    a round: from the second step on, one round a step (a synchronous engine: no round pays)."""
+
+    def sample(idx, counts):
+        rewards = [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
+        lengths = [np.full(c, 3000 if i % 2 else 1500, dtype=np.int64) for i, c in zip(idx, counts)]
+        return Draw(
+            rewards,
+            np.zeros(len(idx), dtype=np.int64),
+            lengths,
+            ENGINES["synchronous"].round_time(np.concatenate(lengths)),
+        )
+
+    alloc = SavingProgressive(seed=0)
+    rounds = []
+    for _ in range(5):
+        alloc.run(list(range(12)), 96, sample)
+        rounds.append(alloc.last_metrics["rounds"])
+    assert rounds == [2, 1, 1, 1, 1]
+    assert alloc.round_plan.known and not alloc.round_plan.pays(1e9)
 
 
 def test_a_resumed_timed_default_decides_exactly_as_an_uninterrupted_one(tmp_path):

@@ -59,12 +59,22 @@ from ..objectives.beta import beta_mean_var, beta_moment
 from ..state.checks import StateReader
 from ..types import StateDict
 
-__all__ = ["WINDOW", "MIN_ROUNDS", "check_seconds", "fit_round_time", "pilot_saving", "split_saving", "RoundPlanner"]
+__all__ = [
+    "WINDOW",
+    "MIN_ROUNDS",
+    "check_seconds",
+    "fit_round_time",
+    "pilot_saving",
+    "split_saving",
+    "cannot_cut",
+    "RoundPlanner",
+]
 
 WINDOW = 64
 """Rounds the time model is fitted on (the most recent)."""
-MIN_ROUNDS = 3
-"""Timed rounds before anything is planned (three coefficients)."""
+MIN_ROUNDS = 2
+"""Timed rounds before anything is planned: a first step's pilot and its completion (the fit of three
+coefficients on two rounds takes the simplest exact one, `fit_round_time`; the later rounds refine it)."""
 MIN_EXPLAINED = 0.5
 """The share of the spread of the round times the model must explain (R^2) before rounds are priced."""
 CUT_DISCOUNT = 0.9
@@ -161,6 +171,36 @@ def split_saving(
     succeeded = np.asarray(succeeded, dtype=bool)
     same = np.where(succeeded, up * np.asarray(success_tokens, float), down * np.asarray(fail_tokens, float))
     return np.maximum(lack - chunk, 0) * same
+
+
+def cannot_cut(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    target: np.ndarray,
+    scored: np.ndarray,
+    lack: np.ndarray,
+    cost: np.ndarray,
+    probed: np.ndarray,
+) -> bool:
+    """Whether no later round can cut any of the still-flat groups given: they are alike (the same
+    posterior Beta(alpha, beta), group size, rollouts scored, rollouts lacking and cost of them) and
+    none is an exploration probe. A cut gives up only groups worth less per unit of cost than the
+    average of the flat groups (`saving_rule.affordable_losses`); alike groups are all average, and
+    those a round leaves flat are alike again (the same chunk came back the same way). Their halves
+    would only add rounds, so they get all they lack at once: the first step of a run, whose prompts
+    the belief cannot yet tell apart, takes two rounds instead of three.
+
+    >>> same = dict(target=np.array([8, 8]), scored=np.array([4, 4]), lack=np.array([4, 4]),
+    ...             cost=np.array([4.0, 4.0]), probed=np.array([False, False]))
+    >>> cannot_cut(np.array([1.0, 1.0]), np.array([5.0, 5.0]), **same)
+    True
+    >>> cannot_cut(np.array([1.0, 5.0]), np.array([5.0, 1.0]), **same)
+    False
+    """
+    if np.asarray(probed, dtype=bool).any():
+        return False
+    columns = [np.asarray(x, dtype=float) for x in (alpha, beta, target, scored, lack, cost)]
+    return all(np.allclose(c, c[0], rtol=1e-12, atol=0.0) for c in columns if c.size)
 
 
 class RoundPlanner:

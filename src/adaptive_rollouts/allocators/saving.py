@@ -21,7 +21,7 @@ from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
-from .round_plan import RoundPlanner
+from .round_plan import RoundPlanner, cannot_cut
 from .saving_rule import (
     LOSS_SHARE,
     affordable_losses,
@@ -94,7 +94,7 @@ class SavingProgressive(BaseAllocator):
     >>> alloc = SavingProgressive(estimator="grpo")
     >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # no history: nothing to tell prompts apart
     [8, 8, 8, 8, 8, 8, 8, 8]
-    >>> for _ in range(6):  # p persists: the flat prompts' pilots are cut, then (history grown) skipped
+    >>> for _ in range(5):  # p persists: the flat prompts' pilots are cut, then (history grown) skipped
     ...     _ = alloc.run(list(range(8)), 64, sample)
     >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # p persists: the flat prompts are skipped
     [8, 0, 8, 0, 8, 0, 8, 0]
@@ -301,17 +301,20 @@ class SavingProgressive(BaseAllocator):
             if weigh:
                 cost = self._completion_cost(collector, tied, cost, rewards, (a0 + s)[tied] / (a0 + b0 + k)[tied])
             refuted = np.zeros(tied.size, dtype=bool)
+            probed = np.zeros(tied.size, dtype=bool) if probe is None else probe[0][tied]
             if probe is not None:
-                refuted = probe[0][tied] & (rest < probe[1] * cost)
+                refuted = probed & (rest < probe[1] * cost)
             lost += float(rest[refuted].sum())
             cut = refuted.copy()
             cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, self.rng)
             lost += float(rest[cut & ~refuted].sum())
             go = tied[~cut]
             inc[go] = chunk[go]
-            if plan and go.size:  # halves only where the round after them pays (round_plan)
+            sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
+            if go.size and cannot_cut(a0[go] + sg, b0[go] + kg - sg, target[go], kg, lack, cost[~cut], probed[~cut]):
+                inc[go] = lack  # alike flat groups: no later round could cut one (round_plan.cannot_cut)
+            elif plan and go.size:  # halves only where the round after them pays (round_plan)
                 means = self.lengths.means([collector.prompts[i] for i in go.tolist()])
-                sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
                 inc[go] = self.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
         return inc, lost
 
