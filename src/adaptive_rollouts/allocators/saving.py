@@ -65,9 +65,10 @@ class SavingProgressive(BaseAllocator):
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
        are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
        under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
-       the allowance; the others get their next chunk (half of what they lack). A prompt piloted
-       only by exploration continues while its completion is worth exploration's bar per rollout
-       (its skip was paid for in step 2). Repeat until no prompt continues.
+       the allowance; the others get their next chunk (half of what they lack; all of it when they
+       are alike, as at a run's first step: no later round could cut one, `round_plan.cannot_cut`).
+       A prompt piloted only by exploration continues while its completion is worth exploration's
+       bar per rollout (its skip was paid for in step 2). Repeat until no prompt continues.
 
     Weighing by tokens: once the trainer's ``sample`` has given completion lengths (`types.Draw`),
     the cost in steps 2 and 4 (and exploration's bar) is a group's expected tokens instead of its
