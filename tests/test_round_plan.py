@@ -262,6 +262,42 @@ def test_a_synchronous_timed_default_whose_first_step_is_alike_runs_one_round_fr
     assert alloc.round_plan.known and not alloc.round_plan.pays(1e9)
 
 
+@pytest.mark.parametrize("engine", ["synchronous", "continuous"])
+def test_a_default_told_that_rounds_are_timed_runs_one_round_until_two_are(engine):
+    """Told before its first step (`expect_round_times`), the default generates its first steps in
+    one round each until two rounds are timed; then it prices them: a synchronous engine keeps one
+    round a step, continuous batching pays for the default's own rounds."""
+    told = SavingProgressive(seed=0)
+    told.expect_round_times()
+    rounds = [r for _, r in _steps(told, engine)]
+    assert rounds[:2] == [1, 1]
+    if engine == "synchronous":
+        assert all(r == 1 for r in rounds)
+    else:
+        assert max(rounds[2:]) > 1
+    assert told.round_plan.known and not told.round_plan.awaiting_times
+    # the announcement is not state: a default resumed from the state decides as one that was not told
+    assert "announced" not in json.dumps(told.state_dict(), default=str)
+
+
+def test_trainers_that_time_rounds_tell_the_default_so():
+    from adaptive_rollouts.bridge.step import TrainerStep
+    from adaptive_rollouts.sim.regimes import Cell
+    from adaptive_rollouts.sim.train import TrainConfig, train
+
+    for time_rounds in (False, True):
+        alloc = SavingProgressive(seed=0)
+        TrainerStep(alloc, time_rounds=time_rounds)
+        assert alloc.round_plan.announced is time_rounds
+    cell = Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)
+    for engine in (None, "synchronous"):
+        alloc = SavingProgressive(seed=0)
+        cfg = TrainConfig(steps=2, batch_prompts=6, budget=48, lr=0.5, grad_var_every=0, engine=engine)
+        tr = train(cell.problem(0, 30), alloc, cfg)
+        assert alloc.round_plan.announced is (engine is not None)
+        assert (len(tr["round_max_tokens"][0]) == 1) is (engine is not None)
+
+
 def test_a_resumed_timed_default_decides_exactly_as_an_uninterrupted_one(tmp_path):
     full = SavingProgressive(seed=3)
     whole = _steps(full, "slots-16", range(10))
