@@ -43,6 +43,7 @@ from flatness_predictors import PREDICTORS, QUANTILES, SCORES, TARGETS, Predicto
 
 from adaptive_rollouts.allocators import Uniform
 from adaptive_rollouts.embeddings import FeatureTable
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.predictors.calibration import calibration_scores
@@ -87,12 +88,9 @@ class Recorder:
 
 
 def one_trace(cell: Any, seed: int, steps: int) -> dict[str, Any]:
-    problem = cell.problem(seed)
-    rec = Recorder(problem, seed)
-    cfg = TrainConfig(
-        steps=steps, batch_prompts=cell.batch_prompts, budget=cell.budget, lr=0.4, seed=seed, grad_var_every=0
-    )
-    train(problem, rec, cfg)
+    run = cell_run(cell, SAVING_MAP, seed, lr=0.4, steps=steps)
+    rec = Recorder(run.problem, seed)
+    train(run.problem, rec, run.config)
     return {"outcome": np.concatenate(rec.outcome), **{m: np.concatenate(v) for m, v in rec.pred.items()}}
 
 

@@ -31,15 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.equal_cost import equal_cost_entry
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup, pooled_gain
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 from adaptive_rollouts.sim.regimes import select_cells
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import train
 from adaptive_rollouts.state.atomic import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,29 +56,15 @@ DEFAULT_CELLS = (
 
 
 def _run(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
-    problem = cell.problem(seed, SAVING_MAP.n_test)
-    alloc, _ = build_allocator(
-        method, problem, seed, aggregation=SAVING_MAP.aggregation, estimator=SAVING_MAP.estimator
-    )
-    cfg = TrainConfig(
-        steps=SAVING_MAP.steps,
-        batch_prompts=cell.batch_prompts,
-        budget=cell.budget,
-        lr=lr,
-        estimator=SAVING_MAP.estimator,
-        aggregation=SAVING_MAP.aggregation,
-        seed=seed,
-        grad_var_every=0,
-        loss_rows=loss_rows,
-    )
-    tr = train(problem, alloc, cfg)
+    run = cell_run(cell, SAVING_MAP, seed, lr, loss_rows=loss_rows)
+    tr = train(run.problem, run.allocator(method), run.config)
     return {"rollouts": tr["rollouts"], "accuracy": tr["accuracy"], "accuracy0": tr["accuracy0"]}
 
 
 def _against(base: list[dict], arm: list[dict]) -> dict:
     """``arm`` against ``base`` on paired seeds: rollouts to 50/75/90% of the gain (`gain_speedup`)
     with its 90% interval (the saving map's, `gain_interval`), share of ``base``'s rollouts, final
-    accuracy minus ``base``'s; ``_interval`` is what pools it over cells."""
+    accuracy minus ``base``'s at equal steps and at equal cost (`equal_cost_entry`); ``_interval`` is what pools it over cells."""
     ci = gain_interval(base, arm, interval=INTERVAL)
     return {
         "gain_speedup": gain_speedup(base, arm),
@@ -86,6 +73,7 @@ def _against(base: list[dict], arm: list[dict]) -> dict:
         "final_gap": float(
             np.mean([final_level(r["accuracy"]) - final_level(b["accuracy"]) for r, b in zip(arm, base)])
         ),
+        **equal_cost_entry(base, arm),
         "_interval": ci,
     }
 

@@ -31,15 +31,15 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.allocators import SavingProgressive
-from adaptive_rollouts.experiments.bench import build_allocator
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import load_result, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import select_cells
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import train
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import saving_signal  # noqa: E402  (the ledger: one benchmark's runs, reused)
@@ -53,26 +53,13 @@ MAPS = "results/map/saving-32-a.json,results/map/saving-32-b.json"
 
 def speed_run(cell: Any, share: float | None, seed: int, lr: float) -> dict:
     """One learning run of the map's protocol: Uniform (``share`` None) or the default at ``share``."""
-    problem = cell.problem(seed, SAVING_MAP.n_test)
-    method = "uniform" if share is None else "default"
-    alloc, _ = build_allocator(
-        method, problem, seed, aggregation=SAVING_MAP.aggregation, estimator=SAVING_MAP.estimator
-    )
+    run = cell_run(cell, SAVING_MAP, seed, lr)
+    alloc = run.allocator("uniform" if share is None else "default")
     if share is not None:
         if not isinstance(alloc, SavingProgressive):
             raise TypeError(f"the default is {type(alloc).__name__}, not SavingProgressive")
         alloc.share = share
-    cfg = TrainConfig(
-        steps=SAVING_MAP.steps,
-        batch_prompts=cell.batch_prompts,
-        budget=cell.budget,
-        lr=lr,
-        estimator=SAVING_MAP.estimator,
-        aggregation=SAVING_MAP.aggregation,
-        seed=seed,
-        grad_var_every=0,
-    )
-    tr = train(problem, alloc, cfg)
+    tr = train(run.problem, alloc, run.config)
     acc = np.asarray(tr["accuracy"])
     return {
         "rollouts": tr["rollouts"],

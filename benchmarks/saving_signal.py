@@ -10,7 +10,14 @@ all-equal group). Per run of 60 steps:
 - kept: the signal of the groups the method returned, sum a(k; n), / Uniform's expected signal on
   the same prompts and policy (1 for Uniform up to sampling noise);
 - lost: Uniform's expected signal of the prompts the method gave fewer than n_q rollouts (skipped
-  or cut), / the same total: what its stop decisions gave up.
+  or cut), / the same total: what its stop decisions gave up, priced before any rollout;
+- given: the same, priced at what the method had seen when it stopped (`given_up_signal`: a cut
+  group's E[a(s + T; n_q)], T ~ Binomial(n_q - k, p), after k rollouts with s successes; a skipped
+  prompt's as in lost): what its stops gave up in expectation (kept ~ 1 - given; a cut after a flat
+  pilot gives up less than the group's signal before it, so lost overstates it);
+- claimed (the default): what the rule says it gave up, its `signal_given_up`, the share of its
+  belief's expected signal, averaged over the steps; and (``--pool`` runs aside) where the given-up
+  signal comes from, by the prompt's true p (`P_BINS`).
 
 The known-p skip rule (``oracle-skip``) keeps nearly everything at its spend; the distance of a learned
 method from that point is what its predictions cost. Every method runs at one learning rate (``--lr``):
@@ -28,21 +35,43 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import binom
 
 from adaptive_rollouts.allocators import SavingProgressive, saving_allocators
 from adaptive_rollouts.experiments.bench import build_allocator
+from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.objectives.signal import group_signal, known_p_group_signal
 from adaptive_rollouts.progress import progress_bar
 from adaptive_rollouts.sim.regimes import Cell, select_cells
-from adaptive_rollouts.sim.train import TrainConfig, train
+from adaptive_rollouts.sim.train import train
 from adaptive_rollouts.solvers import equal_split
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "saving_signal" / "saving_signal.json"
 METHODS = ("uniform", "oracle-skip", "uniform-rounds", *saving_allocators())  # every registered saving allocator
-ESTIMATOR, AGGREGATION = "grpo", "seq-mean"
+ESTIMATOR, AGGREGATION = SAVING_MAP.estimator, SAVING_MAP.aggregation  # the runs' (`cell_run`)
+P_BINS = (0.0, 0.02, 0.1, 0.3, 0.7, 0.9, 0.98, 1.0)
+"""Edges of the bins of true p by which the given-up signal is split (the last bin holds p = 1)."""
+
+
+def given_up_signal(n: int, drawn: int, successes: int, p: float) -> float:
+    """E[a(s + T; n)], T ~ Binomial(n - k, p): what completing a group of n after k = ``drawn``
+    rollouts with s = ``successes`` would have carried, with p known (k = 0: Uniform's expected
+    signal, `known_p_group_signal`).
+
+    >>> round(given_up_signal(4, 2, 1, 0.5), 4) == round(float(group_signal("grpo", 4)[1:4] @ [0.25, 0.5, 0.25]), 4)
+    True
+    """
+    row = group_signal(ESTIMATOR, n, AGGREGATION)
+    t = np.arange(n - drawn + 1)
+    return float(binom.pmf(t, n - drawn, p) @ row[successes + t])
+
+
+def p_bin(p: float) -> int:
+    """The `P_BINS` bin of p."""
+    return int(min(np.searchsorted(P_BINS, p, side="right") - 1, len(P_BINS) - 2))
 
 
 class SignalLedger:
@@ -51,8 +80,10 @@ class SignalLedger:
 
     def __init__(self, allocator: Any, problem: Any):
         self.allocator, self.problem = allocator, problem
-        self.expected = self.kept = self.lost = 0.0
+        self.expected = self.kept = self.lost = self.given = 0.0
         self.spent = self.budget = 0
+        self.claimed: list[float] = []  # the rule's own share given up per step (the default)
+        self.by_p = np.zeros(len(P_BINS) - 1)  # the given-up signal by the prompt's true p
 
     def __getattr__(self, name: str) -> Any:  # the training loop may read the allocator's attributes
         return getattr(self.allocator, name)
@@ -76,6 +107,12 @@ class SignalLedger:
                 self.kept += float(group_signal(ESTIMATOR, r.size, AGGREGATION)[int(round(float(r.sum())))])
             if r.size < sizes[j]:
                 self.lost += float(uniform[j])
+                given = given_up_signal(int(sizes[j]), r.size, int(round(float(r.sum()))), float(p[j]))
+                self.given += given
+                self.by_p[p_bin(float(p[j]))] += given
+        claim = getattr(self.allocator, "last_metrics", {}).get("signal_given_up")
+        if claim is not None:
+            self.claimed.append(float(claim))
         self.expected += float(uniform.sum())
         self.spent += drawn[0]
         self.budget += budget
@@ -93,26 +130,22 @@ def _allocator(method: str, problem: Any, seed: int, share: float | None) -> Any
     return allocator
 
 
-def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int, share: float | None = None) -> dict[str, float]:
-    problem = cell.problem(seed)
-    allocator = _allocator(method, problem, seed, share)
-    ledger = SignalLedger(allocator, problem)
-    cfg = TrainConfig(
-        steps=steps,
-        batch_prompts=cell.batch_prompts,
-        budget=cell.budget,
-        lr=lr,
-        seed=seed,
-        estimator=ESTIMATOR,
-        aggregation=AGGREGATION,
-        grad_var_every=0,
-    )
-    accuracy = train(problem, ledger, cfg)["accuracy"]
+def one_run(cell: Cell, method: str, seed: int, lr: float, steps: int, share: float | None = None) -> dict[str, Any]:
+    run = cell_run(cell, SAVING_MAP, seed, lr, steps=steps)
+    ledger = SignalLedger(_allocator(method, run.problem, seed, share), run.problem)
+    accuracy = train(run.problem, ledger, run.config)["accuracy"]
+    return {**_shares(ledger), "final": final_level(accuracy)}
+
+
+def _shares(ledger: SignalLedger) -> dict[str, Any]:
+    """A run's ledger as shares of Uniform's expected signal (and of the budget, for spent)."""
     return {
         "spent": ledger.spent / ledger.budget,
         "kept": ledger.kept / ledger.expected,
         "lost": ledger.lost / ledger.expected,
-        "final": final_level(accuracy),
+        "given": ledger.given / ledger.expected,
+        "claimed": float(np.mean(ledger.claimed)) if ledger.claimed else None,
+        "by_p": (ledger.by_p / ledger.expected).tolist(),
     }
 
 
@@ -141,7 +174,7 @@ class StaticPool:
 POOL = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
 
 
-def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None) -> dict[str, float]:
+def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None) -> dict[str, Any]:
     """One run on the recurring `StaticPool` (``POOL``) at ``per_prompt`` rollouts per prompt."""
     pool = StaticPool(POOL["size"], POOL["extreme"], seed)
     problem: Any = _PoolProblem(pool)
@@ -151,11 +184,7 @@ def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None
     for _ in range(POOL["steps"]):
         prompts = [int(q) for q in order.choice(POOL["size"], POOL["batch"], replace=False)]
         ledger.run(prompts, POOL["batch"] * per_prompt, pool.sampler(prompts))
-    return {
-        "spent": ledger.spent / ledger.budget,
-        "kept": ledger.kept / ledger.expected,
-        "lost": ledger.lost / ledger.expected,
-    }
+    return _shares(ledger)
 
 
 class _PoolProblem:
@@ -195,18 +224,25 @@ def main() -> None:
                 runs.append(one_run(cell, method, seed, args.lr, args.steps))
                 bar.update(1)
             row: dict[str, Any] = {"cell": cell.key, "method": method}
-            for key in ("spent", "kept", "lost", "final"):
+            for key in ("spent", "kept", "lost", "given", "claimed", "final"):
+                if any(r[key] is None for r in runs):  # claimed: a method that states no share given up
+                    row[key] = row[f"{key}_sd"] = None
+                    continue
                 values = np.array([r[key] for r in runs])
                 row[key], row[f"{key}_sd"] = float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0
+            row["by_p"] = np.mean([r["by_p"] for r in runs], axis=0).tolist()
             rows.append(row)
-            print(f"{cell.key:34s} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f} lost {row['lost']:.2f}")
+            print(
+                f"{cell.key:34s} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f} lost {row['lost']:.2f}"
+                f" given {row['given']:.3f} claimed {row['claimed'] if row['claimed'] is None else round(row['claimed'], 3)}"
+            )
     pool_rows = []
     for per_prompt in (4, 8) if args.pool else ():
         for method in [m for m in methods if m in ("uniform", "oracle-skip") or m.startswith("default")]:
             runs = [pool_run(method, seed, per_prompt) for seed in range(args.seeds)]
             row = {"n": per_prompt, "method": method}
-            for key in ("spent", "kept", "lost"):
-                row[key] = float(np.mean([r[key] for r in runs]))
+            for key in ("spent", "kept", "lost", "given", "claimed"):
+                row[key] = None if any(r[key] is None for r in runs) else float(np.mean([r[key] for r in runs]))
             pool_rows.append(row)
             print(f"pool n={per_prompt} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f}", flush=True)
     bar.close()
@@ -219,6 +255,7 @@ def main() -> None:
         "cells": [c.key for c in cells],
         "methods": methods,
         "pool": POOL if args.pool else None,
+        "p_bins": list(P_BINS),
     }
     path = write_result(
         args.out,

@@ -231,9 +231,9 @@ def test_alike_flat_groups_get_all_they_lack_in_one_round(monkeypatch):
     """The first step's flat pilots (a prior that cannot tell prompts apart) are alike: none can be cut
     in any later round, so they are completed in one round; the counts are those of the halves."""
     merged = _first_steps()
-    import adaptive_rollouts.allocators.saving as saving
+    import adaptive_rollouts.allocators.saving_rounds as saving_rounds
 
-    monkeypatch.setattr(saving, "cannot_cut", lambda *a: False)  # halves whatever they can cut
+    monkeypatch.setattr(saving_rounds, "cannot_cut", lambda *a: False)  # halves whatever they can cut
     halves = _first_steps()
     assert merged[0][0] == halves[0][0] == [8] * 12
     assert merged[0][1] == 2 and halves[0][1] == 3

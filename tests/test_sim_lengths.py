@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from adaptive_rollouts.experiments.gain_speedup import gain_speedup
-from adaptive_rollouts.experiments.regime_map import SAVING_MAP, _one_run
+from adaptive_rollouts.experiments.map_run import one_run
+from adaptive_rollouts.experiments.regime_map import SAVING_MAP
 from adaptive_rollouts.sim.lengths import LengthModel, expected_length, mean_length, sample_lengths, truncated_share
 from adaptive_rollouts.sim.problem import make_problem
 from adaptive_rollouts.sim.regimes import TOKEN_CELLS, Cell
@@ -92,11 +93,11 @@ def test_old_cells_keep_their_settings_and_their_committed_runs():
                 committed = r
                 break
     assert committed is not None
-    run = _one_run(cell, "uniform", 0, 0.8, SAVING_MAP)
+    run = one_run(cell, "uniform", 0, 0.8, SAVING_MAP)
     assert run["accuracy"] == committed["accuracy"] and run["rollouts"] == committed["rollouts"]
     assert "tokens" not in run
     # the same cell with lengths: the same run to the last bit, now with its tokens
-    long = _one_run(Cell("hard-heavy", dim=16, batch_prompts=32, failure_ratio=4.0), "uniform", 0, 0.8, SAVING_MAP)
+    long = one_run(Cell("hard-heavy", dim=16, batch_prompts=32, failure_ratio=4.0), "uniform", 0, 0.8, SAVING_MAP)
     assert long["accuracy"] == committed["accuracy"] and long["rollouts"] == committed["rollouts"]
     assert len(long["tokens"]) == len(long["rollouts"]) and long["tokens"][-1] > long["rollouts"][-1]
 
@@ -106,8 +107,8 @@ def test_lengths_never_change_what_a_run_that_does_not_weigh_them_learns(method)
     """Lengths have a generator of their own: Uniform and the null control (which never weigh
     tokens) learn exactly what they learn in the base cell. (The default weighs tokens, so its
     runs in a length cell differ from its runs in the base cell.)"""
-    base = _one_run(Cell("cold-start", dim=16, batch_prompts=32), method, 1, 1.6, SAVING_MAP)
-    long = _one_run(TOKEN_CELLS[1], method, 1, 1.6, SAVING_MAP)
+    base = one_run(Cell("cold-start", dim=16, batch_prompts=32), method, 1, 1.6, SAVING_MAP)
+    long = one_run(TOKEN_CELLS[1], method, 1, 1.6, SAVING_MAP)
     assert TOKEN_CELLS[1].key == "cold-start/d16-Q32-F2.5"
     assert long["accuracy"] == base["accuracy"] and long["rollouts"] == base["rollouts"]
     steps = len(long["rollouts"])
@@ -117,7 +118,7 @@ def test_lengths_never_change_what_a_run_that_does_not_weigh_them_learns(method)
 
 
 def test_failures_are_longer_than_successes_in_the_length_cells():
-    run = _one_run(TOKEN_CELLS[3], "uniform", 2, 0.8, SAVING_MAP)  # hard-heavy, ratio 4
+    run = one_run(TOKEN_CELLS[3], "uniform", 2, 0.8, SAVING_MAP)  # hard-heavy, ratio 4
     ok, ok_tokens = sum(run["success_rollouts"]), sum(run["success_tokens"])
     fail = run["rollouts"][-1] - ok
     ratio = ((run["tokens"][-1] - ok_tokens) / fail) / (ok_tokens / ok)

@@ -21,13 +21,13 @@ from ._pilot import pilot_parameter
 from .base import BaseAllocator, RolloutCollector
 from .guarded import measured_persistence
 from .predictive import PredictorSlot
-from .round_plan import RoundPlanner, cannot_cut
+from .round_plan import RoundPlanner
+from .saving_rounds import flat_round
 from .saving_rule import (
     LOSS_SHARE,
     affordable_losses,
     explore_skipped,
     group_stats,
-    next_chunk,
     realised_signal,
     uniform_targets,
 )
@@ -234,7 +234,9 @@ class SavingProgressive(BaseAllocator):
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:
-            inc, lost = self._round(collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe)
+            inc, lost = flat_round(
+                self, collector, target, keep & ~stopped, a0, b0, allowance, lost, weigh, plan, probe
+            )
             stopped |= keep & (collector.counts > 0) & (collector.counts < target) & (inc == 0)
             if not inc.any():
                 break
@@ -274,59 +276,6 @@ class SavingProgressive(BaseAllocator):
         total = a0 + b0
         prediction = Prediction(a0 / total, a0 * b0 / (total * total * (total + 1.0)))
         return self._finish(prompts, collector, start, prediction, extra, budget=budget)
-
-    def _round(
-        self,
-        collector: RolloutCollector,
-        target: np.ndarray,
-        keep: np.ndarray,
-        a0: np.ndarray,
-        b0: np.ndarray,
-        allowance: float,
-        lost: float,
-        weigh: bool = False,
-        plan: bool = False,
-        probe: tuple[np.ndarray, float] | None = None,
-    ) -> tuple[np.ndarray, float]:
-        """Step 4: the next round's increments (all zero when no prompt continues) and the signal
-        given up so far (``keep``: the prompts still open; a prompt cut once stays cut; ``weigh``:
-        price a completion in expected tokens, `_completion_cost`; ``plan``: the still-flat groups
-        get their chunk only where the round after it pays, else all they lack, `round_plan`;
-        ``probe``: the prompts piloted only by exploration and its bar: one whose rewards are still
-        all equal continues only while its completion is worth the bar per rollout, its skip having
-        been paid for in step 2)."""
-        k = collector.scored
-        rewards = collector.rewards()
-        _, s, varied = group_stats(rewards)
-        # a prompt none of whose rollouts got a reward shows nothing that could vary: not completed
-        open_ = keep & (collector.counts > 0) & (collector.counts < target) & (k > 0)
-        chunk = np.minimum(target - collector.counts, next_chunk(target, collector.counts))
-        if not self.saving:
-            return np.where(open_, chunk, 0), lost
-        inc = np.where(open_ & varied, target - collector.counts, 0)
-        tied = np.flatnonzero(open_ & ~varied)
-        if tied.size:
-            rest = self._value(target[tied], k[tied], s[tied], a0[tied] + s[tied], b0[tied] + k[tied] - s[tied])
-            cost = (target - collector.counts)[tied]
-            if weigh:
-                cost = self._completion_cost(collector, tied, cost, rewards, (a0 + s)[tied] / (a0 + b0 + k)[tied])
-            refuted = np.zeros(tied.size, dtype=bool)
-            probed = np.zeros(tied.size, dtype=bool) if probe is None else probe[0][tied]
-            if probe is not None:
-                refuted = probed & (rest < probe[1] * cost)
-            lost += float(rest[refuted].sum())
-            cut = refuted.copy()
-            cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, self.rng)
-            lost += float(rest[cut & ~refuted].sum())
-            go = tied[~cut]
-            inc[go] = chunk[go]
-            sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
-            if go.size and cannot_cut(a0[go] + sg, b0[go] + kg - sg, target[go], kg, lack, cost[~cut], probed[~cut]):
-                inc[go] = lack  # alike flat groups: no later round could cut one (round_plan.cannot_cut)
-            elif plan and go.size:  # halves only where the round after them pays (round_plan)
-                means = self.lengths.means([collector.prompts[i] for i in go.tolist()])
-                inc[go] = self.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
-        return inc, lost
 
     def _completion_cost(
         self, collector: RolloutCollector, rows: np.ndarray, lack: np.ndarray, rewards: Rewards, p: np.ndarray

@@ -4,7 +4,7 @@ naming them, instead of mixing two configurations in one map (file handling: `ru
 
 >>> import tempfile
 >>> from pathlib import Path
->>> from adaptive_rollouts.experiments.regime_map import QUICK_MAP
+>>> from adaptive_rollouts.experiments.map_presets import QUICK_MAP
 >>> store = MapStore(Path(tempfile.mkdtemp()), QUICK_MAP)
 >>> cell = QUICK_MAP.cells[0]
 >>> store.add({"cell": cell.key, "method": "uniform", "seed": 0, "lr": 0.1,
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adaptive_rollouts.allocators import DEFAULT_ALLOCATOR
+from adaptive_rollouts.experiments.map_config import DEFAULT, NULL
 from adaptive_rollouts.experiments.run_store import append_jsonl, check_settings, read_jsonl
 from adaptive_rollouts.sim.regimes import Cell
 
@@ -27,7 +28,7 @@ __all__ = ["MapStore", "StoreConfig", "run_settings", "cell_settings"]
 
 
 class StoreConfig(Protocol):
-    """What the store reads of a map's configuration (`regime_map.MapConfig` has it)."""
+    """What the store reads of a map's configuration (`map_config.MapConfig` has it)."""
 
     cells: Sequence[Cell]
     tune_seeds: Sequence[int]
@@ -37,7 +38,6 @@ class StoreConfig(Protocol):
 
 
 _RUN_FIELDS = ("steps", "n_test", "estimator", "aggregation", "grad_var_every", "grad_var_resamples")
-_NULL = "uniform-rounds"  # built from the default allocator's rounds
 
 
 def run_settings(cfg: StoreConfig, cell: Cell | dict | None, method: str) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def run_settings(cfg: StoreConfig, cell: Cell | dict | None, method: str) -> dic
     out.update(fingerprint_every=cfg.fingerprint_every, extra=cfg.extra)
     if cell is not None:
         out["cell"] = cell if isinstance(cell, dict) else cell.as_dict()
-    if method.startswith("default") or method == _NULL:
+    if method.startswith(DEFAULT) or method == NULL:  # the null control is built from the default's rounds
         out["default_allocator"] = DEFAULT_ALLOCATOR
     return out
 

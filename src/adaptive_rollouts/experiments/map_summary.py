@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.experiments.equal_cost import equal_cost_entry
 from adaptive_rollouts.experiments.gain_speedup import gain_interval, gain_speedup, gain_speedup_parts, pooled_gain
 from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
@@ -94,7 +95,8 @@ def _gain_entry(
 
 
 def summarize_map(result: dict) -> dict[str, Any]:
-    """Per cell: fingerprints, and per method speedup (seed-mean curves) with per-seed min-max; with
+    """Per cell: fingerprints, and per method speedup (seed-mean curves) with per-seed min-max, the
+    rollouts spent and the final accuracy against Uniform's at equal steps and at equal cost; with
     ``fractions`` in the configuration also the primary statistic (`gain_speedup`), the pooled effect
     over cells per method (`pooled`) and the saving verdicts from the intervals."""
     frac = result["config"]["target_at"]
@@ -122,7 +124,9 @@ def summarize_map(result: dict) -> dict[str, Any]:
                 "spend": float(
                     np.mean([r["rollouts"][-1] for r in runs]) / np.mean([u["rollouts"][-1] for u in u_same])
                 ),
+                # at equal steps; at equal cost: Uniform read at the method's rollouts (`equal_cost`)
                 "final_gap": float(np.mean([r["final"] for r in runs]) - np.mean([u["final"] for u in u_same])),
+                **equal_cost_entry(u_same, runs),
                 "min": float(np.min(per_seed)),
                 "max": float(np.max(per_seed)),
                 "per_seed": per_seed,

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["final_level", "rollouts_to_target", "rollouts_needed", "seed_mean_curve", "speedup", "bootstrap_speedup"]
+__all__ = [
+    "final_steps",
+    "final_level",
+    "rollouts_to_target",
+    "rollouts_needed",
+    "seed_mean_curve",
+    "speedup",
+    "bootstrap_speedup",
+]
 
 
 def rollouts_to_target(
@@ -28,6 +36,15 @@ def rollouts_to_target(
     return float(r[i] + frac * (r[i + 1] - r[i]))
 
 
+def final_steps(n: int) -> slice:
+    """The steps of an n-step run that its final level averages: the last third (at least one).
+
+    >>> final_steps(6), final_steps(2)
+    (slice(4, 6, None), slice(1, 2, None))
+    """
+    return slice(n - max(1, n // 3), n)
+
+
 def final_level(accuracy: Sequence[float] | np.ndarray) -> float:
     """Mean held-out accuracy over the last third of a run (the tuning criterion).
 
@@ -37,7 +54,7 @@ def final_level(accuracy: Sequence[float] | np.ndarray) -> float:
     a = np.asarray(accuracy, dtype=float)
     if a.size == 0:
         raise ValueError("accuracy curve is empty")
-    return float(a[-max(1, a.size // 3) :].mean())
+    return float(a[final_steps(a.size)].mean())
 
 
 def seed_mean_curve(runs: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, float]:

@@ -1,11 +1,14 @@
 """The regime map's tables of the primary statistic (`gain_speedup`): per cell and arm the statistic
 with its 90% paired interval (`interval_words`), the pooled effect over cells, and the saving verdicts read
-from the intervals (`map_summary.verdict`). Called by `map_report.map_markdown` for maps run with
+from the intervals (`map_summary.verdict`), and the final accuracy at equal cost
+(`experiments.equal_cost`). Called by `map_report.map_markdown` for maps run with
 ``fractions``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.map_summary import verdict
@@ -19,6 +22,8 @@ __all__ = [
     "verdict_lines",
     "targets_with_verdicts",
     "coverage",
+    "gap_cell",
+    "equal_cost_lines",
 ]
 
 _DEFAULT = "default"
@@ -181,3 +186,36 @@ def verdict_lines(data: dict, level: int) -> list[str]:
         ),
     )
     return lines
+
+
+def gap_cell(e: dict | None) -> str:
+    """A method entry's final accuracy minus Uniform's at equal cost with its 90% interval,
+    "+0.051 (+0.043, +0.059)"; "-" where the entry has none (maps summarised before it was).
+
+    >>> gap_cell({"final_gap_equal_cost": 0.0512, "final_gap_equal_cost_ci90": [0.043, 0.0591]}), gap_cell({})
+    ('+0.051 (+0.043, +0.059)', '-')
+    """
+    if not e or e.get("final_gap_equal_cost") is None:
+        return "-"
+    lo, hi = e["final_gap_equal_cost_ci90"]
+    ci = f" ({lo:+.3f}, {hi:+.3f})" if np.isfinite(lo) and np.isfinite(hi) else ""
+    return f"{e['final_gap_equal_cost']:+.3f}{ci}"
+
+
+def equal_cost_lines(data: dict, level: int) -> list[str]:
+    """Per cell and method: final accuracy minus Uniform's at equal cost (`experiments.equal_cost`);
+    nothing for a map file summarised before the statistic existed."""
+    shown = [m for m in data["config"]["methods"] if m != "uniform"]
+    if not any("final_gap_equal_cost" in e for r in data["rows"] for e in r["methods"].values()):
+        return []
+    lines = section("Final accuracy minus Uniform's at equal cost (90% interval over the paired seeds)", level)
+    lines += [
+        "The arm's accuracy over the last third of its steps minus Uniform's accuracy at the same cumulative "
+        "rollouts (Uniform's curve interpolated; held at its last step beyond it), mean over the seeds, "
+        "jackknife-t interval. The table above compares after the same number of steps, when a saving arm "
+        "has generated a fraction of Uniform's rollouts.",
+        "",
+    ]
+    return lines + table(
+        ["cell", *shown], ([r["cell"], *(gap_cell(r["methods"].get(m)) for m in shown)] for r in data["rows"])
+    )

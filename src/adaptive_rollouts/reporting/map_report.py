@@ -16,12 +16,19 @@ from adaptive_rollouts.experiments.map_records import records_path, write_run_re
 from adaptive_rollouts.experiments.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL
 from adaptive_rollouts.experiments.results import MixedResultsError, write_result
-from adaptive_rollouts.reporting.gain_report import gain_lines, verdict_lines
+from adaptive_rollouts.reporting.gain_report import equal_cost_lines, gain_lines, verdict_lines
 from adaptive_rollouts.reporting.markdown import fmt as _fmt
 from adaptive_rollouts.reporting.markdown import section, table
 from adaptive_rollouts.state.atomic import atomic_write
 
-__all__ = ["summarize_map", "write_map_report", "map_markdown", "map_data", "run_commits", "NOISE_DOMINATED"]
+__all__ = [
+    "summarize_map",
+    "write_map_report",
+    "map_markdown",
+    "map_data",
+    "run_commits",
+    "NOISE_DOMINATED",
+]
 
 
 def _with_ci(value: float | None, ci: Sequence[float]) -> str:
@@ -185,9 +192,13 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
 
 
 def _saving_lines(data: dict, level: int) -> list[str]:
-    """Rollouts generated (share of Uniform's) and final accuracy per method; the saving targets."""
+    """Rollouts generated (share of Uniform's) and final accuracy per method, at equal steps and (where
+    the file holds it) at equal cost; the saving targets."""
     shown = [m for m in data["config"]["methods"] if m != "uniform"]
-    lines = section("Rollouts generated over the run, as a share of Uniform's (final accuracy minus Uniform's)", level)
+    lines = section(
+        "Rollouts generated over the run, as a share of Uniform's (final accuracy minus Uniform's, at equal steps)",
+        level,
+    )
     lines += table(
         ["cell", *shown],
         (
@@ -201,6 +212,7 @@ def _saving_lines(data: dict, level: int) -> list[str]:
             for r in data["rows"]
         ),
     )
+    lines += equal_cost_lines(data, level)
     lines += verdict_lines(data, level)
     return lines
 

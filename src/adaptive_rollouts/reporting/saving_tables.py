@@ -7,6 +7,7 @@ from pathlib import Path
 
 from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import table
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "demo_saving_arms",
     "render_demo_saving",
     "render_saving_signal",
+    "render_saving_given",
     "render_loss_rows",
     "render_loss_rows_summary",
 ]
@@ -37,6 +39,53 @@ def render_saving_signal(root: Path) -> str:
         f"lr {d['lr']:g}, estimator {d['estimator']}, aggregation {d['aggregation']}.",
         "",
         *table(["cell", *methods], body),
+    ]
+    return block(lines, [r])
+
+
+def _bin_names(edges: list[float]) -> list[str]:
+    names = [f"p in [{lo:g}, {hi:g})" for lo, hi in zip(edges[:-2], edges[1:-1])]
+    return [*names, f"p in [{edges[-2]:g}, {edges[-1]:g}]"]
+
+
+def render_saving_given(root: Path) -> str:
+    """The default's own account against the known p: per cell, what it spent and kept, the signal
+    its skips and cuts gave up in expectation at what it had seen (``given``), the share it says
+    it gave up (``claimed``), and the given-up signal split by the prompts' true p."""
+    r = load_relative(root, SAVING_SIGNAL)
+    d = r.data
+    rows = [x for x in d["rows"] if x["method"] == "default" and x.get("given") is not None]
+    if not rows or "p_bins" not in d:
+        return block(["The committed saving-signal result holds no given-up ledger (an older benchmark)."], [r])
+    body = [
+        [
+            x["cell"],
+            f"{x['spent']:.2f}",
+            f"{x['kept']:.2f}",
+            f"{x['given']:.3f}",
+            f"{x['claimed']:.3f}",
+            f"{x['given'] / x['claimed']:.2f}x" if x["claimed"] else "-",
+            *[f"{v:.3f}" for v in x["by_p"]],
+        ]
+        for x in rows
+    ]
+    for x in d.get("pool_rows", []):
+        if x["method"] == "default" and x.get("given") is not None:
+            claimed = x["claimed"]
+            body.append(
+                [f"recurring pool, n = {x['n']}", f"{x['spent']:.2f}", f"{x['kept']:.2f}", f"{x['given']:.3f}"]
+                + [f"{claimed:.3f}", f"{x['given'] / claimed:.2f}x" if claimed else "-"]
+                + ["" for _ in d["p_bins"][1:]]
+            )
+    header = ["cell", "spent", "kept", "given up (known p)", "claimed", "given / claimed", *_bin_names(d["p_bins"])]
+    lines = [
+        f"The default, mean of {d['seeds']} seeds: share of Uniform's rollouts spent; share of Uniform's expected "
+        "signal kept; given up: the expected signal (with the true p) of what its skips and cuts gave up, at what "
+        "it had seen when it stopped, as a share of Uniform's; claimed: the share of its belief's expected signal "
+        "it says it gave up (`signal_given_up`, mean over the steps); then the given-up share split by the "
+        "prompts' true p.",
+        "",
+        *table(header, body),
     ]
     return block(lines, [r])
 
@@ -103,7 +152,8 @@ def render_loss_rows(root: Path) -> str:
     d = r.data
 
     def arm(x: dict) -> str:
-        return f"{_gain(x)}, {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
+        text = f"{_gain(x)}, {x['spend']:.2f} of the rollouts, final {x['final_gap']:+.3f}"
+        return text + (f" (at equal cost {gap_cell(x)})" if "final_gap_equal_cost" in x else "")
 
     body = [
         [x["cell"], f"{x['lr']:g}", arm(x["kept"]), arm(x["uniform"]), _gain(x["uniform_over_kept"])] for x in d["rows"]
@@ -121,7 +171,7 @@ def render_loss_rows(root: Path) -> str:
         f"The default against Uniform at Uniform's tuned rate (read from {', '.join(f'`{m}`' for m in d['rates_from'])}), "
         f"{d['seeds']} paired seeds, {d['steps']} steps, runs at {', '.join(c[:10] for c in d['run_commits'])}; "
         f"rollouts to 50/75/90% of the gain (90% {d['interval']} interval over the seeds), share of "
-        "Uniform's rollouts, final accuracy minus Uniform's. Last column: the loss over Uniform's rows against the loss "
+        "Uniform's rollouts, final accuracy minus Uniform's at equal steps (and at equal cost where the file holds it). Last column: the loss over Uniform's rows against the loss "
         "over the kept rows, same seeds (above 1: Uniform's rows reach the gain in fewer rollouts). Pooled: geometric "
         "mean over the cells with its pooled 90% interval.",
         "",

@@ -56,7 +56,9 @@ def render_saving_share(root: Path) -> str:
         "",
         f"Learning speed at Uniform's tuned rate (read from {', '.join(f'`{m}`' for m in d['rates_from'])}), "
         f"{d['seeds']} paired seeds, {d['steps']} steps: rollouts to 50/75/90% of the gain over Uniform's "
-        f"(90% {d['interval']} interval), share of Uniform's rollouts, final accuracy minus Uniform's. "
+        f"(90% {d['interval']} interval), share of Uniform's rollouts, final accuracy minus Uniform's after the "
+        f"same number of steps (at equal steps, when the arm has generated that share of Uniform's rollouts; the "
+        f"saving map's tables in docs/benchmark.md give the gap at equal cost too). "
         f"Pilot-Commit: its row of the same map ({'/'.join(map(str, pc_seeds))} seeds).",
         "",
         *table(["cell", *heads, "Pilot-Commit"], speed_body),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
+from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
     render_flatness_tinylm,
@@ -32,10 +33,12 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_demo_saving,
     render_loss_rows,
     render_loss_rows_summary,
+    render_saving_given,
     render_saving_signal,
 )
 from adaptive_rollouts.reporting.share_tables import render_saving_share
 from adaptive_rollouts.reporting.token_tables import render_tokens
+from adaptive_rollouts.reporting.versus_tables import render_saving_versus
 
 __all__ = ["RENDERERS", "SOLVER", "ADVANTAGES", "AGGREGATION_TIMING", "kkt_gaps"]
 
@@ -180,6 +183,8 @@ RENDERERS = {
     "interval-coverage": render_interval_coverage,
     "map-seeds": render_map_seeds,
     "saving-signal": render_saving_signal,
+    "saving-given": render_saving_given,
+    "saving-versus": render_saving_versus,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
@@ -189,6 +194,7 @@ RENDERERS = {
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "saving-share": render_saving_share,
+    "saving-equal-cost": render_equal_cost_summary,
     "demo-ladder": render_demo_ladder,
     "tokens": render_tokens,
     **RELIABILITY_RENDERERS,
