@@ -8,7 +8,8 @@ the default as a trainer that reports no round times runs it (its own rounds), t
 of 2 instead of 4 (another round plan: smaller pilots, more of each group left to the rounds that
 follow), the default in runs
 whose rounds an engine of `sim.step_time.ENGINES` times (``default~<engine>``: it prices each round,
-`allocators.round_plan`), and the null control. Per cell and arm: the primary statistic on the
+`allocators.round_plan`), the null control, and, for what is attainable on the token axis, the
+known-p skip rule (``oracle-skip``) and Pilot-Commit. Per cell and arm: the primary statistic on the
 rollout, token and each engine's time axes, each engine's modelled step time per step against
 Uniform's, rounds per step, the break-even overhead per round, where the saved rollouts would have
 fallen, and the measured lengths (`experiments.token_summary`).
@@ -38,8 +39,17 @@ from adaptive_rollouts.sim.step_time import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tokens" / "tokens.json"
-# the default with its own rounds, with a pilot of 2, timed by each engine; the null control
-ARMS = (DEFAULT, DEFAULT + "[pilot=2]", *(DEFAULT + ENGINE_MARK + e for e in ENGINES), NULL)
+# the default with its own rounds, with a pilot of 2, timed by each engine; the null control; the
+# known-p skip rule and Pilot-Commit (what tokens over rollouts a rule that knows p, or pilots every
+# prompt, reaches in these cells)
+ARMS = (
+    DEFAULT,
+    DEFAULT + "[pilot=2]",
+    *(DEFAULT + ENGINE_MARK + e for e in ENGINES),
+    NULL,
+    "oracle-skip",
+    "pilot-commit",
+)
 
 
 def _runs(result: dict, cell: str, method: str, lr: float, seeds: list[int]) -> list[dict]:

@@ -54,7 +54,7 @@ def _trained(name: str):
 
 def _calls_of_next_step(name: str) -> int:
     calls: list = []
-    _trained(name).run(POOL, BUDGET, _sampler(7, calls=calls))
+    _trained(name).run(POOL, BUDGET, _sampler(8, calls=calls))
     return len(calls)
 
 
@@ -71,7 +71,7 @@ def test_a_step_failing_in_any_round_leaves_the_allocator_as_it_was(name, call, 
     alloc, twin = _trained(name), _trained(name)
     before, metrics = copy.deepcopy(alloc.state_dict()), copy.deepcopy(alloc.last_metrics)
     with pytest.raises((ValueError, MemoryError)):
-        alloc.run(POOL, BUDGET, _sampler(7, fail_at=call, kind=kind))
+        alloc.run(POOL, BUDGET, _sampler(8, fail_at=call, kind=kind))
     assert states_equal(alloc.state_dict(), before), f"{name}: a failed step changed the state"
     assert alloc.last_metrics == metrics, f"{name}: a failed step changed last_metrics"
     for step in range(3):  # the next good steps equal the twin's
@@ -93,7 +93,7 @@ def test_every_other_allocator_failing_in_its_last_round_is_unchanged(name):
     alloc, twin = _trained(name), _trained(name)
     before = copy.deepcopy(alloc.state_dict())
     with pytest.raises(ValueError, match="NaN"):
-        alloc.run(POOL, BUDGET, _sampler(7, fail_at=last))
+        alloc.run(POOL, BUDGET, _sampler(8, fail_at=last))
     assert states_equal(alloc.state_dict(), before), f"{name}: a failed step changed the state"
     out = [a.run(POOL, BUDGET, _sampler(200)) for a in (alloc, twin)]
     assert [r.tolist() for r in out[0]] == [r.tolist() for r in out[1]]

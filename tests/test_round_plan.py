@@ -15,6 +15,7 @@ from adaptive_rollouts.allocators.round_plan import (
     MIN_ROUNDS,
     WINDOW,
     RoundPlanner,
+    cannot_cut,
     check_seconds,
     fit_round_time,
     pilot_saving,
@@ -191,6 +192,110 @@ def test_the_default_timed_by_a_synchronous_engine_runs_one_round_once_rounds_ar
     assert min(r for _, r in untimed) > 1
     assert timed[0] == untimed[0]  # the first step: no round timed yet, its own rounds
     assert all(r == 1 for _, r in timed[1:])
+
+
+def test_cannot_cut_needs_alike_groups_and_no_probe():
+    base = dict(
+        alpha=np.array([1.0, 1.0]),
+        beta=np.array([5.0, 5.0]),
+        target=np.array([8, 8]),
+        scored=np.array([4, 4]),
+        lack=np.array([4, 4]),
+        cost=np.array([4.0, 4.0]),
+        probed=np.array([False, False]),
+    )
+    assert cannot_cut(**base)
+    assert cannot_cut(**{k: v[:1] for k, v in base.items()})  # one flat group is never below the average
+    for key in ("alpha", "beta", "target", "scored", "lack", "cost"):
+        other = {**base, key: base[key] * np.array([1, 2])}
+        assert not cannot_cut(**other), key
+    assert not cannot_cut(**{**base, "probed": np.array([False, True])})
+
+
+def _first_steps(steps=4):
+    """Counts and rounds of a fresh default over its first steps (12 prompts: the odd ones always
+    fail, the even ones alternate), rollouts priced (no lengths)."""
+
+    def sample(idx, counts):
+        return [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
+
+    alloc = SavingProgressive(seed=0)
+    out = []
+    for _ in range(steps):
+        rewards = alloc.run(list(range(12)), 96, sample)
+        out.append(([len(r) for r in rewards], alloc.last_metrics["rounds"]))
+    return out
+
+
+def test_alike_flat_groups_get_all_they_lack_in_one_round(monkeypatch):
+    """The first step's flat pilots (a prior that cannot tell prompts apart) are alike: none can be cut
+    in any later round, so they are completed in one round; the counts are those of the halves."""
+    merged = _first_steps()
+    import adaptive_rollouts.allocators.saving_rounds as saving_rounds
+
+    monkeypatch.setattr(saving_rounds, "cannot_cut", lambda *a: False)  # halves whatever they can cut
+    halves = _first_steps()
+    assert merged[0][0] == halves[0][0] == [8] * 12
+    assert merged[0][1] == 2 and halves[0][1] == 3
+
+
+def test_a_synchronous_timed_default_whose_first_step_is_alike_runs_one_round_from_the_second():
+    """Two rounds in the first step (pilot, completion of the alike flat pilots) are enough to price
+    a round: from the second step on, one round a step (a synchronous engine: no round pays)."""
+
+    def sample(idx, counts):
+        rewards = [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
+        lengths = [np.full(c, 3000 if i % 2 else 1500, dtype=np.int64) for i, c in zip(idx, counts)]
+        return Draw(
+            rewards,
+            np.zeros(len(idx), dtype=np.int64),
+            lengths,
+            ENGINES["synchronous"].round_time(np.concatenate(lengths)),
+        )
+
+    alloc = SavingProgressive(seed=0)
+    rounds = []
+    for _ in range(5):
+        alloc.run(list(range(12)), 96, sample)
+        rounds.append(alloc.last_metrics["rounds"])
+    assert rounds == [2, 1, 1, 1, 1]
+    assert alloc.round_plan.known and not alloc.round_plan.pays(1e9)
+
+
+@pytest.mark.parametrize("engine", ["synchronous", "continuous"])
+def test_a_default_told_that_rounds_are_timed_runs_one_round_until_two_are(engine):
+    """Told before its first step (`expect_round_times`), the default generates its first steps in
+    one round each until two rounds are timed; then it prices them: a synchronous engine keeps one
+    round a step, continuous batching pays for the default's own rounds."""
+    told = SavingProgressive(seed=0)
+    told.expect_round_times()
+    rounds = [r for _, r in _steps(told, engine)]
+    assert rounds[:2] == [1, 1]
+    if engine == "synchronous":
+        assert all(r == 1 for r in rounds)
+    else:
+        assert max(rounds[2:]) > 1
+    assert told.round_plan.known and not told.round_plan.awaiting_times
+    # the announcement is not state: a default resumed from the state decides as one that was not told
+    assert "announced" not in json.dumps(told.state_dict(), default=str)
+
+
+def test_trainers_that_time_rounds_tell_the_default_so():
+    from adaptive_rollouts.bridge.step import TrainerStep
+    from adaptive_rollouts.sim.regimes import Cell
+    from adaptive_rollouts.sim.train import TrainConfig, train
+
+    for time_rounds in (False, True):
+        alloc = SavingProgressive(seed=0)
+        TrainerStep(alloc, time_rounds=time_rounds)
+        assert alloc.round_plan.announced is time_rounds
+    cell = Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)
+    for engine in (None, "synchronous"):
+        alloc = SavingProgressive(seed=0)
+        cfg = TrainConfig(steps=2, batch_prompts=6, budget=48, lr=0.5, grad_var_every=0, engine=engine)
+        tr = train(cell.problem(0, 30), alloc, cfg)
+        assert alloc.round_plan.announced is (engine is not None)
+        assert (len(tr["round_max_tokens"][0]) == 1) is (engine is not None)
 
 
 def test_a_resumed_timed_default_decides_exactly_as_an_uninterrupted_one(tmp_path):

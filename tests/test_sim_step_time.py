@@ -113,6 +113,7 @@ def test_token_comparison_on_known_runs():
     assert out["rollouts"]["speedup"] == pytest.approx(2.0)
     assert out["tokens"]["speedup"] == pytest.approx(2 / 3)
     assert out["tokens_over_rollouts"] == pytest.approx(1 / 3)
+    assert out["steps"]["speedup"] == pytest.approx(1.0)  # the same curve over the steps
     engines = out["engines"]
     assert engines["synchronous"]["speedup"] == pytest.approx(0.5)
     assert engines["synchronous"]["step_time"] == pytest.approx({"method": 20.0, "uniform": 10.0, "ratio": 2.0})
@@ -150,3 +151,12 @@ def test_saving_composition_by_hand():
     # 1.2 needs (1 - f) / (1 - f x) = 1.2
     f, x = 0.5, c["length_needed"]
     assert (1 - f) / (1 - f * x) == pytest.approx(1.2)
+    # saving exactly the flat prompts' rollouts (4 hopeless of 15, 4 solved of 5): f = 8 / 10,
+    # x = (60 + 20) / 8 / 10 = 1, the ratio (1 - f) / (1 - f x) = 0.2 / 0.2: the mixed prompts' 10
+    # tokens a rollout are the mean
+    assert c["flat_rule_ratio"] == pytest.approx((1 - 0.8) / (1 - 0.8 * 1.0))
+    u2 = _run(acc, [10, 20], [120, 240], [[10]] * 2, [0] * 2, [0] * 2, [[120]] * 2, ([4, 2, 4], [80, 20, 20]))
+    # mixed 2 rollouts of 10 tokens each against a mean of 12: 12 / 10; by brute force over the step
+    n, t = np.array([4, 2, 4]), np.array([80, 20, 20])
+    f, fx = (n[0] + n[2]) / n.sum(), (t[0] + t[2]) / t.sum()
+    assert saving_composition([u2], [u2])["flat_rule_ratio"] == pytest.approx((1 - f) / (1 - fx)) == pytest.approx(1.2)

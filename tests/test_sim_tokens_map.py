@@ -23,8 +23,8 @@ def _tiny_length_map():
     return dataclasses.replace(
         QUICK_MAP,
         cells=[Cell(scenario="hard-heavy", dim=8, batch_prompts=6, n_prompts=60, failure_ratio=4.0)],
-        methods=("uniform", NULL, "default", "default~synchronous"),
-        untuned=(NULL, "default", "default~synchronous"),
+        methods=("uniform", NULL, "default", "default~synchronous", "oracle-skip"),
+        untuned=(NULL, "default", "default~synchronous", "oracle-skip"),
         same_rate=("default",),
         tune_seeds=(100,),
         report_seeds=(0, 1, 2),
@@ -47,6 +47,7 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
     uni = [result["runs"][(cell, "uniform", s, lr)] for s in (0, 1, 2)]
     dft = [result["runs"][(cell, "default", s, lr)] for s in (0, 1, 2)]
     timed = [result["runs"][(cell, "default~synchronous", s, lr)] for s in (0, 1, 2)]
+    known_p = [result["runs"][(cell, "oracle-skip", s, lr)] for s in (0, 1, 2)]
     assert all(len(r["tokens"]) == cfg.steps for r in uni + dft + timed)
     # timed by a synchronous engine, the default runs one round a step once rounds are timed
     assert all(len(rounds) == 1 for r in timed for rounds in r["round_max_tokens"][1:])
@@ -68,6 +69,7 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
             "arms": {
                 "default": token_comparison(uni, dft, cfg.fractions, resamples=20, interval=cfg.interval),
                 "default~synchronous": token_comparison(uni, timed, cfg.fractions, resamples=20, interval=cfg.interval),
+                "oracle-skip": token_comparison(uni, known_p, cfg.fractions, resamples=20, interval=cfg.interval),
             },
             "uniform_lengths": length_stats(uni),
         }
@@ -81,6 +83,10 @@ def test_length_cell_map_reads_tokens_beside_rollouts(tmp_path):
     assert cell in block and "tokens / rollouts" in block and "met in" in block
     assert "| synchronous |" in block and "default~synchronous" in block
     assert "Source: " in block or "results/tokens/tokens.json" in block
+    # the known-p rule's composition row, the flat-prompt ratio and the speedup in steps
+    flat = rows[0]["arms"]["default"]["composition"]["flat_rule_ratio"]
+    assert f"| {cell} | oracle-skip |" in block and "flat prompts saved: ratio" in block
+    assert f"| {flat:.2f} |" in block and "| steps |" in block
 
 
 def test_committed_tokens_file_recomputes_from_its_run_records():
@@ -122,3 +128,22 @@ def test_committed_tokens_file_recomputes_from_its_run_records():
                 )
             for key in ("saved_share", "saved_length", "step_ratio", "length_needed"):
                 assert again["composition"][key] == pytest.approx(saved["composition"][key], rel=1e-12, nan_ok=True)
+
+
+def test_attainable_line_reads_the_known_p_rule_pilot_commit_and_the_flat_ratio():
+    from adaptive_rollouts.reporting.token_tables import _attainable
+
+    def arm(ratio, solved, flat=None):
+        comp = {"saved_share_by_class": [0.3, 0.0, solved]}
+        if flat is not None:
+            comp["flat_rule_ratio"] = flat
+        return {"tokens_over_rollouts": ratio, "composition": comp}
+
+    rows = [
+        {"arms": {"default": arm(1.05, 0.6, 0.92), "oracle-skip": arm(1.02, 0.63), "pilot-commit": arm(1.04, 0.59)}},
+        {"arms": {"default": arm(1.09, 0.5, 1.04), "oracle-skip": arm(0.99, 0.73), "pilot-commit": arm(1.06, 0.57)}},
+    ]
+    (line,) = _attainable({"rows": rows})
+    assert "`oracle-skip` 0.99-1.02 (solved prompts 63%-73% of its saving)" in line
+    assert "`pilot-commit` 1.04-1.06" in line and "`default` 1.05-1.09" in line and "0.92-1.04 per step" in line
+    assert _attainable({"rows": [{"arms": {"default": arm(1.05, 0.6)}}]}) == []

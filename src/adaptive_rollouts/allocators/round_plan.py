@@ -55,16 +55,26 @@ from typing import Any
 import numpy as np
 
 from ..checks.validation import check_real_array
-from ..objectives.beta import beta_mean_var, beta_moment
 from ..state.checks import StateReader
 from ..types import StateDict
+from .round_savings import cannot_cut, pilot_saving, split_saving
 
-__all__ = ["WINDOW", "MIN_ROUNDS", "check_seconds", "fit_round_time", "pilot_saving", "split_saving", "RoundPlanner"]
+__all__ = [
+    "WINDOW",
+    "MIN_ROUNDS",
+    "check_seconds",
+    "fit_round_time",
+    "pilot_saving",
+    "split_saving",
+    "cannot_cut",
+    "RoundPlanner",
+]
 
 WINDOW = 64
 """Rounds the time model is fitted on (the most recent)."""
-MIN_ROUNDS = 3
-"""Timed rounds before anything is planned (three coefficients)."""
+MIN_ROUNDS = 2
+"""Timed rounds before anything is planned: a first step's pilot and its completion (the fit of three
+coefficients on two rounds takes the simplest exact one, `fit_round_time`; the later rounds refine it)."""
 MIN_EXPLAINED = 0.5
 """The share of the spread of the round times the model must explain (R^2) before rounds are priced."""
 CUT_DISCOUNT = 0.9
@@ -118,51 +128,6 @@ def fit_round_time(
     return best / scale
 
 
-def _outcome_moments(alpha: np.ndarray, beta: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """E[p^h] and E[(1 - p)^h] per prompt under Beta(alpha, beta), h = ``power`` (whole numbers)."""
-    mean, var = beta_mean_var(alpha, beta)
-    up, down = np.zeros(mean.size), np.zeros(mean.size)
-    for h in np.unique(power).tolist():
-        at = power == h
-        up[at] = beta_moment(mean[at], var[at], float(h), 0.0)
-        down[at] = beta_moment(mean[at], var[at], 0.0, float(h))
-    return up, down
-
-
-def pilot_saving(
-    n: np.ndarray,
-    m: np.ndarray,
-    alpha: np.ndarray,
-    beta: np.ndarray,
-    fail_tokens: np.ndarray,
-    success_tokens: np.ndarray,
-) -> np.ndarray:
-    """Per prompt, the tokens a flat pilot of ``m`` leaves ungenerated of a group of ``n`` when it is
-    cut: (n - m) (E[p^m] L1 + E[(1 - p)^m] L0) (0 where m >= n)."""
-    n, m = np.asarray(n, dtype=np.int64), np.minimum(np.asarray(m, dtype=np.int64), n)
-    up, down = _outcome_moments(np.asarray(alpha, float), np.asarray(beta, float), m)
-    return (n - m) * (up * np.asarray(success_tokens, float) + down * np.asarray(fail_tokens, float))
-
-
-def split_saving(
-    lack: np.ndarray,
-    chunk: np.ndarray,
-    alpha: np.ndarray,
-    beta: np.ndarray,
-    succeeded: np.ndarray,
-    fail_tokens: np.ndarray,
-    success_tokens: np.ndarray,
-) -> np.ndarray:
-    """Per still-flat group lacking ``lack`` rollouts, given ``chunk`` of them now: the tokens of the
-    other lack - chunk left ungenerated if the chunk comes back like the group so far (all
-    successes where ``succeeded``, else all failures), under the posterior Beta(alpha, beta)."""
-    lack, chunk = np.asarray(lack, dtype=np.int64), np.asarray(chunk, dtype=np.int64)
-    up, down = _outcome_moments(np.asarray(alpha, float), np.asarray(beta, float), chunk)
-    succeeded = np.asarray(succeeded, dtype=bool)
-    same = np.where(succeeded, up * np.asarray(success_tokens, float), down * np.asarray(fail_tokens, float))
-    return np.maximum(lack - chunk, 0) * same
-
-
 class RoundPlanner:
     """The time model of the trainer's rounds and the share of flat pilots cut (module docstring)."""
 
@@ -172,6 +137,28 @@ class RoundPlanner:
         self.cut = 0.0
         self._coef: np.ndarray | None = None
         self._explained = 0.0
+        self.announced = False  # the trainer said it times every round (`expect_times`; not state)
+
+    def expect_times(self) -> None:
+        """The trainer times every round (said before the first step, and again on resume): until
+        `MIN_ROUNDS` rounds are timed, a step goes in one round (`awaiting_times`)."""
+        self.announced = True
+
+    @property
+    def awaiting_times(self) -> bool:
+        """Announced but fewer than `MIN_ROUNDS` rounds timed: nothing says yet what a round costs, and
+        one round a step is never slower than Uniform's step, where a pilot and its completion take
+        two or three times as long on a synchronous engine; what it gives up is those steps' cuts.
+        (Once rounds are timed and their times are noise, the allocator's own rounds, as without times.)
+
+        >>> planner = RoundPlanner()
+        >>> planner.expect_times()
+        >>> planner.awaiting_times, planner.observe_round(8.0, 8000, 1e5), planner.awaiting_times
+        (True, None, True)
+        >>> planner.observe_round(8.0, 8000, 2e5); planner.awaiting_times
+        False
+        """
+        return self.announced and len(self.rounds) < MIN_ROUNDS
 
     def observe_round(self, seconds: float, longest: float, tokens: float) -> None:
         """A round the trainer timed, with its longest rollout and its tokens."""

@@ -65,9 +65,10 @@ class SavingProgressive(BaseAllocator):
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
        are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
        under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
-       the allowance; the others get their next chunk (half of what they lack). A prompt piloted
-       only by exploration continues while its completion is worth exploration's bar per rollout
-       (its skip was paid for in step 2). Repeat until no prompt continues.
+       the allowance; the others get their next chunk (half of what they lack; all of it when they
+       are alike, as at a run's first step: no later round could cut one, `round_plan.cannot_cut`).
+       A prompt piloted only by exploration continues while its completion is worth exploration's
+       bar per rollout (its skip was paid for in step 2). Repeat until no prompt continues.
 
     Weighing by tokens: once the trainer's ``sample`` has given completion lengths (`types.Draw`),
     the cost in steps 2 and 4 (and exploration's bar) is a group's expected tokens instead of its
@@ -79,7 +80,8 @@ class SavingProgressive(BaseAllocator):
     Pricing rounds: once the trainer also times its rounds (`types.Draw.seconds`), the pilot of
     step 3 and the halving of step 4 are made only where the round they add is expected to save
     more time in tokens than its latency costs (`allocators.round_plan`; a synchronous engine: one
-    round a step); without round times, the rounds above.
+    round a step; told beforehand, `expect_round_times`, one round a step until two are timed);
+    without round times, the rounds above.
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/10 and the pilot of 4 are structural
@@ -94,7 +96,7 @@ class SavingProgressive(BaseAllocator):
     >>> alloc = SavingProgressive(estimator="grpo")
     >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # no history: nothing to tell prompts apart
     [8, 8, 8, 8, 8, 8, 8, 8]
-    >>> for _ in range(6):  # p persists: the flat prompts' pilots are cut, then (history grown) skipped
+    >>> for _ in range(5):  # p persists: the flat prompts' pilots are cut, then (history grown) skipped
     ...     _ = alloc.run(list(range(8)), 64, sample)
     >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # p persists: the flat prompts are skipped
     [8, 0, 8, 0, 8, 0, 8, 0]
@@ -172,6 +174,12 @@ class SavingProgressive(BaseAllocator):
             )
         return self._belief
 
+    def expect_round_times(self) -> None:
+        """The trainer will time every round (`types.Draw.seconds`): until two rounds are timed, each
+        step goes in one round (`round_plan.RoundPlanner.awaiting_times`). Said by `bridge.TrainerStep`
+        with ``time_rounds`` and by the simulator with an engine; not part of the state."""
+        self.round_plan.expect_times()
+
     def observe_policy(self, prompts: Sequence[Prompt], features: np.ndarray) -> None:
         """The policy's feature vector per prompt for the coming step (`types.PolicyAware`):
         checked and kept by the belief (ValueError naming the input on a wrong width or NaN)."""
@@ -220,6 +228,8 @@ class SavingProgressive(BaseAllocator):
         if plan:
             fail, success = self.lengths.means(prompts)
             pilot = self.round_plan.pilot_size(pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
+        elif self.saving and self.round_plan.awaiting_times:  # rounds will be timed, none priced yet: one
+            pilot = max(int(target.max(initial=0)), pilot)
         collector.draw(np.where(keep, np.minimum(target, pilot), 0))
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .collector import RolloutCollector
+from .round_plan import cannot_cut
 from .saving_rule import affordable_losses, group_stats, next_chunk
 
 __all__ = ["flat_round"]
@@ -50,16 +51,19 @@ def flat_round(
         if weigh:
             cost = alloc._completion_cost(collector, tied, cost, rewards, (a0 + s)[tied] / (a0 + b0 + k)[tied])
         refuted = np.zeros(tied.size, dtype=bool)
+        probed = np.zeros(tied.size, dtype=bool) if probe is None else probe[0][tied]
         if probe is not None:
-            refuted = probe[0][tied] & (rest < probe[1] * cost)
+            refuted = probed & (rest < probe[1] * cost)
         lost += float(rest[refuted].sum())
         cut = refuted.copy()
         cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, alloc.rng)
         lost += float(rest[cut & ~refuted].sum())
         go = tied[~cut]
         inc[go] = chunk[go]
-        if plan and go.size:  # halves only where the round after them pays (round_plan)
+        sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
+        if go.size and cannot_cut(a0[go] + sg, b0[go] + kg - sg, target[go], kg, lack, cost[~cut], probed[~cut]):
+            inc[go] = lack  # alike flat groups: no later round could cut one (round_plan.cannot_cut)
+        elif plan and go.size:  # halves only where the round after them pays (round_plan)
             means = alloc.lengths.means([collector.prompts[i] for i in go.tolist()])
-            sg, kg, lack = s[go], k[go], (target - collector.counts)[go]
             inc[go] = alloc.round_plan.chunks(chunk[go], lack, a0[go] + sg, b0[go] + kg - sg, sg >= kg, *means)
     return inc, lost

@@ -166,6 +166,9 @@ class TrainerStep:
     ):
         self.allocator = allocator
         self.time_rounds = bool(time_rounds)
+        expect_times = getattr(allocator, "expect_round_times", None)
+        if self.time_rounds and expect_times is not None:  # it prices rounds once two are timed
+            expect_times()
         self.kind = allocator_kind(allocator)
         self.signal = SuccessSignal() if signal is None else signal
         self.regime = RegimeTracker() if regime is None else regime

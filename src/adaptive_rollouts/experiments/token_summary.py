@@ -28,8 +28,11 @@ __all__ = ["with_engine_time", "length_stats", "saving_composition", "token_comp
 
 
 def with_engine_time(run: dict, engines: Mapping[str, Engine] = ENGINES) -> dict:
-    """The run with ``time:<engine>``: its cumulative modelled generation time per step on each engine."""
+    """The run with ``time:<engine>``: its cumulative modelled generation time per step on each engine;
+    and ``steps``, the steps it has taken (the time axis of an engine on which every step lasts the same:
+    a synchronous one whose every round runs to the cap, one round a step)."""
     out = dict(run)
+    out["steps"] = list(range(1, len(run["round_max_tokens"]) + 1))
     for name, engine in engines.items():
         out[f"time:{name}"] = np.cumsum(engine.steps_time(run["round_max_tokens"], run["round_tokens"])).tolist()
     return out
@@ -63,7 +66,13 @@ def saving_composition(uniform: Sequence[dict], method: Sequence[dict]) -> dict[
     the true p, `sim.train.prompt_class`), the method's saving per class (Uniform's minus its own),
     the saved share of Uniform's rollouts f, the mean length of a saved rollout over Uniform's mean x,
     and the per-step token-over-rollout ratio they give, (1 - f) / (1 - f x); with the x a ratio of
-    ``1.2`` would need at that f, and the x were every saved rollout a hopeless prompt's."""
+    ``1.2`` would need at that f, and the x were every saved rollout a hopeless prompt's.
+
+    ``flat_rule_ratio``: the per-step ratio of a rule that saves exactly the flat prompts' rollouts
+    (every hopeless and solved one) and keeps the mixed: f = 1 - N_mixed / N and f x = 1 - T_mixed / T
+    (N, T: Uniform's rollouts and tokens), so (1 - f) / (1 - f x) = (T / N) / (T_mixed / N_mixed),
+    Uniform's mean length over the mixed prompts'. It is 1.2 or more only where a mixed prompt's
+    rollout is at least a sixth shorter than the average rollout."""
 
     def mean(runs: Sequence[dict], key: str) -> np.ndarray:
         return np.mean([row for r in runs for row in r[key]], axis=0)
@@ -88,6 +97,7 @@ def saving_composition(uniform: Sequence[dict], method: Sequence[dict]) -> dict[
         "step_ratio": (1.0 - f) / (1.0 - f * x) if f * x < 1 else float("nan"),
         "length_needed": (1.0 - (1.0 - f) / 1.2) / f if f > 0 else float("nan"),
         "hopeless_length": hopeless,
+        "flat_rule_ratio": float(mu / (u_t[1] / u_n[1])) if u_n[1] > 0 and u_t[1] > 0 else float("nan"),
     }
 
 
@@ -100,7 +110,7 @@ def token_comparison(
     interval: str = INTERVAL,
     engines: Mapping[str, Engine] = ENGINES,
 ) -> dict[str, Any]:
-    """The method against Uniform (paired seed lists) on the rollout, token and engine-time axes
+    """The method against Uniform (paired seed lists) on the rollout, token, step and engine-time axes
     (`gain_speedup`, 90% paired intervals by ``interval``, `gain_interval`), per-step modelled times
     on each engine, rounds and rollouts per round; with the generation ``cap``, also the share of each
     arm's rounds whose longest rollout ran to it (such a round lasts the full cap on a synchronous
@@ -108,7 +118,7 @@ def token_comparison(
     u = [with_engine_time(r, engines) for r in uniform]
     m = [with_engine_time(r, engines) for r in method]
     out: dict[str, Any] = {}
-    for axis in ("rollouts", "tokens"):
+    for axis in ("rollouts", "tokens", "steps"):
         ci = gain_interval(u, m, fractions, interval, resamples, cost=axis)
         out[axis] = {"speedup": gain_speedup(u, m, fractions, cost=axis), "ci90": [ci["low"], ci["high"]]}
     out["tokens_over_rollouts"] = out["tokens"]["speedup"] / out["rollouts"]["speedup"]

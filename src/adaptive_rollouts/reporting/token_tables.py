@@ -88,9 +88,35 @@ def _composition_rows(d: dict, arms: list[str]) -> list[list[str]]:
                     f"{c['saved_length']:.2f}",
                     f"{c['length_needed']:.2f}",
                     f"{c['step_ratio']:.2f}",
+                    f"{c['flat_rule_ratio']:.2f}" if "flat_rule_ratio" in c else "-",
                 ]
             )
     return rows
+
+
+def _attainable(d: dict) -> list[str]:
+    """The bullet on what tokens / rollouts rules that know p, or pilot every prompt, reach (when the
+    file has those arms)."""
+    rows = d["rows"]
+    others = [a for a in ("oracle-skip", "pilot-commit") if rows and all(a in x["arms"] for x in rows)]
+    if not others:
+        return []
+    flat = [x["arms"]["default"]["composition"].get("flat_rule_ratio") for x in rows]
+    bound = (
+        f"; saving exactly the flat prompts' rollouts (every hopeless and solved one) would give "
+        f"{_span([float(v) for v in flat])} per step (Uniform's mean length over the mixed prompts')"
+        if all(v is not None for v in flat)
+        else ""
+    )
+    return [
+        "- what is attainable: tokens / rollouts "
+        + "; ".join(
+            f"`{a}` {_span([x['arms'][a]['tokens_over_rollouts'] for x in rows])} (solved prompts "
+            f"{_span([x['arms'][a]['composition']['saved_share_by_class'][2] for x in rows], '.0%')} of its saving)"
+            for a in others
+        )
+        + f", `default` {_span([x['arms']['default']['tokens_over_rollouts'] for x in rows])}{bound}."
+    ]
 
 
 def _span(values: list[float], fmt_: str = ".2f") -> str:
@@ -150,7 +176,9 @@ def _summary(d: dict) -> list[str]:
         f"({_span([c['hopeless_length'] for c in comp])}x; "
         f"{_span([c['uniform_rollouts'][0] / sum(c['uniform_rollouts']) for c in comp], '.0%')} of Uniform's "
         f"rollouts); a saved rollout is {_span([c['saved_length'] for c in comp])}x the mean, against "
-        f"{_span([c['length_needed'] for c in comp])}x needed for {TOKENS_OVER_ROLLOUTS:g}.",
+        f"{_span([c['length_needed'] for c in comp])}x needed for {TOKENS_OVER_ROLLOUTS:g}"
+        + (";" if _attainable(d) else "."),
+        *_attainable(d),
     ]
 
 
@@ -178,6 +206,7 @@ def render_tokens(root: Path) -> str:
             _ci(x["arms"][arm]["rollouts"]),
             _ci(x["arms"][arm]["tokens"]),
             f"{x['arms'][arm]['tokens_over_rollouts']:.2f}",
+            _ci(x["arms"][arm]["steps"]) if "steps" in x["arms"][arm] else "-",
             f"{x['arms'][arm]['rounds_per_step']['method']:.2f}",
             f"{x['arms'][arm]['rollouts_per_round']:.0f}",
             f"{x['arms'][arm]['rounds_at_cap']['method']:.0%}" if "rounds_at_cap" in x["arms"][arm] else "-",
@@ -211,12 +240,13 @@ def render_tokens(root: Path) -> str:
         ),
         "",
         f"Against Uniform: speedup to 50/75/90% of the gain in rollouts and in tokens (90% interval over the "
-        f"paired seeds, {d.get('interval', 'percentile')}); rounds per step, rollouts per round, the share of "
+        f"paired seeds, {d.get('interval', 'percentile')}), and in steps (the time speedup of an engine whose "
+        "every step lasts the same, as a synchronous one's step of one round at the cap); rounds per step, rollouts per round, the share of "
         "rounds whose longest rollout ran to the cap, and the overhead per round (token-times) below which a "
         "synchronous step is no slower than Uniform's:",
         "",
         *table(
-            ["cell", "arm", "rollouts", "tokens", "tokens / rollouts", "rounds / step", "rollouts / round"]
+            ["cell", "arm", "rollouts", "tokens", "tokens / rollouts", "steps", "rounds / step", "rollouts / round"]
             + ["rounds at the cap", "break-even overhead"],
             body,
         ),
@@ -232,13 +262,22 @@ def render_tokens(root: Path) -> str:
         "hopeless p < 0.05, mixed, solved p > 0.95): Uniform's rollouts per class and their mean length over "
         "Uniform's mean; the share of Uniform's rollouts the arm does not generate (f), how they split over "
         "the classes, their mean length over Uniform's mean (x), the x a token speedup 1.2x the rollout "
-        "speedup needs at that f, (1 - (1 - f) / 1.2) / f, and the per-step tokens / rollouts they give, "
-        "(1 - f) / (1 - f x):",
+        "speedup needs at that f, (1 - (1 - f) / 1.2) / f, the per-step tokens / rollouts they give, "
+        "(1 - f) / (1 - f x), and the per-step tokens / rollouts were exactly the flat prompts' rollouts "
+        "saved (hopeless and solved; Uniform's mean length over the mixed prompts'):",
         "",
         *table(
             ["cell", "arm", "Uniform's rollouts (hopeless / mixed / solved)", "their length / mean", "saved f"]
-            + ["saved (hopeless / mixed / solved)", "saved length x", "x needed for 1.2", "per-step ratio"],
-            _composition_rows(d, [a for a in ("default", f"default{ENGINE_MARK}synchronous") if a in arms]),
+            + ["saved (hopeless / mixed / solved)", "saved length x", "x needed for 1.2", "per-step ratio"]
+            + ["flat prompts saved: ratio"],
+            _composition_rows(
+                d,
+                [
+                    a
+                    for a in ("default", f"default{ENGINE_MARK}synchronous", "oracle-skip", "pilot-commit")
+                    if a in arms
+                ],
+            ),
         ),
         "",
         *_summary(d),

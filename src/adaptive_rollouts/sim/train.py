@@ -88,6 +88,9 @@ def train(problem: Problem, allocator: Allocator, cfg: TrainConfig, predictor: A
     )
     tracker = RegimeTracker()
     sim = Simulator(problem, seed=cfg.seed, engine=cfg.engine)
+    expect_times = getattr(allocator, "expect_round_times", None)
+    if cfg.engine is not None and expect_times is not None:  # every round will be timed
+        expect_times()
     order_rng = np.random.default_rng(cfg.seed + 7919)
     probe_rng = np.random.default_rng(cfg.seed + 104729)
     observe_policy = getattr(allocator, "observe_policy", None)
