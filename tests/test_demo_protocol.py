@@ -40,8 +40,17 @@ CFG = ProtocolConfig(
 )
 
 
-def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = "aaaaaaa", slope: float = 0.01) -> dict:
-    """A saved run whose held-out curve rises by ``slope`` per evaluation (best at lr 1e-4)."""
+def fake_run(
+    cfg: ProtocolConfig,
+    arm: str,
+    seed: int,
+    lr: float,
+    commit: str = "aaaaaaa",
+    slope: float = 0.01,
+    calls: list[int] | None = None,
+) -> dict:
+    """A saved run whose held-out curve rises by ``slope`` per evaluation (best at lr 1e-4); ``calls``:
+    the longest completion of each generation call of every step (recorded only when given)."""
     evals = cfg.steps // cfg.eval_every + 1
     budget = cfg.prompts_per_step * cfg.mean_rollouts
     height = 0.5 - abs(np.log10(lr / 1e-4)) / 10
@@ -59,6 +68,10 @@ def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = 
         "extra_rollouts": 0,
         "probes": {"probe_var": [2.0], "probe_signal": [1.0], "nsr_rollout": [80.0], "probe_step": [0]},
     }
+    if calls is not None:
+        result["round_max_tokens"] = [list(calls)] * cfg.steps
+        result["round_tokens"] = [[4 * c for c in calls]] * cfg.steps
+        result["evaluated_at"] = [k * cfg.eval_every for k in range(evals)]
     return {
         "settings": run_settings(cfg, arm, seed, lr),
         "commit": "c0" + commit,
@@ -67,14 +80,17 @@ def fake_run(cfg: ProtocolConfig, arm: str, seed: int, lr: float, commit: str = 
     }
 
 
-def fill(store: RunStore, cfg: ProtocolConfig, arms, commit: str = "aaaaaaa", skip=()) -> None:
+def fill(store: RunStore, cfg: ProtocolConfig, arms, commit: str = "aaaaaaa", skip=(), calls=None) -> None:
     for arm in arms:
         for lr in cfg.lr_grid:
             for seed in cfg.tune_seeds:
                 store.add(fake_run(cfg, arm, seed, lr, commit))
         for seed in cfg.report_seeds:
             if (arm, seed) not in skip:
-                store.add(fake_run(cfg, arm, seed, 1e-4, commit, slope=0.02 if arm == "default" else 0.01))
+                slope = 0.02 if arm == "default" else 0.01
+                store.add(
+                    fake_run(cfg, arm, seed, 1e-4, commit, slope=slope, calls=None if calls is None else calls[arm])
+                )
 
 
 def test_config_checks_name_the_setting():
@@ -141,6 +157,35 @@ def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
     header = summary["header"]
     assert header["command"] == "cmd" and header["settings"]["steps"] == CFG.steps and "commit" in header
     assert summary["data"]["arms"][0]["arm"] == "uniform" and summary["data"]["missing"] == {}
+
+
+def test_modelled_time_prices_each_generation_call_by_its_longest_completion(tmp_path):
+    from adaptive_rollouts.demo.protocol_report import TIME_AXIS, arm_rows, write_regime_report
+
+    store = RunStore(tmp_path / CFG.regime, CFG)
+    # Uniform: one call a step whose longest completion is 5 tokens; the default: two calls of 2.
+    fill(store, CFG, ["uniform", "null", "default"], calls={"uniform": [5], "null": [5], "default": [2, 2]})
+    state = run_protocol(CFG, tmp_path, run_missing=False, progress=False)
+    rows = {r["arm"]: r for r in arm_rows(CFG, state)}
+    # rollouts: Uniform needs 4.5 evaluations, the default 2.25 (2x); a step costs 5 and 4 token-times
+    assert rows["default"]["rollouts"]["speedup"] == pytest.approx(2.0)
+    assert rows["default"][TIME_AXIS]["speedup"] == pytest.approx(2.0 * 5 / 4)
+    # one more call a step, 1 token-time faster at no overhead: even at an overhead of 1 per call
+    assert rows["default"]["break_even_overhead"] == pytest.approx(1.0)
+    assert rows["null"][TIME_AXIS]["speedup"] == pytest.approx(1.0, abs=0.05)
+    assert rows["null"]["break_even_overhead"] == np.inf  # no more calls than Uniform, not slower
+    text = write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "no-map")
+    assert "speedup, modelled time (synchronous)" in text and "| < 1 |" in text
+
+
+def test_runs_without_generation_calls_get_no_modelled_time(tmp_path):
+    from adaptive_rollouts.demo.protocol_report import TIME_AXIS, arm_rows
+
+    store = RunStore(tmp_path / CFG.regime, CFG)
+    fill(store, CFG, ["uniform", "null", "default"])
+    rows = arm_rows(CFG, run_protocol(CFG, tmp_path, run_missing=False, progress=False))
+    assert all(TIME_AXIS not in r and "break_even_overhead" not in r for r in rows)
+    assert all("rollouts" in r and "tokens" in r for r in rows)
 
 
 def test_no_revisits_instead_of_nan():
@@ -218,6 +263,9 @@ def test_recording_verifier_counts_every_rollout_and_token():
     ]
     assert (v.rollouts, v.tokens) == (3, 8)
     assert sorted(v.flush()) == [[0, 2, 1], [1, 1, 1]]
+    v(["d31="], ["31"], completion_ids=[[4, 5, 6, 7]])
+    assert v.flush_calls() == ([3, 4], [8, 4])  # each call: its longest completion, its tokens
+    assert v.flush_calls() == ([], [])
 
 
 @pytest.mark.slow
@@ -234,6 +282,8 @@ def test_protocol_runs_resumes_and_reports(tmp_path, monkeypatch):
     one = json.loads((tmp_path / "multi-epoch/runs/oracle/lr0.0001-seed100.json").read_text())
     run = one["data"]["result"]  # a result file: header (command, commit, settings), then the data
     assert one["header"]["command"] and run["rollouts"] == [0, 4, 8] and run["extra_rollouts"] == 2 * 2 * 2
+    assert run["evaluated_at"] == [0, 1, 2] and len(run["round_max_tokens"]) == len(run["round_tokens"]) == 2
+    assert sum(map(sum, run["round_tokens"])) == run["tokens"][-1]
     monkeypatch.setattr(run_module, "run_one", lambda *a, **k: pytest.fail("a finished run was run again"))
     again = run_protocol(cfg, tmp_path, progress=False)
     assert again.best_lr == state.best_lr

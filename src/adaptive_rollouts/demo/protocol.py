@@ -244,7 +244,7 @@ def run_record(res, settings: dict, version: dict) -> dict:
     """One finished run in memory: its settings, commit and source tree, curves and per-step groups
     (small: no rollouts)."""
     keep = {"rollouts", "tokens", "held_out", "counts", "groups", "train_seconds", "allocator_seconds"}
-    keep |= {"objective", "extra_rollouts", "probes"}
+    keep |= {"objective", "extra_rollouts", "probes", "round_max_tokens", "round_tokens", "evaluated_at"}
     return {"settings": settings, **version, "result": {k: v for k, v in asdict(res).items() if k in keep}}
 
 

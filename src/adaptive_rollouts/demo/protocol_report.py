@@ -1,9 +1,12 @@
 """Tables of the demo protocol, read exactly as the regime map reads its runs.
 
-Per arm against Uniform on the seeds both have: rollouts to a common target and completion tokens
-to it (`experiments.speedup.rollouts_needed`: the running max of the seed-mean held-out curves, target at
+Per arm against Uniform on the seeds both have: rollouts to a common target, completion tokens and
+modelled synchronous generation time to it (`experiments.speedup.rollouts_needed`: the running max of the seed-mean held-out curves, target at
 ``target_at`` of the run on the pooled curve), the speedup and its paired bootstrap intervals
-(`experiments.speedup.bootstrap_speedup`, 90% as the map reports and 95%). Per regime the map's
+(`experiments.speedup.bootstrap_speedup`, 90% as the map reports and 95%). The modelled time is
+`sim.step_time.ENGINES["synchronous"]` (a call lasts its longest completion, in token-times) on the
+generation calls each run recorded, with the overhead per call at which the arm's mean step time
+would equal Uniform's (`sim.step_time.break_even_overhead`). Per regime the map's
 fingerprints of Uniform's runs (`experiments.map_summary.uniform_fingerprints`) and the nearest map cell.
 """
 
@@ -19,7 +22,10 @@ from adaptive_rollouts.experiments.map_summary import summarize_map, uniform_fin
 from adaptive_rollouts.experiments.regime_map import FULL_MAP, run_map
 from adaptive_rollouts.experiments.results import load_result, write_result
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_needed, speedup
+from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.fingerprints import RegimeTracker
+from adaptive_rollouts.reporting.token_tables import overhead_text
+from adaptive_rollouts.sim.step_time import ENGINES, break_even_overhead
 from adaptive_rollouts.state.atomic import atomic_write
 
 from .allocation import arm_of
@@ -29,6 +35,7 @@ from .report import persistence_cell
 
 MAP_ARMS = {"null": "uniform-rounds", "oracle": "optimum@true-p"}  # the map's name of a demo arm (else its own)
 FINGERPRINT_AXES = ("noise_to_signal_batch", "zero_variance_fraction", "p_persistence")
+COST_AXES = ("rollouts", "tokens", TIME_AXIS)
 
 
 def regime_metrics(groups: list[list[list[int]]]) -> dict[str, float]:
@@ -40,11 +47,32 @@ def regime_metrics(groups: list[list[list[int]]]) -> dict[str, float]:
     return tracker.metrics()
 
 
-def curve(run: dict, axis: str = "rollouts") -> dict[str, Any]:
-    """A saved run as the map's speedup functions read it: cost axis (``rollouts`` or ``tokens``)
-    at each evaluation after the start, held-out accuracy there, and the accuracy at the start."""
+def has_axis(run: dict, axis: str) -> bool:
+    """Whether a saved run records what ``axis`` needs (runs saved before the generation calls were
+    recorded have no modelled time)."""
     r = run["result"]
-    return {"rollouts": r[axis][1:], "accuracy": r["held_out"][1:], "accuracy0": r["held_out"][0]}
+    return all(k in r for k in ("round_max_tokens", "round_tokens", "evaluated_at")) if axis == TIME_AXIS else axis in r
+
+
+def modelled_time(run: dict) -> list[float]:
+    """The run's cumulative modelled synchronous generation time at each evaluation (0 at the start).
+
+    >>> modelled_time({"result": {"round_max_tokens": [[5, 2], [3]], "round_tokens": [[9, 2], [6]], "evaluated_at": [0, 2]}})
+    [0.0, 10.0]
+    """
+    r = run["result"]
+    per_step = ENGINES["synchronous"].steps_time(r["round_max_tokens"], r["round_tokens"])
+    total = np.concatenate([[0.0], np.cumsum(per_step)])
+    return [float(total[s]) for s in r["evaluated_at"]]
+
+
+def curve(run: dict, axis: str = "rollouts") -> dict[str, Any]:
+    """A saved run as the map's speedup functions read it: cost axis (``rollouts``, ``tokens`` or
+    `TIME_AXIS`) at each evaluation after the start, held-out accuracy there, and the accuracy at the
+    start."""
+    r = run["result"]
+    cost = modelled_time(run) if axis == TIME_AXIS else r[axis]
+    return {"rollouts": cost[1:], "accuracy": r["held_out"][1:], "accuracy0": r["held_out"][0]}
 
 
 def map_shaped(run: dict) -> dict[str, Any]:
@@ -107,7 +135,9 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
             "commits": sorted({r["commit"] for r in runs.values()}),
         }
         if seeds:
-            for axis in ("rollouts", "tokens"):
+            for axis in COST_AXES:
+                if not all(has_axis(r, axis) for r in [*(uniform[s] for s in seeds), *(runs[s] for s in seeds)]):
+                    continue
                 u = [curve(uniform[s], axis) for s in seeds]
                 m = [curve(runs[s], axis) for s in seeds]
                 target, need_u, need_m = rollouts_needed(u, m, cfg.target_at)
@@ -120,6 +150,11 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
                     "ci95": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap, level=0.95)),
                     "per_seed": [speedup([a], [b], cfg.target_at) for a, b in zip(u, m)],
                 }
+            if TIME_AXIS in row:
+                row["break_even_overhead"] = break_even_overhead(
+                    [m for s in seeds for m in runs[s]["result"]["round_max_tokens"]],
+                    [m for s in seeds for m in uniform[s]["result"]["round_max_tokens"]],
+                )
         rows.append(row)
     return rows
 
@@ -211,8 +246,9 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
         f"x {cfg.mean_rollouts} rollouts, held-out greedy accuracy every {cfg.eval_every} steps)",
         "",
         "| arm | objective | loss | lr (tried) | seeds | final acc | rollouts/step | skipped | uncharged samples/step "
-        "| against | rollouts to target (it / arm) | speedup, rollouts | speedup, completion tokens |",
-        "|" + "---|" * 13,
+        "| against | rollouts to target (it / arm) | speedup, rollouts | speedup, completion tokens "
+        "| speedup, modelled time (synchronous) | break-even overhead per call |",
+        "|" + "---|" * 15,
     ]
     for r in rows:
         ro = r.get("rollouts") or {}
@@ -220,7 +256,8 @@ def markdown(cfg, state, rows: list[dict], prints: dict, placed: dict | None, ma
             f"| {r['arm']} | {r['objective']} | {r['loss']} | {r['lr']:g} ({_tried(r)}) "
             f"| {len(r['seeds'])} | {_fmt(r['final_accuracy'], 3)} | {_fmt(r['rollouts_per_step'], 1)} "
             f"| {_fmt(r['skipped_fraction'])} | {_fmt(r['oracle_rollouts_per_step'], 0)} | {r['against']} | {_fmt(ro.get('uniform'), 0)} / {_fmt(ro.get('arm'), 0)} "
-            f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} |"
+            f"| {_speed(r.get('rollouts'))} | {_speed(r.get('tokens'))} | {_speed(r.get(TIME_AXIS))} "
+            f"| {overhead_text(r['break_even_overhead']) if 'break_even_overhead' in r else '-'} |"
         )
     lines += targets(rows)
     code = sorted({c for r in rows for c in r["code"]})

@@ -4,8 +4,9 @@ Each run trains the shipped warm start with `AdaptiveGRPOTrainer` (TRL's GRPO, A
 pool and measures greedy accuracy on held-out problems (never trained on, disjoint from the
 pool and the SFT set) every ``eval_every`` steps, plus (``eval_sampled``) pass@k / mean@k from
 sampled completions at the start and the end. Every generated rollout is counted (the reward
-function sees each one): the rollouts and completion tokens consumed up to each evaluation, and
-per step every prompt's (rollouts, successes) for the regime fingerprints. With ``probe_every``,
+function sees each one): the rollouts and completion tokens consumed up to each evaluation, per
+step every prompt's (rollouts, successes) for the regime fingerprints, and per step the longest
+completion and the tokens of each generation call (what `sim.step_time` models a step's time from). With ``probe_every``,
 Uniform runs also measure the regime map's gradient probes (`regime.step_probe`) at those steps.
 """
 
@@ -92,6 +93,11 @@ class RunResult:
     step_seconds: list[float] = field(default_factory=list)  # wall time of each optimizer step (evaluations out)
     policy_seconds: list[float] = field(default_factory=list)  # the policy-features pass in each step (when it ran)
     policy_share: list[float] = field(default_factory=list)  # its logged share (`bridge.StepResult`) of each step
+    # Per step, per generation call (TRL scores each call once): its longest completion and its tokens,
+    # named as the simulator's runs name them, so `sim.step_time` engines price the demo's steps too.
+    round_max_tokens: list[list[int]] = field(default_factory=list)
+    round_tokens: list[list[int]] = field(default_factory=list)
+    evaluated_at: list[int] = field(default_factory=list)  # the step of each evaluation (0: before training)
 
 
 class RecordingVerifier:
@@ -105,6 +111,7 @@ class RecordingVerifier:
         self.tally: dict[str, tuple[int, int]] = {}
         self.rollouts = 0  # every rollout generated so far
         self.tokens = 0  # and its completion tokens
+        self.calls: list[tuple[int, int]] = []  # this step's generation calls: (longest completion, tokens)
 
     def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float]:
         scores = self.verifier(prompts, completions)
@@ -112,8 +119,18 @@ class RecordingVerifier:
             n, s = self.tally.get(prompt, (0, 0))
             self.tally[prompt] = (n + 1, s + int(score))
         self.rollouts += len(scores)
-        self.tokens += sum(map(len, completion_ids)) if completion_ids is not None else 0
+        if completion_ids is not None:
+            lengths = [len(ids) for ids in completion_ids]
+            self.tokens += sum(lengths)
+            if lengths:
+                self.calls.append((max(lengths), sum(lengths)))
         return scores
+
+    def flush_calls(self) -> tuple[list[int], list[int]]:
+        """This step's generation calls as (longest completion of each, tokens of each); then forgets them."""
+        longest, tokens = [c[0] for c in self.calls], [c[1] for c in self.calls]
+        self.calls = []
+        return longest, tokens
 
     def flush(self) -> list[list[int]]:
         out = [[self.index[p], n, s] for p, (n, s) in self.tally.items()]
@@ -164,6 +181,7 @@ def run_one(
             save_models.mkdir(parents=True, exist_ok=True)
             state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
             save_file(state, str(save_models / f"step-{step}.safetensors"))
+        result.evaluated_at.append(step)
         result.rollouts.append(verifier.rollouts)
         result.tokens.append(verifier.tokens)
         result.held_out.append(float(greedy_scores(model, tokenizer, held_out).mean()))
@@ -196,6 +214,9 @@ def run_one(
                 result.policy_seconds.append(step.policy_seconds)
                 result.policy_share.append(float(step.values["policy_share"]))
             result.groups.append(verifier.flush())
+            longest, tokens = verifier.flush_calls()
+            result.round_max_tokens.append(longest)
+            result.round_tokens.append(tokens)
             if on_step is not None:
                 on_step()
             if state.global_step % cfg.eval_every == 0 or state.global_step == cfg.steps:

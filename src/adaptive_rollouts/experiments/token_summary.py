@@ -24,7 +24,27 @@ from adaptive_rollouts.experiments.intervals import INTERVAL
 from adaptive_rollouts.sim.step_time import ENGINES, Engine, break_even_overhead
 from adaptive_rollouts.sim.train import PROMPT_CLASSES
 
-__all__ = ["with_engine_time", "length_stats", "saving_composition", "token_comparison"]
+__all__ = [
+    "time_axis",
+    "SYNCHRONOUS_TIME",
+    "with_engine_time",
+    "length_stats",
+    "saving_composition",
+    "token_comparison",
+]
+
+
+def time_axis(engine: str) -> str:
+    """The cost axis of ``engine``'s modelled time in runs and summaries.
+
+    >>> time_axis("synchronous")
+    'time:synchronous'
+    """
+    return f"time:{engine}"
+
+
+SYNCHRONOUS_TIME = time_axis("synchronous")
+"""The axis of a synchronous engine's modelled time: TRL's transformers path, one call a round."""
 
 
 def with_engine_time(run: dict, engines: Mapping[str, Engine] = ENGINES) -> dict:
@@ -34,7 +54,7 @@ def with_engine_time(run: dict, engines: Mapping[str, Engine] = ENGINES) -> dict
     out = dict(run)
     out["steps"] = list(range(1, len(run["round_max_tokens"]) + 1))
     for name, engine in engines.items():
-        out[f"time:{name}"] = np.cumsum(engine.steps_time(run["round_max_tokens"], run["round_tokens"])).tolist()
+        out[time_axis(name)] = np.cumsum(engine.steps_time(run["round_max_tokens"], run["round_tokens"])).tolist()
     return out
 
 
@@ -124,7 +144,7 @@ def token_comparison(
     out["tokens_over_rollouts"] = out["tokens"]["speedup"] / out["rollouts"]["speedup"]
     out["engines"] = {}
     for name in engines:
-        axis = f"time:{name}"
+        axis = time_axis(name)
         ci = gain_interval(u, m, fractions, interval, resamples, cost=axis)
 
         def step_times(r: dict, axis: str = axis) -> list[float]:

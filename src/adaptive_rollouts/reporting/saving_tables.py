@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.allocators import saving_allocators
+from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import table
+from adaptive_rollouts.reporting.token_tables import overhead_text
 
 __all__ = [
     "SAVING_SIGNAL",
@@ -114,18 +116,18 @@ def render_demo_saving(root: Path) -> str:
             r = load_relative(root, str(path.relative_to(root)))
             settings = r.header["settings"]
             budget = settings["prompts_per_step"] * settings["mean_rollouts"]
-            header = ["arm", "seeds", "speedup, rollouts", "speedup, tokens", f"rollouts / step (Uniform {budget})"]
-            body = [
-                [
-                    arm["arm"],
-                    str(len(arm["seeds"])),
-                    _interval(arm["rollouts"]),
-                    _interval(arm["tokens"]),
-                    f"{arm['rollouts_per_step']:.1f}",
-                ]
-                for arm in r.data["arms"]
-                if arm["arm"] in demo_saving_arms() and "rollouts" in arm
-            ]
+            arms = [a for a in r.data["arms"] if a["arm"] in demo_saving_arms() and "rollouts" in a]
+            timed = any(TIME_AXIS in a for a in arms)  # summaries before the generation calls were recorded: none
+            header = ["arm", "seeds", "speedup, rollouts", "speedup, tokens"]
+            header += ["speedup, modelled time", "break-even overhead"] if timed else []
+            header.append(f"rollouts / step (Uniform {budget})")
+            body = []
+            for arm in arms:
+                line = [arm["arm"], str(len(arm["seeds"])), _interval(arm["rollouts"]), _interval(arm["tokens"])]
+                if timed:
+                    line += [_interval(arm[TIME_AXIS]) if TIME_AXIS in arm else "-"]
+                    line.append(overhead_text(arm["break_even_overhead"]) if "break_even_overhead" in arm else "-")
+                body.append([*line, f"{arm['rollouts_per_step']:.1f}"])
             parts.append(block([f"`{folder}`, {path.parent.name}:", "", *table(header, body)], [r]))
     return "\n\n".join(parts) if parts else "No demo-protocol summary is committed yet."
 

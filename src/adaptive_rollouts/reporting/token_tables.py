@@ -24,7 +24,8 @@ def _ci(x: dict) -> str:
     return f"{fmt(x['speedup'])} ({fmt(x['ci90'][0])}-{fmt(x['ci90'][1])})"
 
 
-def _overhead(c: float) -> str:
+def overhead_text(c: float) -> str:
+    """A break-even overhead per round (`sim.step_time.break_even_overhead`) as the tables print it."""
     if np.isposinf(c):
         return "any"
     if c < 0:
@@ -210,7 +211,7 @@ def render_tokens(root: Path) -> str:
             f"{x['arms'][arm]['rounds_per_step']['method']:.2f}",
             f"{x['arms'][arm]['rollouts_per_round']:.0f}",
             f"{x['arms'][arm]['rounds_at_cap']['method']:.0%}" if "rounds_at_cap" in x["arms"][arm] else "-",
-            _overhead(x["arms"][arm]["break_even_overhead"]),
+            overhead_text(x["arms"][arm]["break_even_overhead"]),
         ]
         for x in d["rows"]
         for arm in arms
