@@ -136,7 +136,8 @@ def test_read_only_protocol_lists_what_is_missing_and_trains_nothing(tmp_path):
 
 
 def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
-    from adaptive_rollouts.demo.protocol_report import arm_rows, write_regime_report
+    from adaptive_rollouts.demo.protocol_report import write_regime_report
+    from adaptive_rollouts.demo.protocol_speed import arm_rows
 
     store = RunStore(tmp_path / CFG.regime, CFG)
     fill(store, CFG, ["uniform", "null"])
@@ -160,7 +161,8 @@ def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
 
 
 def test_modelled_time_prices_each_generation_call_by_its_longest_completion(tmp_path):
-    from adaptive_rollouts.demo.protocol_report import TIME_AXIS, arm_rows, write_regime_report
+    from adaptive_rollouts.demo.protocol_report import write_regime_report
+    from adaptive_rollouts.demo.protocol_speed import TIME_AXIS, arm_rows
 
     store = RunStore(tmp_path / CFG.regime, CFG)
     # Uniform: one call a step whose longest completion is 5 tokens; the default: two calls of 2.
@@ -179,7 +181,7 @@ def test_modelled_time_prices_each_generation_call_by_its_longest_completion(tmp
 
 
 def test_runs_without_generation_calls_get_no_modelled_time(tmp_path):
-    from adaptive_rollouts.demo.protocol_report import TIME_AXIS, arm_rows
+    from adaptive_rollouts.demo.protocol_speed import TIME_AXIS, arm_rows
 
     store = RunStore(tmp_path / CFG.regime, CFG)
     fill(store, CFG, ["uniform", "null", "default"])

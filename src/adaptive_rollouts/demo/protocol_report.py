@@ -1,12 +1,7 @@
 """Tables of the demo protocol, read exactly as the regime map reads its runs.
 
-Per arm against Uniform on the seeds both have: rollouts to a common target, completion tokens and
-modelled synchronous generation time to it (`experiments.speedup.rollouts_needed`: the running max of the seed-mean held-out curves, target at
-``target_at`` of the run on the pooled curve), the speedup and its paired bootstrap intervals
-(`experiments.speedup.bootstrap_speedup`, 90% as the map reports and 95%). The modelled time is
-`sim.step_time.ENGINES["synchronous"]` (a call lasts its longest completion, in token-times) on the
-generation calls each run recorded, with the overhead per call at which the arm's mean step time
-would equal Uniform's (`sim.step_time.break_even_overhead`). Per regime the map's
+Per arm against Uniform, the speedups of `protocol_speed` (rollouts, completion tokens and modelled
+synchronous time to target, with paired intervals). Per regime the map's
 fingerprints of Uniform's runs (`experiments.map_summary.uniform_fingerprints`) and the nearest map cell.
 """
 
@@ -21,21 +16,17 @@ import numpy as np
 from adaptive_rollouts.experiments.map_summary import summarize_map, uniform_fingerprints
 from adaptive_rollouts.experiments.regime_map import FULL_MAP, run_map
 from adaptive_rollouts.experiments.results import load_result, write_result
-from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_needed, speedup
-from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.reporting.token_tables import overhead_text
-from adaptive_rollouts.sim.step_time import ENGINES, break_even_overhead
 from adaptive_rollouts.state.atomic import atomic_write
 
-from .allocation import arm_of
 from .protocol import code_version
+from .protocol_speed import TIME_AXIS, arm_rows, report_runs
 from .regime import group_rewards
 from .report import persistence_cell
 
 MAP_ARMS = {"null": "uniform-rounds", "oracle": "optimum@true-p"}  # the map's name of a demo arm (else its own)
 FINGERPRINT_AXES = ("noise_to_signal_batch", "zero_variance_fraction", "p_persistence")
-COST_AXES = ("rollouts", "tokens", TIME_AXIS)
 
 
 def regime_metrics(groups: list[list[list[int]]]) -> dict[str, float]:
@@ -45,34 +36,6 @@ def regime_metrics(groups: list[list[list[int]]]) -> dict[str, float]:
         keys, rewards = group_rewards(step)
         tracker.update(keys, rewards)
     return tracker.metrics()
-
-
-def has_axis(run: dict, axis: str) -> bool:
-    """Whether a saved run records what ``axis`` needs (runs saved before the generation calls were
-    recorded have no modelled time)."""
-    r = run["result"]
-    return all(k in r for k in ("round_max_tokens", "round_tokens", "evaluated_at")) if axis == TIME_AXIS else axis in r
-
-
-def modelled_time(run: dict) -> list[float]:
-    """The run's cumulative modelled synchronous generation time at each evaluation (0 at the start).
-
-    >>> modelled_time({"result": {"round_max_tokens": [[5, 2], [3]], "round_tokens": [[9, 2], [6]], "evaluated_at": [0, 2]}})
-    [0.0, 10.0]
-    """
-    r = run["result"]
-    per_step = ENGINES["synchronous"].steps_time(r["round_max_tokens"], r["round_tokens"])
-    total = np.concatenate([[0.0], np.cumsum(per_step)])
-    return [float(total[s]) for s in r["evaluated_at"]]
-
-
-def curve(run: dict, axis: str = "rollouts") -> dict[str, Any]:
-    """A saved run as the map's speedup functions read it: cost axis (``rollouts``, ``tokens`` or
-    `TIME_AXIS`) at each evaluation after the start, held-out accuracy there, and the accuracy at the
-    start."""
-    r = run["result"]
-    cost = modelled_time(run) if axis == TIME_AXIS else r[axis]
-    return {"rollouts": cost[1:], "accuracy": r["held_out"][1:], "accuracy0": r["held_out"][0]}
 
 
 def map_shaped(run: dict) -> dict[str, Any]:
@@ -85,84 +48,10 @@ def map_shaped(run: dict) -> dict[str, Any]:
     }
 
 
-def _report_runs(cfg, state, arm: str) -> dict[int, dict]:
-    lr = state.best_lr.get(arm)
-    return {s: state.runs[arm, s, lr] for s in cfg.report_seeds if (arm, s, lr) in state.runs}
-
-
-def reference_arm(arm: str, arms) -> str:
-    """The Uniform an arm is compared with: the one trained with the same loss.
-
-    >>> reference_arm("vip-paper", ["uniform", "uniform-drgrpo", "vip-paper"]), reference_arm("vip-paper", ["uniform"])
-    ('uniform-drgrpo', 'uniform')
-    """
-
-    loss = arm_of(arm).loss_type
-    same = [a for a in ("uniform", "uniform-drgrpo") if a in arms and arm_of(a).loss_type == loss]
-    return same[0] if same else "uniform"
-
-
-def arm_rows(cfg, state) -> list[dict[str, Any]]:
-    """One row per arm with report runs: speedups in rollouts and tokens with paired intervals."""
-
-    rows = []
-    for arm in cfg.arms:
-        runs = _report_runs(cfg, state, arm)
-        if not runs:
-            continue
-        reference = reference_arm(arm, cfg.arms)
-        uniform = _report_runs(cfg, state, reference)
-        seeds = sorted(set(runs) & set(uniform))
-        first = next(iter(runs.values()))
-        spent = [sum(map(sum, r["result"]["counts"])) / len(r["result"]["counts"]) for r in runs.values()]
-        skipped = [np.mean([np.mean(np.asarray(c) == 0) for c in r["result"]["counts"]]) for r in runs.values()]
-        row: dict[str, Any] = {
-            "arm": arm,
-            "against": reference,
-            "objective": first["result"]["objective"],
-            "loss": f"{first['settings']['loss_type']} / scale_rewards={first['settings']['scale_rewards']}",
-            "lr": state.best_lr[arm],
-            "lr_tried": state.tried.get(arm, []),
-            "lr_from": cfg.rates_from or ("uniform's" if arm in cfg.same_rate and arm != "uniform" else "tuned here"),
-            "seeds": seeds,
-            "final_accuracy": float(np.mean([r["result"]["held_out"][-1] for r in runs.values()])),
-            "rollouts_per_step": float(np.mean(spent)),
-            "skipped_fraction": float(np.mean(skipped)),
-            "oracle_rollouts_per_step": float(
-                np.mean([r["result"]["extra_rollouts"] / len(r["result"]["counts"]) for r in runs.values()])
-            ),
-            "code": sorted({r["code"] for r in runs.values()}),
-            "commits": sorted({r["commit"] for r in runs.values()}),
-        }
-        if seeds:
-            for axis in COST_AXES:
-                if not all(has_axis(r, axis) for r in [*(uniform[s] for s in seeds), *(runs[s] for s in seeds)]):
-                    continue
-                u = [curve(uniform[s], axis) for s in seeds]
-                m = [curve(runs[s], axis) for s in seeds]
-                target, need_u, need_m = rollouts_needed(u, m, cfg.target_at)
-                row[axis] = {
-                    "target": target,
-                    "uniform": need_u,
-                    "arm": need_m,
-                    "speedup": speedup(u, m, cfg.target_at),
-                    "ci90": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap)),
-                    "ci95": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap, level=0.95)),
-                    "per_seed": [speedup([a], [b], cfg.target_at) for a, b in zip(u, m)],
-                }
-            if TIME_AXIS in row:
-                row["break_even_overhead"] = break_even_overhead(
-                    [m for s in seeds for m in runs[s]["result"]["round_max_tokens"]],
-                    [m for s in seeds for m in uniform[s]["result"]["round_max_tokens"]],
-                )
-        rows.append(row)
-    return rows
-
-
 def regime_fingerprints(cfg, state) -> dict[str, float]:
     """The map's fingerprints of the regime, from Uniform's report runs."""
 
-    uniform = list(_report_runs(cfg, state, "uniform").values())
+    uniform = list(report_runs(cfg, state, "uniform").values())
     if not uniform:
         return {}
     return uniform_fingerprints([map_shaped(r) for r in uniform], cfg.prompts_per_step * cfg.mean_rollouts)
