@@ -297,3 +297,16 @@ def bernoulli_sampler(p_by_index, seed: int = 0, log: list | None = None):
         return [(rng.random(int(c)) < p_by_index[i]).astype(float) for i, c in zip(indices, counts)]
 
     return sample
+
+
+class Trained(Exception):
+    """Raised by `capture_train`, a stand-in for `sim.train.train`: what a run would have trained on
+    (problem, allocator, config), without training."""
+
+    def __init__(self, problem, allocator, config):
+        super().__init__("trained")
+        self.problem, self.allocator, self.config = problem, allocator, config
+
+
+def capture_train(problem, allocator, config, **_):
+    raise Trained(problem, allocator, config)

@@ -8,6 +8,7 @@ import argparse
 
 import numpy as np
 import pytest
+from conftest import Trained, capture_train
 from scipy.special import logit
 
 import adaptive_rollouts.commands.bench as bench_cli
@@ -63,22 +64,12 @@ def test_bad_marks_are_refused_naming_the_method(name, match):
     assert repr(name) in str(err.value)
 
 
-class _Trained(Exception):
-    def __init__(self, problem, allocator, config):
-        super().__init__("trained")
-        self.problem, self.allocator, self.config = problem, allocator, config
-
-
-def _capture(problem, allocator, config, **_):
-    raise _Trained(problem, allocator, config)
-
-
 @pytest.mark.parametrize(
     "method, auroc", [("default", 0.8), ("default^view0.9", 0.9), ("default^view1", 1.0), ("default^noview", None)]
 )
 def test_the_view_mark_reaches_the_runs_train_config(monkeypatch, method, auroc):
-    monkeypatch.setattr(map_run, "train", _capture)
-    with pytest.raises(_Trained) as got:
+    monkeypatch.setattr(map_run, "train", capture_train)
+    with pytest.raises(Trained) as got:
         one_run(SAVING_MAP.cells[1], method, 3, 0.4, SAVING_MAP)
     assert got.value.config.policy_view_auroc == auroc
     assert type(got.value.allocator).__name__ == "SavingProgressive"  # the default's allocator, whatever the view
@@ -88,8 +79,8 @@ def test_the_view_mark_reaches_the_runs_train_config(monkeypatch, method, auroc)
 
 
 def test_both_marks_reach_the_run(monkeypatch):
-    monkeypatch.setattr(map_run, "train", _capture)
-    with pytest.raises(_Trained) as got:
+    monkeypatch.setattr(map_run, "train", capture_train)
+    with pytest.raises(Trained) as got:
         one_run(TOKEN_CELLS[0], f"default{ENGINE_MARK}slots-64{VIEW_MARK}noview", 0, 0.1, SAVING_MAP)
     assert (got.value.config.engine, got.value.config.policy_view_auroc) == ("slots-64", None)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import Trained, capture_train
 
 from adaptive_rollouts.experiments import map_run
 from adaptive_rollouts.experiments.map_config import NULL, REPLICATE, REPLICATE_SEED_OFFSET
@@ -17,18 +18,6 @@ from adaptive_rollouts.experiments.map_run import cell_run, one_run
 from adaptive_rollouts.experiments.map_store import run_settings
 from adaptive_rollouts.sim.regimes import TOKEN_CELLS, select_cells
 from adaptive_rollouts.sim.train import TrainConfig
-
-
-class _Trained(Exception):
-    """Raised by a stand-in for `train`: what the run would have trained on, without training."""
-
-    def __init__(self, problem, allocator, config):
-        super().__init__("trained")
-        self.problem, self.allocator, self.config = problem, allocator, config
-
-
-def _capture(problem, allocator, config, **_):
-    raise _Trained(problem, allocator, config)
 
 
 @pytest.mark.parametrize("cell", [*SAVING_MAP.cells[:3], SAVING_MAP.cells[10], TOKEN_CELLS[0]], ids=lambda c: c.key)
@@ -86,8 +75,8 @@ def test_the_map_probes_uniform_and_the_default_and_offsets_the_replicate(
     monkeypatch, method, probes, fingerprint, offset
 ):
     cfg = dataclasses.replace(QUICK_MAP, grad_var_every=4, grad_var_resamples=3, fingerprint_every=5)
-    monkeypatch.setattr(map_run, "train", _capture)
-    with pytest.raises(_Trained) as got:
+    monkeypatch.setattr(map_run, "train", capture_train)
+    with pytest.raises(Trained) as got:
         one_run(cfg.cells[0], method, 7, 0.1, cfg)
     c = got.value.config
     assert (c.grad_var_every, c.grad_var_resamples, c.fingerprint_every) == (
@@ -100,8 +89,8 @@ def test_the_map_probes_uniform_and_the_default_and_offsets_the_replicate(
 
 
 def test_a_timed_method_runs_with_its_engine(monkeypatch):
-    monkeypatch.setattr(map_run, "train", _capture)
-    with pytest.raises(_Trained) as got:
+    monkeypatch.setattr(map_run, "train", capture_train)
+    with pytest.raises(Trained) as got:
         one_run(TOKEN_CELLS[0], "default~synchronous", 0, 0.1, SAVING_MAP)
     assert got.value.config.engine == "synchronous"
     assert type(got.value.allocator).__name__ == "SavingProgressive"
@@ -117,8 +106,8 @@ def _bench_config(monkeypatch, path: str, call: str, *args):
     spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    monkeypatch.setattr(bench, "train", _capture)
-    with pytest.raises(_Trained) as got:
+    monkeypatch.setattr(bench, "train", capture_train)
+    with pytest.raises(Trained) as got:
         getattr(bench, call)(*args)
     return got.value
 
