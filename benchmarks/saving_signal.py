@@ -156,6 +156,7 @@ class StaticPool:
 
     def __init__(self, size: int, extreme: float, seed: int):
         rng = np.random.default_rng(seed)
+        self.extreme = extreme
         kind = rng.random(size)
         low, high = rng.uniform(0.0, 0.02, size), rng.uniform(0.98, 1.0, size)
         self.p = np.where(kind < extreme / 2, low, np.where(kind < extreme, high, rng.uniform(0.1, 0.9, size)))
@@ -163,6 +164,12 @@ class StaticPool:
 
     def success(self, idx: np.ndarray) -> np.ndarray:
         return self.p[np.asarray(idx, dtype=np.int64)]
+
+    def density(self, grid: np.ndarray) -> np.ndarray:
+        """The population density of p at the points of ``grid`` (what the pool draws its p from)."""
+        g = np.asarray(grid, dtype=float)
+        ends = ((g <= 0.02) | (g >= 0.98)) * (self.extreme / 2) / 0.02
+        return ends + ((g >= 0.1) & (g <= 0.9)) * (1.0 - self.extreme) / 0.8
 
     def sampler(self, prompts: list) -> Any:
         def sample(indices: Any, counts: Any) -> list:
@@ -174,11 +181,16 @@ class StaticPool:
 POOL = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
 
 
-def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None) -> dict[str, Any]:
-    """One run on the recurring `StaticPool` (``POOL``) at ``per_prompt`` rollouts per prompt."""
+def pool_run(method: str, seed: int, per_prompt: int, share: float | None = None, belief: Any = None) -> dict[str, Any]:
+    """One run on the recurring `StaticPool` (``POOL``) at ``per_prompt`` rollouts per prompt;
+    ``belief(pool)``: a belief put in place of the default's own (benchmarks/pool_beliefs.py)."""
     pool = StaticPool(POOL["size"], POOL["extreme"], seed)
     problem: Any = _PoolProblem(pool)
     allocator = _allocator(method, problem, seed, share)
+    if belief is not None:
+        if not isinstance(allocator, SavingProgressive):
+            raise ValueError(f"belief: only the default reads one, got method {method!r}")
+        allocator.belief = belief(pool)
     ledger = SignalLedger(allocator, pool)
     order = np.random.default_rng([seed, 2])
     for _ in range(POOL["steps"]):

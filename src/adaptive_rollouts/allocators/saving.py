@@ -160,7 +160,7 @@ class SavingProgressive(BaseAllocator):
         return budget
 
     @property
-    def belief(self) -> FlatnessPredictor:
+    def belief(self) -> Any:
         """The calibrated belief (built on first use around the predictor: its history source when
         the predictor is a `DiscountedBeta`, else its text source beside a history of its own)."""
         if self._belief is None:
@@ -173,6 +173,15 @@ class SavingProgressive(BaseAllocator):
                 seed=0 if self.seed is None else int(self.seed),
             )
         return self._belief
+
+    @belief.setter
+    def belief(self, belief: Any) -> None:
+        """Put another belief in place of the learned one (benchmarks: `predictors.reference`, what
+        the rule does when it knows more); it must offer what the rule reads of a belief."""
+        missing = [m for m in ("belief", "update", "choice", "state_dict", "load_state_dict") if not hasattr(belief, m)]
+        if missing or not hasattr(belief, "history"):
+            raise ValueError(f"belief: a {type(belief).__name__} lacks {missing or ['history']}")
+        self._belief = belief
 
     def expect_round_times(self) -> None:
         """The trainer will time every round (`types.Draw.seconds`): until two rounds are timed, each
