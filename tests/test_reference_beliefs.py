@@ -106,3 +106,33 @@ def test_the_rule_reads_a_reference_belief_and_resumes_with_it_exactly():
     assert sum(went_on) < 128  # the never-solved prompts, known flat from their history, are skipped
     with pytest.raises(ValueError, match="belief: a dict lacks"):
         alloc.belief = {}
+
+
+def test_the_pool_block_says_which_belief_meets_the_targets_and_reads_the_lines_at_the_default_spend(tmp_path):
+    from adaptive_rollouts.experiments.results import write_result
+    from adaptive_rollouts.reporting.share_tables import POOL_BELIEFS, render_pool_beliefs
+
+    assert "benchmarks/pool_beliefs.py" in render_pool_beliefs(tmp_path)  # no file yet: how to make it
+    points = {  # (n, belief): (spent, kept) at shares 0.1 and 0.2
+        (4, "learned"): ((0.6, 0.9), (0.45, 0.85)),
+        (4, "posterior"): ((0.7, 0.92), (0.5, 0.88)),
+        (4, "known p"): ((0.45, 0.91), (0.3, 0.87)),
+        (8, "learned"): ((0.5, 0.85), (0.4, 0.8)),
+        (8, "posterior"): ((0.6, 0.9), (0.4, 0.8)),
+        (8, "known p"): ((0.47, 0.91), (0.3, 0.83)),
+    }
+    rows = [
+        {"n": n, "belief": b, "share": s, "spent": sp, "kept": k}
+        for (n, b), pts in points.items()
+        for s, (sp, k) in zip((0.1, 0.2), pts)
+    ]
+    pool = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
+    data = {"rows": rows, "shipped": 0.1, "seeds": 6, "shares": [0.1, 0.2], "sizes": [4, 8], "pool": pool}
+    write_result(tmp_path / POOL_BELIEFS, data, command="python benchmarks/pool_beliefs.py", commit="abc1234")
+    text = render_pool_beliefs(tmp_path)
+    assert "| 4 | known p | 0.45 / 0.91 | 0.30 / 0.87 |" in text
+    assert "- n = 4, target <= 0.5 of the budget at >= 0.9 kept: met by known p at 0.1." in text
+    assert "- n = 8, target <= 0.4 of the budget at >= 0.9 kept: met by no belief at any share." in text
+    # at the learned belief's spend 0.5 (n = 8): posterior halfway from (0.4, 0.8) to (0.6, 0.9); known p past its range
+    assert "the other lines keep (interpolated): posterior 0.85; it keeps 0.85." in text
+    assert "pool_frontier.png" in text and "commit abc1234" in text

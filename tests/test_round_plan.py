@@ -387,3 +387,41 @@ def test_the_trainer_step_times_each_round_for_the_allocator():
 
     TrainerStep(Recorder(), time_rounds=True).run(["a", "b"], 4, generate)
     assert len(seen) == 2 and all(isinstance(d, Draw) and d.seconds >= 0.02 for d in seen)
+
+
+def test_an_engine_model_prices_each_round_by_its_lengths_and_the_default_then_steps_in_one_round():
+    """``time_rounds=seconds(longest, tokens)``: the round's seconds are the model's of its own
+    completion lengths (deterministic); under a synchronous engine a round saves no time, so after two
+    timed rounds every step of the default is one call; without lengths, an error naming the option."""
+    from adaptive_rollouts.allocators import SavingProgressive
+    from adaptive_rollouts.bridge import TrainerStep
+    from adaptive_rollouts.bridge.book import Generated
+    from adaptive_rollouts.sim.step_time import ENGINES
+
+    priced = []
+
+    def model(longest, tokens):
+        priced.append((longest, tokens))
+        return ENGINES["synchronous"].round_seconds(longest, tokens)
+
+    p = np.where(np.arange(16) % 2 == 0, 0.5, 0.0)
+    rng = np.random.default_rng(0)
+
+    def generate(idx, counts):
+        rewards = [(rng.random(int(c)) < p[i]).astype(float) for i, c in zip(idx, counts)]
+        return Generated(rewards, [[40 + 7 * i + j for j in range(int(c))] for i, c in zip(idx, counts)])
+
+    alloc = SavingProgressive(estimator="grpo")
+    step = TrainerStep(alloc, time_rounds=model)
+    calls = []
+    for _ in range(8):
+        before = len(priced)
+        step.run(list(range(16)), 128, generate)
+        calls.append(len(priced) - before)
+    assert priced[0][0] == max(40 + 7 * i + j for i in range(16) for j in range(8))  # the first step: one round
+    assert alloc.round_plan.known and alloc.round_plan.coefficients[2] == 0.0  # synchronous: tokens buy no time
+    assert calls == [1] * 8  # announced: one round until timed; then priced: a round never pays
+    with pytest.raises(ValueError, match="time_rounds: an engine model prices a round by its completion lengths"):
+        TrainerStep(SavingProgressive(), time_rounds=model).run(["a", "b"], 4, lambda i, c: [[1.0] * int(n) for n in c])
+    with pytest.raises(ValueError, match="time_rounds must be True, False or seconds"):
+        TrainerStep(SavingProgressive(), time_rounds="synchronous")

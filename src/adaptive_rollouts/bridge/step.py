@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.allocators.round_plan import check_seconds
 from adaptive_rollouts.checks.lengths import LengthsNotice
 from adaptive_rollouts.checks.validation import check_integer
 from adaptive_rollouts.clock import AllocatorClock
@@ -148,10 +149,14 @@ class TrainerStep:
     allocates; for any other allocator it is never called. ``totals``: the running totals (restored
     from a checkpoint by the trainer). ``max_length``: the trainer's largest completion length in
     tokens (TRL's ``max_completion_length``), which no rollout's length may pass (None: no limit).
-    ``time_rounds``: hand each round's wall-clock time to the allocator (`types.Draw.seconds`), so
-    that the default prices a generation round against the tokens it saves
-    (`allocators.round_plan`); off by default, because the allocation then depends on the machine's
-    timings and two runs with the same seeds may differ."""
+    ``time_rounds``: hand each round's time to the allocator (`types.Draw.seconds`), so that the
+    default prices a generation round against the tokens it saves (`allocators.round_plan`):
+    True, the wall clock; or a model of the engine, ``seconds(longest, tokens)`` of a round whose
+    longest completion has ``longest`` tokens and whose completions have ``tokens`` in all (e.g.
+    ``sim.step_time.ENGINES["synchronous"].round_seconds``: the engine a run is sized for, not
+    the machine it is tried on; deterministic, so a rerun with the same seeds allocates alike; it
+    needs the completion lengths, a ValueError naming ``time_rounds`` otherwise). Off by default,
+    because with the wall clock the allocation depends on the machine's timings."""
 
     def __init__(
         self,
@@ -162,10 +167,15 @@ class TrainerStep:
         policy_features: Callable[[Sequence[Any]], Any] | None = None,
         totals: RunningTotals | None = None,
         max_length: int | None = None,
-        time_rounds: bool = False,
+        time_rounds: bool | Callable[[float, float], float] = False,
     ):
         self.allocator = allocator
-        self.time_rounds = bool(time_rounds)
+        if not (isinstance(time_rounds, bool) or callable(time_rounds)):
+            raise ValueError(
+                f"time_rounds must be True, False or seconds(longest, tokens), got {type(time_rounds).__name__}"
+            )
+        self.round_seconds = time_rounds if callable(time_rounds) and not isinstance(time_rounds, bool) else None
+        self.time_rounds = self.round_seconds is not None or bool(time_rounds)
         expect_times = getattr(allocator, "expect_round_times", None)
         if self.time_rounds and expect_times is not None:  # it prices rounds once two are timed
             expect_times()
@@ -230,7 +240,7 @@ class TrainerStep:
                     raise
                 draw = book.add(idx, raws, cnt, self.max_length)
                 if self.time_rounds:  # the round's time (allocators.round_plan)
-                    draw.seconds = time.perf_counter() - began_round
+                    draw.seconds = self._round_time(draw, time.perf_counter() - began_round)
                 return draw
 
         incomplete = False
@@ -242,6 +252,22 @@ class TrainerStep:
         if not incomplete:
             check_spent(book.requested, budget, self.kind, self.who)
         return self._result(book, budget, clock.seconds, policy_seconds, incomplete, time.perf_counter() - began)
+
+    def _round_time(self, draw: Draw, wall: float) -> float:
+        """The round's seconds: the wall clock, or the engine model's of its lengths."""
+        if self.round_seconds is None:
+            return wall
+        known = draw.lengths is not None and all(x is not None for x in draw.lengths)
+        if not known:
+            raise ValueError(
+                "time_rounds: an engine model prices a round by its completion lengths, and generate "
+                "returned none for this round (return a Generated with lengths, or time_rounds=True)"
+            )
+        sizes = [np.asarray(x) for x in draw.lengths if np.size(x)]
+        if not sizes:
+            return 0.0
+        flat = np.concatenate(sizes)
+        return check_seconds(self.round_seconds(float(flat.max()), float(flat.sum())), "time_rounds(longest, tokens)")
 
     # -- single-shot: plan, then observe ----------------------------------------------------------
     def plan(self, keys: Sequence[Hashable], budget: int, prompts: Sequence[Any] | None = None) -> PlannedStep:

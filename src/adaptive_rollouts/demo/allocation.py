@@ -21,6 +21,9 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
   Dr. GRPO objective) with `vip_bounds`; ``vigor``: VIGOR as published.
 - any other registry name of `make_allocator` (e.g. the saving baselines): built by the trainer
   from the name, with its estimator and aggregation.
+- ``<arm>~<engine>`` (e.g. ``default~synchronous``, the map's mark): the arm with each generation
+  round priced by that engine's modelled time (`sim.step_time.ENGINES`, the trainer's
+  ``time_rounds``), not the CPU's clock.
 
 Learning rates of `make demo` (``LEARNING_RATES``) were chosen with ``benchmarks/demo_tune.py``;
 the protocol (``benchmarks/demo_protocol.py``) tunes its own on its tune seeds.
@@ -34,7 +37,9 @@ from typing import Any
 from adaptive_rollouts.allocators import ALLOCATORS
 from adaptive_rollouts.bridge import build_allocator
 from adaptive_rollouts.experiments.bench import null_control
+from adaptive_rollouts.experiments.map_config import ENGINE_MARK
 from adaptive_rollouts.sim.oracle import SkipOracle
+from adaptive_rollouts.sim.step_time import ENGINES
 
 from .oracle import truth_of
 
@@ -48,11 +53,18 @@ GRPO = ("grpo", "group")  # TRL's default
 
 @dataclass(frozen=True)
 class Arm:
-    """How an arm trains: its allocator name and the TRL loss settings."""
+    """How an arm trains: its allocator name, the TRL loss settings and the engine whose modelled
+    time prices its rounds (None: rounds not timed)."""
 
     name: str
     loss_type: str
     scale_rewards: str
+    round_clock: str | None = None
+
+    @property
+    def base(self) -> str:
+        """The arm's allocator without the engine mark."""
+        return self.name.split(ENGINE_MARK)[0]
 
 
 def known_arms() -> tuple[str, ...]:
@@ -64,12 +76,23 @@ def arm_of(name: str) -> Arm:
     """The `Arm` of a name (ValueError naming it if unknown).
 
     >>> arm_of("vip-paper"), arm_of("uniform").loss_type
-    (Arm(name='vip-paper', loss_type='dr_grpo', scale_rewards='none'), 'grpo')
+    (Arm(name='vip-paper', loss_type='dr_grpo', scale_rewards='none', round_clock=None), 'grpo')
+    >>> arm_of("default~synchronous").round_clock
+    'synchronous'
     """
-    if name not in known_arms():
-        raise ValueError(f"unknown arm {name!r}; known: {', '.join(known_arms())}")
-    loss_type, scale = DR_GRPO if name in ("vip-paper", "uniform-drgrpo") else GRPO
-    return Arm(name, loss_type, scale)
+    base, _, engine = name.partition(ENGINE_MARK)
+    if base not in known_arms() or (engine and engine not in ENGINES) or name.endswith(ENGINE_MARK):
+        raise ValueError(
+            f"unknown arm {name!r}; known: {', '.join(known_arms())}, each optionally with "
+            f"{ENGINE_MARK}<engine> ({', '.join(ENGINES)})"
+        )
+    loss_type, scale = DR_GRPO if base in ("vip-paper", "uniform-drgrpo") else GRPO
+    return Arm(name, loss_type, scale, engine or None)
+
+
+def round_clock(arm: Arm) -> Any:
+    """The trainer's ``time_rounds`` for an arm: its engine's ``round_seconds``, or False."""
+    return False if arm.round_clock is None else ENGINES[arm.round_clock].round_seconds
 
 
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
@@ -106,7 +129,7 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
     a `SampledSuccess` predictor (``oracle`` and ``oracle-skip``). Built through `bridge.build_allocator`
     (the one way any trainer builds an allocator); the objects (``null``, ``oracle-skip``) pass through
     it as they are."""
-    arm_of(name)
+    name = arm_of(name).base
     if name in ("uniform", "uniform-drgrpo"):
         return build_allocator("uniform", seed=seed)
     if name == "null":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of
+from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of, round_clock
 from .evaluate import greedy_scores, sampled_metrics, sampled_scores
 from .model import assets_of, load_warm_start
 from .oracle import SampledSuccess
@@ -245,7 +245,7 @@ def run_one(
         gradient_checkpointing=False,  # a tiny model: recomputing activations only costs time
     )
     oracle = None
-    if method in ("oracle", "oracle-skip"):
+    if arm.base in ("oracle", "oracle-skip"):
         oracle = SampledSuccess(
             model, tokenizer, [p.prompt for p in pool], cfg.oracle_samples, seed=30_000 + 1000 * seed
         )
@@ -260,6 +260,7 @@ def run_one(
         allocator=allocator,
         callbacks=[Record()],
         policy_features=cfg.policy_features,
+        time_rounds=round_clock(arm),
     )
     trainer.remove_callback(PrinterCallback)  # the trainer's log dicts are not printed between progress updates
     result.objective = objective_of(trainer.allocator)

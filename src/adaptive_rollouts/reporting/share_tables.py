@@ -1,15 +1,18 @@
-"""The docs' block of the share study (``benchmarks/saving_share.py``): the saving default at several
+"""The docs' blocks of the share study (``benchmarks/saving_share.py``): the saving default at several
 shares epsilon of the step's expected signal it may give up, its allocation ledger (rollouts spent,
-signal kept) and its learning speed against Uniform beside Pilot-Commit's."""
+signal kept) and its learning speed against Uniform beside Pilot-Commit's; and of the pool's beliefs
+(``benchmarks/pool_beliefs.py``): the same rule with a belief that knows more, across shares."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import table
 
-__all__ = ["SAVING_SHARE", "SPEND_TARGET", "KEEP_TARGET", "render_saving_share"]
+__all__ = ["SAVING_SHARE", "SPEND_TARGET", "KEEP_TARGET", "render_saving_share", "POOL_BELIEFS", "render_pool_beliefs"]
 
 SAVING_SHARE = "results/saving_share/saving_share.json"
 SPEND_TARGET, KEEP_TARGET = 0.6, 0.9  # the saving-signal target: >= 0.9 of the signal at <= 0.6 of the rollouts
@@ -62,5 +65,73 @@ def render_saving_share(root: Path) -> str:
         f"Pilot-Commit: its row of the same map ({'/'.join(map(str, pc_seeds))} seeds).",
         "",
         *table(["cell", *heads, "Pilot-Commit"], speed_body),
+    ]
+    return block(lines, [r])
+
+
+POOL_BELIEFS = "results/pool_beliefs/pool_beliefs.json"
+POOL_SPEND_TARGETS = {4: 0.5, 8: 0.4}  # the recurring pool's targets: this share of the budget at >= 0.9 kept
+
+
+def _along(rows: list[dict], spent: float) -> float | None:
+    """The signal kept at ``spent`` on the line through ``rows`` (piecewise linear in the spend;
+    None outside their range)."""
+    line = sorted(rows, key=lambda r: r["spent"])
+    x, y = [r["spent"] for r in line], [r["kept"] for r in line]
+    return float(np.interp(spent, x, y)) if line and x[0] <= spent <= x[-1] else None
+
+
+def render_pool_beliefs(root: Path) -> str:
+    if not (root / POOL_BELIEFS).exists():
+        return f"No result file yet: `python benchmarks/pool_beliefs.py` writes `{POOL_BELIEFS}`."
+    r = load_relative(root, POOL_BELIEFS)
+    d = r.data
+    shares, rows = list(d["shares"]), d["rows"]
+    beliefs = list(dict.fromkeys(x["belief"] for x in rows))
+    at = {(x["n"], x["belief"], x["share"]): x for x in rows}
+    heads = [f"epsilon = {s:g}" + (" (shipped)" if s == d["shipped"] else "") for s in shares]
+    body = [
+        [str(n), b, *(f"{at[n, b, s]['spent']:.2f} / {at[n, b, s]['kept']:.2f}" for s in shares)]
+        for n in d["sizes"]
+        for b in beliefs
+    ]
+    lines = [
+        f"The default's rule with its belief replaced, on the recurring pool ({d['pool']['size']} prompts, "
+        f"{d['pool']['extreme']:.0%} at p within 0.02 of 0 or 1, p fixed, {d['pool']['batch']} a step for "
+        f"{d['pool']['steps']} steps, no policy view): share of the budget spent / share of Uniform's expected "
+        f"signal kept, mean of {d['seeds']} seeds:",
+        "",
+        *table(["n", "belief", *heads], body),
+        "",
+    ]
+    for n in d["sizes"]:
+        spend = POOL_SPEND_TARGETS.get(n)
+        if spend is None:
+            continue
+        met = [
+            f"{b} at {s:g}"
+            for b in beliefs
+            for s in shares
+            if at[n, b, s]["spent"] <= spend and at[n, b, s]["kept"] >= KEEP_TARGET
+        ]
+        own = at.get((n, beliefs[0], d["shipped"]))
+        cmp = ""
+        if own is not None:
+            others = [
+                (b, _along([x for x in rows if x["n"] == n and x["belief"] == b], own["spent"])) for b in beliefs[1:]
+            ]
+            said = [f"{b} {k:.2f}" for b, k in others if k is not None]
+            if said:
+                cmp = (
+                    f" At the {beliefs[0]} belief's spend ({own['spent']:.2f}, shipped share), the other lines keep "
+                    f"(interpolated): {', '.join(said)}; it keeps {own['kept']:.2f}."
+                )
+        lines.append(
+            f"- n = {n}, target <= {spend:g} of the budget at >= {KEEP_TARGET:g} kept: "
+            f"{'met by ' + ', '.join(met) if met else 'met by no belief at any share'}.{cmp}"
+        )
+    lines += [
+        "",
+        "![Signal kept against budget spent on the recurring pool](../results/pool_beliefs/pool_frontier.png)",
     ]
     return block(lines, [r])

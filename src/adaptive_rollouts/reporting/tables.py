@@ -36,7 +36,7 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_saving_given,
     render_saving_signal,
 )
-from adaptive_rollouts.reporting.share_tables import render_saving_share
+from adaptive_rollouts.reporting.share_tables import render_pool_beliefs, render_saving_share
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
 from adaptive_rollouts.reporting.view_tables import render_flatness_view
@@ -196,6 +196,7 @@ RENDERERS = {
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
     "saving-share": render_saving_share,
+    "pool-beliefs": render_pool_beliefs,
     "saving-equal-cost": render_equal_cost_summary,
     "demo-ladder": render_demo_ladder,
     "tokens": render_tokens,
