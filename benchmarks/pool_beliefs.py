@@ -10,6 +10,10 @@ This runs the shipped rule (pilot, rounds, exploration, allowance) with its beli
   population, known (`predictors.reference.PopulationPosterior`): the most a history can say;
 - known p: the true p (`predictors.reference.KnownBelief`): the rule's own limit.
 
+And, without any run, the least share of the budget that keeps 0.85, 0.9 or 0.95 of Uniform's
+expected signal when p is known and nothing is explored (`least_spend` over the pool's population:
+the prompts worth most kept whole, the others skipped).
+
 Each at the shares epsilon of a step's expected signal it may give up (`SavingProgressive.share`)
 in ``--shares``, at 4 and 8 rollouts per prompt, ``--seeds`` seeds fixed before the run: share of
 the budget spent and share of Uniform's expected signal kept (the ledger of saving_signal.py).
@@ -32,6 +36,7 @@ import numpy as np
 
 from adaptive_rollouts.experiments.results import write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
+from adaptive_rollouts.objectives.signal import known_p_group_signal
 from adaptive_rollouts.predictors.reference import KnownBelief, PopulationPosterior
 from adaptive_rollouts.progress import progress_bar
 
@@ -54,6 +59,31 @@ def _known(pool: Any) -> KnownBelief:
 
 
 BELIEFS: dict[str, Any] = {"learned": None, "posterior": _posterior, "known p": _known}
+KEEPS = (0.85, 0.9, 0.95)
+
+
+def least_spend(values: np.ndarray, mass: np.ndarray, keep: float) -> float:
+    """The least share of the prompts (by ``mass``) whose groups carry ``keep`` of the total expected
+    signal, each prompt's group worth ``values``: whole groups of one size cost alike, so the prompts
+    worth most are kept first (a knapsack of equal weights, where the greedy order is optimal),
+    the last one in part.
+
+    >>> least_spend(np.array([3.0, 1.0, 0.0, 6.0]), np.full(4, 0.25), 0.9)  # 6 + 3 = 0.9 of 10
+    0.5
+    """
+    order = np.argsort(-values, kind="stable")
+    v, m = values[order] * mass[order], mass[order]
+    share = np.cumsum(v) / v.sum()
+    i = int(np.searchsorted(share, keep - 1e-12))
+    before = share[i - 1] if i else 0.0
+    return float(m[:i].sum() + m[i] * (keep - before) / (share[i] - before)) / float(m.sum())
+
+
+def known_p_bound(pool: Any, n: int, keep: float) -> float:
+    """`least_spend` over the pool's population: what knowing p and exploring nothing spends to keep
+    ``keep`` of Uniform's expected signal at groups of ``n``."""
+    values = known_p_group_signal(n, GRID, estimator=saving_signal.ESTIMATOR, aggregation=saving_signal.AGGREGATION)
+    return least_spend(values, pool.density(GRID), keep)
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -129,11 +159,15 @@ def main() -> None:
                 rows.append(row)
                 print(f"n={n} {belief:9s} share {share:g}: spent {row['spent']:.3f} kept {row['kept']:.3f}", flush=True)
     bar.close()
+    population = saving_signal.StaticPool(saving_signal.POOL["size"], saving_signal.POOL["extreme"], 0)
+    bound = [{"n": n, "keep": k, "spent": known_p_bound(population, n, k)} for n in SIZES for k in KEEPS]
     result = Path(args.result)
     result.parent.mkdir(parents=True, exist_ok=True)
     plot(rows, result.parent / "pool_frontier.png")
     path = write_result(
-        result, {"rows": rows, "shipped": saving_signal.SavingProgressive.share, **settings}, settings=settings
+        result,
+        {"rows": rows, "bound": bound, "shipped": saving_signal.SavingProgressive.share, **settings},
+        settings=settings,
     )
     print(f"wrote {path}")
 

@@ -127,12 +127,37 @@ def test_the_pool_block_says_which_belief_meets_the_targets_and_reads_the_lines_
         for s, (sp, k) in zip((0.1, 0.2), pts)
     ]
     pool = {"size": 200, "extreme": 0.8, "batch": 32, "steps": 60}
-    data = {"rows": rows, "shipped": 0.1, "seeds": 6, "shares": [0.1, 0.2], "sizes": [4, 8], "pool": pool}
+    bound = [{"n": 8, "keep": 0.9, "spent": 0.45}, {"n": 8, "keep": 0.85, "spent": 0.32}]
+    data = {"rows": rows, "bound": bound, "shipped": 0.1, "seeds": 6, "shares": [0.1, 0.2], "sizes": [4, 8]}
+    data["pool"] = pool
     write_result(tmp_path / POOL_BELIEFS, data, command="python benchmarks/pool_beliefs.py", commit="abc1234")
     text = render_pool_beliefs(tmp_path)
     assert "| 4 | known p | 0.45 / 0.91 | 0.30 / 0.87 |" in text
     assert "- n = 4, target <= 0.5 of the budget at >= 0.9 kept: met by known p at 0.1." in text
     assert "- n = 8, target <= 0.4 of the budget at >= 0.9 kept: met by no belief at any share." in text
     # at the learned belief's spend 0.5 (n = 8): posterior halfway from (0.4, 0.8) to (0.6, 0.9); known p past its range
-    assert "the other lines keep (interpolated): posterior 0.85; it keeps 0.85." in text
+    assert "the other lines keep (interpolated): posterior 0.85; it keeps 0.85. With p known and nothing" in text
+    assert "keeping 0.85 takes at least 0.32, 0.9 takes at least 0.45 of the budget" in text
     assert "pool_frontier.png" in text and "commit abc1234" in text
+
+
+def test_the_least_spend_that_keeps_a_share_of_the_signal_is_the_exhaustive_optimum():
+    """`least_spend` (benchmarks/pool_beliefs.py) against every subset of a small population of
+    prompts of equal mass: the fewest prompts whose signal reaches the share (at a whole prompt)."""
+    import itertools
+    import runpy
+
+    least_spend = runpy.run_path("benchmarks/pool_beliefs.py")["least_spend"]
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        values = rng.exponential(1.0, 7) * (rng.random(7) < 0.7)
+        for keep in (0.5, 0.8, 0.95):
+            need = keep * values.sum()
+            fewest = min(
+                size
+                for size in range(8)
+                for subset in itertools.combinations(range(7), size)
+                if values[list(subset)].sum() >= need - 1e-12
+            )
+            got = least_spend(values, np.ones(7), keep) * 7
+            assert fewest - 1 < got <= fewest + 1e-9  # the last prompt kept in part

@@ -126,9 +126,17 @@ def render_pool_beliefs(root: Path) -> str:
                     f" At the {beliefs[0]} belief's spend ({own['spent']:.2f}, shipped share), the other lines keep "
                     f"(interpolated): {', '.join(said)}; it keeps {own['kept']:.2f}."
                 )
+        bound = {b["keep"]: b["spent"] for b in d.get("bound", []) if b["n"] == n}
+        least = (
+            " With p known and nothing explored, keeping "
+            + ", ".join(f"{k:g} takes at least {v:.2f}" for k, v in sorted(bound.items()))
+            + " of the budget (the prompts worth most kept whole, the others skipped)."
+            if bound
+            else ""
+        )
         lines.append(
             f"- n = {n}, target <= {spend:g} of the budget at >= {KEEP_TARGET:g} kept: "
-            f"{'met by ' + ', '.join(met) if met else 'met by no belief at any share'}.{cmp}"
+            f"{'met by ' + ', '.join(met) if met else 'met by no belief at any share'}.{cmp}{least}"
         )
     lines += [
         "",
