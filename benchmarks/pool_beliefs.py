@@ -41,6 +41,7 @@ from adaptive_rollouts.predictors.reference import KnownBelief, PopulationPoster
 from adaptive_rollouts.progress import progress_bar
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import saving_share  # noqa: E402  (its --shares)
 import saving_signal  # noqa: E402  (the pool and its ledger)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,9 +124,7 @@ def main() -> None:
     ap.add_argument("--result", default=str(OUT))
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args()
-    shares = [float(x) for x in args.shares.split(",")]
-    if any(not 0.0 < s < 1.0 for s in shares):
-        raise SystemExit(f"--shares: each share must be in (0, 1), got {shares}")
+    shares = saving_share.parse_shares(args.shares)
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     store = folder / "runs.jsonl"

@@ -51,6 +51,18 @@ CELLS = "pareto/d128-Q16-L16,hard-heavy/d128-Q16,cold-start/d16-Q32,easy-heavy/d
 MAPS = "results/map/saving-32-a.json,results/map/saving-32-b.json"
 
 
+def parse_shares(text: str) -> list[float]:
+    """``--shares``: a comma list of shares, each in (0, 1) (SystemExit naming the option otherwise).
+
+    >>> parse_shares("0.05,0.1")
+    [0.05, 0.1]
+    """
+    shares = [float(x) for x in text.split(",")]
+    if any(not 0.0 < s < 1.0 for s in shares):
+        raise SystemExit(f"--shares: each share must be in (0, 1), got {shares}")
+    return shares
+
+
 def speed_run(cell: Any, share: float | None, seed: int, lr: float) -> dict:
     """One learning run of the map's protocol: Uniform (``share`` None) or the default at ``share``."""
     run = cell_run(cell, SAVING_MAP, seed, lr)
@@ -95,9 +107,7 @@ def main() -> None:
     ap.add_argument("--result", default=str(OUT))
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args()
-    shares = [float(x) for x in args.shares.split(",")]
-    if any(not 0.0 < s < 1.0 for s in shares):
-        raise SystemExit(f"--shares: each share must be in (0, 1), got {shares}")
+    shares = parse_shares(args.shares)
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     store = folder / "runs.jsonl"
