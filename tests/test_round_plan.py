@@ -423,5 +423,9 @@ def test_an_engine_model_prices_each_round_by_its_lengths_and_the_default_then_s
     assert calls == [1] * 8  # announced: one round until timed; then priced: a round never pays
     with pytest.raises(ValueError, match="time_rounds: an engine model prices a round by its completion lengths"):
         TrainerStep(SavingProgressive(), time_rounds=model).run(["a", "b"], 4, lambda i, c: [[1.0] * int(n) for n in c])
-    with pytest.raises(ValueError, match="time_rounds must be True, False or seconds"):
-        TrainerStep(SavingProgressive(), time_rounds="synchronous")
+    with pytest.raises(ValueError, match="time_rounds must be one of"):
+        TrainerStep(SavingProgressive(), time_rounds="synchronus")
+    with pytest.raises(ValueError, match="time_rounds must be true, false, an engine"):
+        TrainerStep(SavingProgressive(), time_rounds=3)
+    by_name = TrainerStep(SavingProgressive(), time_rounds="synchronous")  # the engine's model, by name
+    assert by_name.time_rounds and by_name.round_seconds is not None and by_name.round_seconds(9.0, 99.0) == 9.0

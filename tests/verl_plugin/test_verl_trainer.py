@@ -116,6 +116,7 @@ def test_settings_parse_and_reject_bad_values():
     s = C.settings_from_config({"allocator": "default", "allocator_kwargs": None, "reward_range": [-1, 1]})
     assert s.allocator is None and s.allocator_kwargs == {} and s.reward_range == (-1.0, 1.0)
     assert s.time_rounds is False and C.settings_from_config({"time_rounds": True}).time_rounds is True
+    assert C.settings_from_config({"time_rounds": "synchronous"}).time_rounds == "synchronous"  # an engine's model
     for bad, match in [
         ({"budget": 0}, "budget"),
         ({"reward_range": [1]}, "reward_range"),
@@ -123,7 +124,8 @@ def test_settings_parse_and_reject_bad_values():
         ({"round_poll_max_s": 0}, "round_poll_max_s"),
         ({"allocator_kwargs": [1]}, "allocator_kwargs"),
         ({"nonsense": 1}, "unknown option"),
-        ({"time_rounds": "yes"}, "time_rounds"),
+        ({"time_rounds": "yes"}, "adaptive.time_rounds must be one of"),
+        ({"time_rounds": 1}, "adaptive.time_rounds must be true, false, an engine"),
     ]:
         with pytest.raises(ValueError, match=match):
             C.settings_from_config(bad)

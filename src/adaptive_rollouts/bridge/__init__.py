@@ -34,7 +34,7 @@ from .build import (
 from .logs import scalar, step_log, step_values
 from .prompts import TEXT_PREDICTORS, needs_pool, needs_text, prompt_text, text_features
 from .settings import trl_aggregation, trl_estimator, verl_aggregation, verl_estimator
-from .step import NOT_LOGGED, PlannedStep, StepResult, TrainerStep, check_policy_features
+from .step import NOT_LOGGED, PlannedStep, StepResult, TrainerStep, check_policy_features, round_clock
 from .steps import (
     allocator_kind,
     check_counts,
@@ -58,6 +58,7 @@ __all__ = [
     "StepBook",
     "StepResult",
     "TrainerStep",
+    "round_clock",
     "check_policy_features",
     "OptionsError",
     "TEXT_PREDICTORS",

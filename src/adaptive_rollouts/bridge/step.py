@@ -41,10 +41,11 @@ import numpy as np
 
 from adaptive_rollouts.allocators.round_plan import check_seconds
 from adaptive_rollouts.checks.lengths import LengthsNotice
-from adaptive_rollouts.checks.validation import check_integer
+from adaptive_rollouts.checks.validation import check_choice, check_integer
 from adaptive_rollouts.clock import AllocatorClock
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.metrics import step_metrics, token_metrics
+from adaptive_rollouts.sim.step_time import ENGINES
 from adaptive_rollouts.success import SuccessSignal
 from adaptive_rollouts.types import Draw, PolicyAware, ReportsMetrics, allocator_kind
 
@@ -52,7 +53,7 @@ from .book import Generated, RoundFn, RoundIncomplete, RunningTotals, StepBook
 from .logs import scalar
 from .steps import check_counts, check_request, check_spent, plan_or_prompts
 
-__all__ = ["NOT_LOGGED", "PlannedStep", "StepResult", "TrainerStep", "check_policy_features"]
+__all__ = ["NOT_LOGGED", "PlannedStep", "StepResult", "TrainerStep", "check_policy_features", "round_clock"]
 
 INCOMPLETE_KEYS = ("num_prompts", "rollouts_spent", "unscored", "budget", "rollouts_saved", "skipped")
 """What an incomplete step (`RoundIncomplete`) reports: what it spent, not statistics of cut groups."""
@@ -141,6 +142,28 @@ def check_policy_features(features: Any, n_prompts: int, width: int | None = Non
     return arr
 
 
+def round_clock(time_rounds: Any, option: str = "time_rounds") -> Callable[[float, float], float] | None:
+    """The engine model a ``time_rounds`` value names: None for True or False (the wall clock or
+    nothing), the engine's ``round_seconds`` for a name of `sim.step_time.ENGINES`
+    (``"synchronous"``: a round lasts its longest completion), a callable
+    ``seconds(longest, tokens)`` as it is; a ValueError naming ``option`` otherwise.
+
+    >>> round_clock(True) is None, round_clock("synchronous")(120.0, 900.0)
+    (True, 120.0)
+    """
+    if isinstance(time_rounds, bool):
+        return None
+    if isinstance(time_rounds, str):
+        check_choice(option, time_rounds, tuple(ENGINES))
+        return ENGINES[time_rounds].round_seconds
+    if callable(time_rounds):
+        return time_rounds
+    raise ValueError(
+        f"{option} must be true, false, an engine ({', '.join(ENGINES)}) or seconds(longest, tokens), "
+        f"got {type(time_rounds).__name__}"
+    )
+
+
 class TrainerStep:
     """The step every trainer runs (see the module docstring).
 
@@ -151,11 +174,10 @@ class TrainerStep:
     tokens (TRL's ``max_completion_length``), which no rollout's length may pass (None: no limit).
     ``time_rounds``: hand each round's time to the allocator (`types.Draw.seconds`), so that the
     default prices a generation round against the tokens it saves (`allocators.round_plan`):
-    True, the wall clock; or a model of the engine, ``seconds(longest, tokens)`` of a round whose
-    longest completion has ``longest`` tokens and whose completions have ``tokens`` in all (e.g.
-    ``sim.step_time.ENGINES["synchronous"].round_seconds``: the engine a run is sized for, not
+    True, the wall clock; or a model of the engine (`round_clock`: a name of
+    `sim.step_time.ENGINES` or ``seconds(longest, tokens)``), the engine a run is sized for, not
     the machine it is tried on; deterministic, so a rerun with the same seeds allocates alike; it
-    needs the completion lengths, a ValueError naming ``time_rounds`` otherwise). Off by default,
+    needs the completion lengths, a ValueError naming ``time_rounds`` otherwise. Off by default,
     because with the wall clock the allocation depends on the machine's timings."""
 
     def __init__(
@@ -167,15 +189,11 @@ class TrainerStep:
         policy_features: Callable[[Sequence[Any]], Any] | None = None,
         totals: RunningTotals | None = None,
         max_length: int | None = None,
-        time_rounds: bool | Callable[[float, float], float] = False,
+        time_rounds: bool | str | Callable[[float, float], float] = False,
     ):
         self.allocator = allocator
-        if not (isinstance(time_rounds, bool) or callable(time_rounds)):
-            raise ValueError(
-                f"time_rounds must be True, False or seconds(longest, tokens), got {type(time_rounds).__name__}"
-            )
-        self.round_seconds = time_rounds if callable(time_rounds) and not isinstance(time_rounds, bool) else None
-        self.time_rounds = self.round_seconds is not None or bool(time_rounds)
+        self.round_seconds = round_clock(time_rounds)
+        self.time_rounds = self.round_seconds is not None or time_rounds is True
         expect_times = getattr(allocator, "expect_round_times", None)
         if self.time_rounds and expect_times is not None:  # it prices rounds once two are timed
             expect_times()

@@ -90,11 +90,6 @@ def arm_of(name: str) -> Arm:
     return Arm(name, loss_type, scale, engine or None)
 
 
-def round_clock(arm: Arm) -> Any:
-    """The trainer's ``time_rounds`` for an arm: its engine's ``round_seconds``, or False."""
-    return False if arm.round_clock is None else ENGINES[arm.round_clock].round_seconds
-
-
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
     """VIP's per-prompt bounds [L, U]: the paper's [4, 32] at its budget of 8 rollouts per prompt,
     scaled to ``mean_rollouts`` (L = mean / 2, at least 2 so every group has a baseline; U = 4 x mean).

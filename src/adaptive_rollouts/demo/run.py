@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of, round_clock
+from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of
 from .evaluate import greedy_scores, sampled_metrics, sampled_scores
 from .model import assets_of, load_warm_start
 from .oracle import SampledSuccess
@@ -260,7 +260,7 @@ def run_one(
         allocator=allocator,
         callbacks=[Record()],
         policy_features=cfg.policy_features,
-        time_rounds=round_clock(arm),
+        time_rounds=arm.round_clock or False,
     )
     trainer.remove_callback(PrinterCallback)  # the trainer's log dicts are not printed between progress updates
     result.objective = objective_of(trainer.allocator)

@@ -114,11 +114,12 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         time_rounds: ``True`` hands each generation round's wall-clock time to the allocator, so
             the default prices an extra round against the tokens it would save
             (`adaptive_rollouts.allocators.round_plan`; on a synchronous engine it then generates
-            about one round a step); or ``seconds(longest, tokens)``, a model of the engine the
-            run is sized for, e.g. ``ENGINES["synchronous"].round_seconds`` from
-            ``adaptive_rollouts.sim.step_time`` (deterministic: the round's completion lengths
-            priced, not the machine's clock; `bridge.TrainerStep`). Off by default: with the wall
-            clock the allocation would depend on the machine's timings.
+            about one round a step); or a model of the engine the run is sized for: its name
+            (``"synchronous"``, ``"slots-64"``, ``"slots-16"``, ``"continuous"``:
+            ``adaptive_rollouts.sim.step_time.ENGINES``) or ``seconds(longest, tokens)``
+            (deterministic: the round's completion lengths priced, not the machine's clock;
+            `bridge.round_clock`). Off by default: with the wall clock the allocation would depend
+            on the machine's timings.
 
     ``num_generations`` becomes the *mean* rollouts per prompt: each step spends exactly
     ``generation_batch_size`` rollouts, as stock TRL does, or at most that under an allocator of kind
@@ -139,7 +140,7 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
         equal_prompt_weight: bool = False,
         policy_features: bool | Callable[[list[dict]], Any] | None = None,
         loss_rows: str | None = None,
-        time_rounds: bool | Callable[[float, float], float] = False,
+        time_rounds: bool | str | Callable[[float, float], float] = False,
         **kwargs: Any,
     ):
         self.success = SuccessSignal(reward_range=reward_range, threshold=reward_threshold, success_fn=success_fn)

@@ -15,7 +15,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptive_rollouts.bridge import DEFAULT_NAMES, TEXT_PREDICTORS, check_options, load_object, needs_pool, needs_text
+from adaptive_rollouts.bridge import (
+    DEFAULT_NAMES,
+    TEXT_PREDICTORS,
+    check_options,
+    load_object,
+    needs_pool,
+    needs_text,
+    round_clock,
+)
 from adaptive_rollouts.bridge import allocator_factory as _allocator_factory
 from adaptive_rollouts.bridge import build_allocator as _build_allocator
 from adaptive_rollouts.bridge.settings import AGGREGATION_FROM_LOSS_AGG_MODE, ESTIMATOR_FROM_ADV_ESTIMATOR
@@ -58,7 +66,7 @@ class AdaptiveSettings:
     aggregation: str | None = "auto"
     estimator: str | None = "auto"
     loss_rows: str | None = None
-    time_rounds: bool = False
+    time_rounds: bool | str = False
     force_progressive: bool = False
     reward_range: tuple[float, float] | None = None
     threshold: float | None = None
@@ -115,8 +123,7 @@ def settings_from_config(section: Mapping | None) -> AdaptiveSettings:
     if loss_rows is not None:
         check_choice("adaptive.loss_rows", loss_rows, LOSS_ROWS)
     time_rounds = raw.get("time_rounds", False)
-    if not isinstance(time_rounds, bool):
-        raise ValueError(f"adaptive.time_rounds must be true or false, got {time_rounds!r}")
+    round_clock(time_rounds, "adaptive.time_rounds")  # true, false or an engine's name, checked here
     return AdaptiveSettings(
         allocator=None if allocator in DEFAULT_NAMES else str(allocator),
         allocator_kwargs=dict(kwargs),
