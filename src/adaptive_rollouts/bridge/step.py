@@ -275,17 +275,24 @@ class TrainerStep:
         """The round's seconds: the wall clock, or the engine model's of its lengths."""
         if self.round_seconds is None:
             return wall
-        known = draw.lengths is not None and all(x is not None for x in draw.lengths)
-        if not known:
+        lengths = draw.lengths
+        if lengths is None or any(x is None for x in lengths):
             raise ValueError(
                 "time_rounds: an engine model prices a round by its completion lengths, and generate "
                 "returned none for this round (return a Generated with lengths, or time_rounds=True)"
             )
-        sizes = [np.asarray(x) for x in draw.lengths if np.size(x)]
+        sizes = [np.asarray(x) for x in lengths if np.size(x)]
         if not sizes:
             return 0.0
         flat = np.concatenate(sizes)
-        return check_seconds(self.round_seconds(float(flat.max()), float(flat.sum())), "time_rounds(longest, tokens)")
+        seconds = check_seconds(
+            self.round_seconds(float(flat.max()), float(flat.sum())), "time_rounds(longest, tokens)"
+        )
+        if seconds is None:
+            raise ValueError(
+                "time_rounds(longest, tokens) returned None: an engine model must give the round's seconds"
+            )
+        return seconds
 
     # -- single-shot: plan, then observe ----------------------------------------------------------
     def plan(self, keys: Sequence[Hashable], budget: int, prompts: Sequence[Any] | None = None) -> PlannedStep:
