@@ -122,7 +122,7 @@ def test_the_pool_block_says_which_belief_meets_the_targets_and_reads_the_lines_
         (8, "known p"): ((0.47, 0.91), (0.3, 0.83)),
     }
     rows = [
-        {"n": n, "belief": b, "share": s, "spent": sp, "kept": k}
+        {"n": n, "belief": b, "share": s, "spent": sp, "kept": k, "given": round(1 - k, 2), "claimed": 0.1}
         for (n, b), pts in points.items()
         for s, (sp, k) in zip((0.1, 0.2), pts)
     ]
@@ -138,6 +138,7 @@ def test_the_pool_block_says_which_belief_meets_the_targets_and_reads_the_lines_
     # at the learned belief's spend 0.5 (n = 8): posterior halfway from (0.4, 0.8) to (0.6, 0.9); known p past its range
     assert "the other lines keep (interpolated): posterior 0.85; it keeps 0.85. With p known and nothing" in text
     assert "keeping 0.85 takes at least 0.32, 0.9 takes at least 0.45 of the budget" in text
+    assert "at the shipped share: learned 0.100 / 0.100 at n = 4; posterior 0.080 / 0.100 at n = 4;" in text
     assert "pool_frontier.png" in text and "commit abc1234" in text
 
 

@@ -138,6 +138,17 @@ def render_pool_beliefs(root: Path) -> str:
             f"- n = {n}, target <= {spend:g} of the budget at >= {KEEP_TARGET:g} kept: "
             f"{'met by ' + ', '.join(met) if met else 'met by no belief at any share'}.{cmp}{least}"
         )
+    honest = [
+        f"{b} {at[n, b, d['shipped']]['given']:.3f} / {at[n, b, d['shipped']]['claimed']:.3f} at n = {n}"
+        for n in d["sizes"]
+        for b in beliefs
+        if "given" in at.get((n, b, d["shipped"]), {})
+    ]
+    if honest:
+        lines.append(
+            "- Signal given up (priced with the true p at what the rule had seen) / what the rule says it "
+            f"gave up, at the shipped share: {'; '.join(honest)}."
+        )
     lines += [
         "",
         "![Signal kept against budget spent on the recurring pool](../results/pool_beliefs/pool_frontier.png)",
