@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -122,6 +123,20 @@ def test_vip_bounds_are_respected():
     assert vip.estimator == "drgrpo" and vip.aggregation is None  # VIP as published: the Dr. GRPO variance
     with pytest.raises(ValueError, match="unknown arm 'ours'"):
         make_arm_allocator("ours", 0, 8)
+
+
+def test_an_arm_takes_the_maps_engine_mark_and_nothing_else():
+    """``<arm>~<engine>``: the arm's allocator with its rounds priced by that engine (the trainer's
+    ``time_rounds``); an unknown engine or the simulator's view mark is refused naming the arm."""
+    from adaptive_rollouts.demo.allocation import arm_of, make_arm_allocator
+
+    arm = arm_of("default~synchronous")
+    assert (arm.base, arm.round_clock, arm.loss_type) == ("default", "synchronous", "grpo")
+    assert arm_of("vip-paper~slots-64").loss_type == "dr_grpo" and arm_of("uniform").round_clock is None
+    assert make_arm_allocator("default~synchronous", 0, 8) is None  # the trainer builds the default
+    for bad in ("default~nope", "default^view1", "default~", "nope~synchronous"):
+        with pytest.raises(ValueError, match=re.escape(f"unknown arm '{bad}'")):
+            arm_of(bad)
 
 
 def test_save_load_round_trip(tmp_path):

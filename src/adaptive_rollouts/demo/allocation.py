@@ -37,7 +37,7 @@ from typing import Any
 from adaptive_rollouts.allocators import ALLOCATORS
 from adaptive_rollouts.bridge import build_allocator
 from adaptive_rollouts.experiments.bench import null_control
-from adaptive_rollouts.experiments.map_config import ENGINE_MARK
+from adaptive_rollouts.experiments.map_config import ENGINE_MARK, map_method
 from adaptive_rollouts.sim.oracle import SkipOracle
 from adaptive_rollouts.sim.step_time import ENGINES
 
@@ -63,8 +63,8 @@ class Arm:
 
     @property
     def base(self) -> str:
-        """The arm's allocator without the engine mark."""
-        return self.name.split(ENGINE_MARK)[0]
+        """The arm's allocator without the engine mark (`experiments.map_config.map_method`)."""
+        return map_method(self.name)[0]
 
 
 def known_arms() -> tuple[str, ...]:
@@ -80,14 +80,17 @@ def arm_of(name: str) -> Arm:
     >>> arm_of("default~synchronous").round_clock
     'synchronous'
     """
-    base, _, engine = name.partition(ENGINE_MARK)
-    if base not in known_arms() or (engine and engine not in ENGINES) or name.endswith(ENGINE_MARK):
+    try:
+        base, options = map_method(name)  # the map's marks, parsed in one place
+    except ValueError as err:
+        raise ValueError(f"unknown arm {name!r}: {err}") from None
+    if base not in known_arms() or set(options) - {"engine"}:
         raise ValueError(
             f"unknown arm {name!r}; known: {', '.join(known_arms())}, each optionally with "
             f"{ENGINE_MARK}<engine> ({', '.join(ENGINES)})"
         )
     loss_type, scale = DR_GRPO if base in ("vip-paper", "uniform-drgrpo") else GRPO
-    return Arm(name, loss_type, scale, engine or None)
+    return Arm(name, loss_type, scale, options.get("engine"))
 
 
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.allocators import saving_allocators
-from adaptive_rollouts.experiments.map_config import ENGINE_MARK
+from adaptive_rollouts.experiments.map_config import map_method
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.gain_report import gap_cell
@@ -118,9 +118,7 @@ def render_demo_saving(root: Path) -> str:
             settings = r.header["settings"]
             budget = settings["prompts_per_step"] * settings["mean_rollouts"]
             # an arm with its rounds priced by an engine (``default~synchronous``) shows as its allocator's
-            arms = [
-                a for a in r.data["arms"] if a["arm"].split(ENGINE_MARK)[0] in demo_saving_arms() and "rollouts" in a
-            ]
+            arms = [a for a in r.data["arms"] if map_method(a["arm"])[0] in demo_saving_arms() and "rollouts" in a]
             timed = any(TIME_AXIS in a for a in arms)  # summaries before the generation calls were recorded: none
             header = ["arm", "seeds", "speedup, rollouts", "speedup, tokens"]
             header += ["speedup, modelled time", "break-even overhead"] if timed else []
