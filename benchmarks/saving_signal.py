@@ -154,12 +154,16 @@ class StaticPool:
     within 0.02 of the end), the rest uniform on [0.1, 0.9] (a frontier). No policy view: what a
     trainer that gives no hidden states gets (the history has to find the flat prompts)."""
 
+    EDGE = 0.02  # an extreme prompt's p lies within this of 0 or 1
+    FRONTIER = (0.1, 0.9)  # the others' p, uniform on this range
+
     def __init__(self, size: int, extreme: float, seed: int):
         rng = np.random.default_rng(seed)
         self.extreme = extreme
         kind = rng.random(size)
-        low, high = rng.uniform(0.0, 0.02, size), rng.uniform(0.98, 1.0, size)
-        self.p = np.where(kind < extreme / 2, low, np.where(kind < extreme, high, rng.uniform(0.1, 0.9, size)))
+        low, high = rng.uniform(0.0, self.EDGE, size), rng.uniform(1.0 - self.EDGE, 1.0, size)
+        frontier = rng.uniform(*self.FRONTIER, size)
+        self.p = np.where(kind < extreme / 2, low, np.where(kind < extreme, high, frontier))
         self.rng = np.random.default_rng([seed, 1])
 
     def success(self, idx: np.ndarray) -> np.ndarray:
@@ -167,9 +171,9 @@ class StaticPool:
 
     def density(self, grid: np.ndarray) -> np.ndarray:
         """The population density of p at the points of ``grid`` (what the pool draws its p from)."""
-        g = np.asarray(grid, dtype=float)
-        ends = ((g <= 0.02) | (g >= 0.98)) * (self.extreme / 2) / 0.02
-        return ends + ((g >= 0.1) & (g <= 0.9)) * (1.0 - self.extreme) / 0.8
+        g, (lo, hi) = np.asarray(grid, dtype=float), self.FRONTIER
+        ends = ((g <= self.EDGE) | (g >= 1.0 - self.EDGE)) * (self.extreme / 2) / self.EDGE
+        return ends + ((g >= lo) & (g <= hi)) * (1.0 - self.extreme) / (hi - lo)
 
     def sampler(self, prompts: list) -> Any:
         def sample(indices: Any, counts: Any) -> list:
