@@ -52,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
         "--rates-from", default=None, help="take every arm's learning rate from this regime's tuning (no tuning here)"
     )
     p.add_argument(
+        "--same-rate",
+        default=",".join(d.same_rate),
+        help="comma list of arms run at Uniform's tuned rate instead of tuning their own (listed after uniform)",
+    )
+    p.add_argument(
         "--map-results",
         default="results/map,results/demo_protocol/map",
         help="comma list of regime-map result files or folders, for placing the regimes on the map",
@@ -105,6 +110,7 @@ def _configs(args: argparse.Namespace) -> list:
         oracle_samples=args.oracle_samples,
         probe_every=args.probe_every,
         task=args.task,
+        same_rate=tuple(a.strip() for a in args.same_rate.split(",") if a.strip()),
     )
     if args.rates_from:
         base = replace(base, rates_from=args.rates_from)

@@ -102,6 +102,11 @@ def test_config_checks_name_the_setting():
         check_config(replace(CFG, arms=("uniform", "nope")))
     with pytest.raises(ValueError, match="visits"):
         check_config(replace(CFG, visits=5))  # 24 visits are not a whole number of 5
+    with pytest.raises(ValueError, match="same_rate: 'null' must come after 'uniform'"):
+        check_config(replace(CFG, arms=("null", "uniform")))  # would be tuned, not run at Uniform's rate
+    with pytest.raises(ValueError, match="same_rate: 'uniform'"):
+        check_config(replace(CFG, same_rate=("uniform",)))
+    check_config(replace(CFG, arms=("default", "uniform", "oracle-skip"), same_rate=("null", "oracle-skip")))
     assert CFG.pool_size() == 12 and replace(CFG, regime="single-pass").pool_size() == 24
 
 
@@ -366,6 +371,7 @@ def test_each_arm_names_its_objective():
         (["--tune-seeds", "0,1"], "tune seeds disjoint from the report seeds"),
         (["--regimes", ","], "--regimes: give at least one"),
         (["--rates-from", "single-pass", "--regimes", "single-pass"], "rates_from must name another regime"),
+        (["--arms", "oracle-skip,uniform", "--same-rate", "oracle-skip"], "'oracle-skip' must come after 'uniform'"),
     ],
 )
 def test_protocol_command_names_a_bad_setting_before_any_run(args, message, capsys, tmp_path):

@@ -99,6 +99,10 @@ def check_config(cfg: ProtocolConfig) -> ProtocolConfig:
         arm_of(name)
     if "uniform" not in cfg.arms:
         raise ValueError("arms must include 'uniform' (every speedup is against it)")
+    for name in cfg.same_rate:
+        arm_of(name)
+        if name == "uniform" or (name in cfg.arms and cfg.arms.index(name) < cfg.arms.index("uniform")):
+            raise ValueError(f"same_rate: {name!r} must come after 'uniform' in arms (it runs at Uniform's tuned rate)")
     for key in ("steps", "prompts_per_step", "eval_every", "held_out", "oracle_samples", "bootstrap"):
         if getattr(cfg, key) < 1:
             raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
