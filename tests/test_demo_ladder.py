@@ -189,3 +189,37 @@ def test_ladder_block_renders_every_part(tmp_path):
     assert "after 6 Uniform steps" in text and "| 9 | 2 | 0.00 | 0.00 |" in text
     assert "| warm start | 0.50 | 1.00 | 2.00 |" in text  # half the rollouts, all the signal
     assert "abc1234" in text and "python benchmarks/demo_ladder.py" in text
+
+
+def test_ladder_protocol_block_reads_the_target(tmp_path):
+    """A committed protocol summary on the ladder renders every arm on three axes and the target's
+    reading: the default's interval against 1, the null control's interval and the 1.5x bar, and its
+    share of the known-p rule's speedup."""
+    from adaptive_rollouts.experiments.results import write_result
+    from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME
+    from adaptive_rollouts.reporting.ladder_tables import LADDER_PROTOCOL, _protocol
+
+    def arm(name, speedup, lo, hi, lr_from="tuned here"):
+        axis = {"speedup": speedup, "ci95": [lo, hi]}
+        return {
+            "arm": name, "seeds": [0, 1, 2], "lr": 3e-4, "lr_from": lr_from, "rollouts": axis, "tokens": axis,
+            SYNCHRONOUS_TIME: axis, "rollouts_per_step": 64 / speedup, "oracle_rollouts_per_step": 0.0,
+            "final_accuracy": 0.7,
+        }  # fmt: skip
+
+    arms = [arm("uniform", 1, 1, 1), arm("null", 1.1, 0.8, 1.4, "uniform's"), arm("default", 1.7, 1.3, 2.2)]
+    arms.append(arm("oracle-skip", 3.0, 2.0, 4.0, "uniform's"))
+    write_result(
+        tmp_path / LADDER_PROTOCOL / "single-pass" / "summary.json",
+        {"arms": arms, "errors": {"vip-paper": "best rate at the grid's edge"}, "missing": {}},
+        command="python benchmarks/demo_protocol.py --task ladder",
+        settings={"regime": "single-pass"},
+        commit="abc1234",
+    )
+    text = _protocol(tmp_path)
+    assert "| default | 3 | 0.0003 (tuned here) | 1.70 (95% 1.30-2.20) |" in text
+    assert "| null | 3 | 0.0003 (uniform's) |" in text
+    assert "vip-paper: no number (best rate at the grid's edge)" in text
+    assert "speedup in rollouts >= 1.5: met (1.70 (95% 1.30-2.20))" in text
+    assert "interval above 1: yes; above the null control's (0.80-1.40): no; interval clears 1.5: no" in text
+    assert "share of the known-p skip rule's speedup (3.00): 0.57 (target >= 0.6: missed)" in text

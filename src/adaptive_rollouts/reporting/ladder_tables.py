@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import table
 
-__all__ = ["DEMO_LADDER", "LADDER_PROTOCOL", "render_demo_ladder"]
+__all__ = ["DEMO_LADDER", "LADDER_PROTOCOL", "ladder_reading", "render_demo_ladder"]
 
 DEMO_LADDER = "results/demo_ladder/ladder.json"
 LADDER_PROTOCOL = "results/demo_ladder/protocol"
@@ -109,26 +110,79 @@ def _learning(d: dict, s: dict) -> list[str]:
     return out
 
 
+def _interval(x: dict) -> str:
+    lo, hi = x["ci95"]
+    return f"{x['speedup']:.2f} (95% {lo:.2f}-{hi:.2f})"
+
+
+# The ladder's learning target: the default reaches Uniform's targets with at least this many times
+# fewer generated rollouts, with its interval above 1 and above the null control's, and at least
+# this share of the known-p skip rule's speedup.
+LADDER_SPEEDUP, LADDER_SHARE_OF_KNOWN_P = 1.5, 0.6
+
+
+def ladder_reading(arms: dict[str, dict]) -> list[str]:
+    """The ladder target read off a protocol summary's arms (by name): what holds and what does not.
+
+    >>> arm = lambda s, lo, hi: {"rollouts": {"speedup": s, "ci95": [lo, hi]}}
+    >>> ladder_reading({"default": arm(1.8, 1.2, 2.6), "null": arm(1.0, 0.8, 1.1), "oracle-skip": arm(2.5, 1.9, 3.3)})[1]
+    "- interval above 1: yes; above the null control's (0.80-1.10): yes; interval clears 1.5: no"
+    """
+    if "default" not in arms:
+        return []
+    d = arms["default"]["rollouts"]
+    lo, hi = d["ci95"]
+    out = [
+        f"Target: the default's speedup in rollouts >= {LADDER_SPEEDUP:g}: "
+        f"{'met' if d['speedup'] >= LADDER_SPEEDUP else 'missed'} ({_interval(d)})"
+    ]
+    null = arms.get("null", {}).get("rollouts")
+    parts = [f"interval above 1: {'yes' if lo > 1 else 'no'}"]
+    if null is not None:
+        nlo, nhi = null["ci95"]
+        parts.append(f"above the null control's ({nlo:.2f}-{nhi:.2f}): {'yes' if lo > nhi else 'no'}")
+    parts.append(f"interval clears {LADDER_SPEEDUP:g}: {'yes' if lo >= LADDER_SPEEDUP else 'no'}")
+    out.append("- " + "; ".join(parts))
+    known = arms.get("oracle-skip", {}).get("rollouts")
+    if known is not None:
+        share = d["speedup"] / known["speedup"]
+        out.append(
+            f"- share of the known-p skip rule's speedup ({known['speedup']:.2f}): {share:.2f} "
+            f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
+        )
+    return out
+
+
 def _protocol(root: Path) -> str:
-    """The protocol's tables on the ladder (Uniform vs the known-p skip rule), when committed."""
+    """The protocol's tables on the ladder, when committed: every arm against Uniform in rollouts,
+    completion tokens and modelled synchronous time to target, and the ladder target's reading."""
     out = []
     for path in sorted((root / LADDER_PROTOCOL).glob("*/summary.json")):
         r = load_relative(root, str(path.relative_to(root)))
-        rows = []
-        for arm in r.data["arms"]:
-            if "rollouts" not in arm:
-                continue
-            lo, hi = arm["rollouts"]["ci95"]
-            rows.append(
-                [
-                    arm["arm"],
-                    str(len(arm["seeds"])),
-                    f"{arm['lr']:g}",
-                    f"{arm['rollouts']['speedup']:.2f} (95% {lo:.2f}-{hi:.2f})",
-                    f"{arm['rollouts_per_step']:.1f}",
-                    f"{arm['final_accuracy']:.3f}",
-                ]
-            )
-        header = ["arm", "seeds", "lr", "speedup, rollouts to target", "rollouts / step", "final held-out"]
-        out.append(block([f"Protocol on the ladder, {path.parent.name}:", "", *table(header, rows)], [r]))
+        arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
+        rows = [
+            [
+                name,
+                str(len(a["seeds"])),
+                f"{a['lr']:g} ({a['lr_from']})",
+                _interval(a["rollouts"]),
+                _interval(a["tokens"]),
+                _interval(a[TIME_AXIS]) if TIME_AXIS in a else "-",
+                f"{a['rollouts_per_step']:.1f}",
+                f"{a['oracle_rollouts_per_step']:.1f}",
+                f"{a['final_accuracy']:.3f}",
+            ]
+            for name, a in arms.items()
+        ]
+        header = ["arm", "seeds", "lr (chosen)", "speedup, rollouts", "speedup, tokens", "speedup, modelled time"]
+        header += ["rollouts / step", "uncharged oracle rollouts / step", "final held-out"]
+        lines = [f"Protocol on the ladder, {path.parent.name}:", "", *table(header, rows)]
+        for name, err in (r.data.get("errors") or {}).items():
+            lines += ["", f"{name}: no number ({err})"]
+        missing = r.data.get("missing") or {}
+        if missing:
+            lines += ["", "Still missing: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
+        reading = ladder_reading(arms)
+        lines += ["", *reading] if reading else []
+        out.append(block(lines, [r]))
     return "".join("\n\n" + x for x in out)
