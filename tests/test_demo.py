@@ -134,9 +134,23 @@ def test_an_arm_takes_the_maps_engine_mark_and_nothing_else():
     assert (arm.base, arm.round_clock, arm.loss_type) == ("default", "synchronous", "grpo")
     assert arm_of("vip-paper~slots-64").loss_type == "dr_grpo" and arm_of("uniform").round_clock is None
     assert make_arm_allocator("default~synchronous", 0, 8) is None  # the trainer builds the default
-    for bad in ("default~nope", "default^view1", "default~", "nope~synchronous"):
+    for bad in ("default~nope", "default^view1", "default~", "nope~synchronous", "default+view~synchronous"):
         with pytest.raises(ValueError, match=re.escape(f"unknown arm '{bad}'")):
             arm_of(bad)
+
+
+def test_an_arm_with_the_policy_view_mark_gets_the_trainers_features():
+    """``<arm>+view`` (last): the same allocator and loss, with the trainer's policy-features pass on;
+    its protocol runs record it, so they never stand in for the arm without it."""
+    from adaptive_rollouts.demo.allocation import arm_of, make_arm_allocator
+    from adaptive_rollouts.demo.protocol import ProtocolConfig, run_settings
+
+    arm = arm_of("default~slots-16+view")
+    assert (arm.base, arm.round_clock, arm.policy_features, arm.loss_type) == ("default", "slots-16", True, "grpo")
+    assert not arm_of("default").policy_features and make_arm_allocator("default+view", 0, 8) is None
+    cfg = ProtocolConfig()
+    assert run_settings(cfg, "default+view", 0, 1e-4)["policy_features"] is True
+    assert "policy_features" not in run_settings(cfg, "default", 0, 1e-4)
 
 
 def test_save_load_round_trip(tmp_path):

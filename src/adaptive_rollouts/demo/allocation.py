@@ -24,6 +24,9 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
 - ``<arm>~<engine>`` (e.g. ``default~synchronous``, the map's mark): the arm with each generation
   round priced by that engine's modelled time (`sim.step_time.ENGINES`, the trainer's
   ``time_rounds``), not the CPU's clock.
+- ``<arm>+view`` (last, e.g. ``default+view``): the arm given the policy's own view of each prompt
+  before it allocates (the trainer's ``policy_features=True``: the model's last-layer hidden state at
+  the prompt's last token). The simulator's view mark (``^view0.8``, a modelled view) is refused here.
 
 Learning rates of `make demo` (``LEARNING_RATES``) were chosen with ``benchmarks/demo_tune.py``;
 the protocol (``benchmarks/demo_protocol.py``) tunes its own on its tune seeds.
@@ -49,6 +52,7 @@ TUNE_SEEDS = (100,)
 LEARNING_RATES = {"uniform": 1e-4, "vigor": 1e-4, "default": 3e-5}
 DR_GRPO = ("dr_grpo", "none")  # (loss_type, scale_rewards) of VIP as published
 GRPO = ("grpo", "group")  # TRL's default
+POLICY_VIEW_MARK = "+view"  # "default+view": the trainer's policy-features pass feeds the arm's allocator
 
 
 @dataclass(frozen=True)
@@ -60,11 +64,12 @@ class Arm:
     loss_type: str
     scale_rewards: str
     round_clock: str | None = None
+    policy_features: bool = False
 
     @property
     def base(self) -> str:
-        """The arm's allocator without the engine mark (`experiments.map_config.map_method`)."""
-        return map_method(self.name)[0]
+        """The arm's allocator without its marks (`experiments.map_config.map_method`)."""
+        return map_method(self.name.removesuffix(POLICY_VIEW_MARK))[0]
 
 
 def known_arms() -> tuple[str, ...]:
@@ -76,21 +81,22 @@ def arm_of(name: str) -> Arm:
     """The `Arm` of a name (ValueError naming it if unknown).
 
     >>> arm_of("vip-paper"), arm_of("uniform").loss_type
-    (Arm(name='vip-paper', loss_type='dr_grpo', scale_rewards='none', round_clock=None), 'grpo')
-    >>> arm_of("default~synchronous").round_clock
-    'synchronous'
+    (Arm(name='vip-paper', loss_type='dr_grpo', scale_rewards='none', round_clock=None, policy_features=False), 'grpo')
+    >>> arm_of("default~synchronous").round_clock, arm_of("default+view").policy_features
+    ('synchronous', True)
     """
+    viewed = name.endswith(POLICY_VIEW_MARK)
     try:
-        base, options = map_method(name)  # the map's marks, parsed in one place
+        base, options = map_method(name.removesuffix(POLICY_VIEW_MARK))  # the map's marks, parsed in one place
     except ValueError as err:
         raise ValueError(f"unknown arm {name!r}: {err}") from None
     if base not in known_arms() or set(options) - {"engine"}:
         raise ValueError(
             f"unknown arm {name!r}; known: {', '.join(known_arms())}, each optionally with "
-            f"{ENGINE_MARK}<engine> ({', '.join(ENGINES)})"
+            f"{ENGINE_MARK}<engine> ({', '.join(ENGINES)}) and then {POLICY_VIEW_MARK}"
         )
     loss_type, scale = DR_GRPO if base in ("vip-paper", "uniform-drgrpo") else GRPO
-    return Arm(name, loss_type, scale, options.get("engine"))
+    return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
 
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:

@@ -172,6 +172,8 @@ def run_settings(cfg: ProtocolConfig, arm: str, seed: int, lr: float) -> dict[st
     }
     if arm in ("oracle", "oracle-skip"):
         out["oracle_samples"] = cfg.oracle_samples
+    if a.policy_features:  # only where set, so runs made before the mark keep their settings
+        out["policy_features"] = True
     if arm == "uniform":
         out["probe_every"], out["probe_resamples"] = cfg.probe_every, cfg.probe_resamples
     return out

@@ -259,7 +259,7 @@ def run_one(
         processing_class=tokenizer,
         allocator=allocator,
         callbacks=[Record()],
-        policy_features=cfg.policy_features,
+        policy_features=cfg.policy_features or arm.policy_features,
         time_rounds=arm.round_clock or False,
     )
     trainer.remove_callback(PrinterCallback)  # the trainer's log dicts are not printed between progress updates
