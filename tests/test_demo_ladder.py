@@ -223,3 +223,12 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     assert "speedup in rollouts >= 1.5: met (1.70 (95% 1.30-2.20))" in text
     assert "interval above 1: yes; above the null control's (0.80-1.40): no; interval clears 1.5: no" in text
     assert "share of the known-p skip rule's speedup (3.00): 0.57 (target >= 0.6: missed)" in text
+    arms[3]["rollouts"] = {"speedup": float("inf"), "ci95": [4.0, float("nan")]}  # some seeds never get there
+    write_result(
+        tmp_path / LADDER_PROTOCOL / "single-pass" / "summary.json",
+        {"arms": arms},
+        command="python benchmarks/demo_protocol.py --task ladder",
+        settings={"regime": "single-pass"},
+        commit="abc1234",
+    )
+    assert "| oracle-skip | 3 | 0.0003 (uniform's) | never (95% 4.00--) |" in _protocol(tmp_path)

@@ -10,7 +10,7 @@ import numpy as np
 
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
-from adaptive_rollouts.reporting.markdown import table
+from adaptive_rollouts.reporting.markdown import fmt, table
 
 __all__ = ["DEMO_LADDER", "LADDER_PROTOCOL", "ladder_reading", "render_demo_ladder"]
 
@@ -111,8 +111,10 @@ def _learning(d: dict, s: dict) -> list[str]:
 
 
 def _interval(x: dict) -> str:
+    """Speedup and its 95% interval; "never" for an arm that never reaches the target, "-" where the
+    bootstrap leaves a bound undefined (too few seeds that reach it)."""
     lo, hi = x["ci95"]
-    return f"{x['speedup']:.2f} (95% {lo:.2f}-{hi:.2f})"
+    return f"{fmt(x['speedup'], inf='never')} (95% {fmt(lo, inf='never')}-{fmt(hi, inf='never')})"
 
 
 # The ladder's learning target: the default reaches Uniform's targets with at least this many times
@@ -140,14 +142,14 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
     parts = [f"interval above 1: {'yes' if lo > 1 else 'no'}"]
     if null is not None:
         nlo, nhi = null["ci95"]
-        parts.append(f"above the null control's ({nlo:.2f}-{nhi:.2f}): {'yes' if lo > nhi else 'no'}")
+        parts.append(f"above the null control's ({fmt(nlo)}-{fmt(nhi)}): {'yes' if lo > nhi else 'no'}")
     parts.append(f"interval clears {LADDER_SPEEDUP:g}: {'yes' if lo >= LADDER_SPEEDUP else 'no'}")
     out.append("- " + "; ".join(parts))
     known = arms.get("oracle-skip", {}).get("rollouts")
     if known is not None:
         share = d["speedup"] / known["speedup"]
         out.append(
-            f"- share of the known-p skip rule's speedup ({known['speedup']:.2f}): {share:.2f} "
+            f"- share of the known-p skip rule's speedup ({fmt(known['speedup'], inf='never')}): {fmt(share)} "
             f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
         )
     return out
