@@ -11,6 +11,7 @@ import numpy as np
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
+from adaptive_rollouts.reporting.saving_tables import speedup_interval
 
 __all__ = ["DEMO_LADDER", "LADDER_PROTOCOL", "ladder_reading", "render_demo_ladder"]
 
@@ -110,13 +111,6 @@ def _learning(d: dict, s: dict) -> list[str]:
     return out
 
 
-def _interval(x: dict) -> str:
-    """Speedup and its 95% interval; "never" for an arm that never reaches the target, "-" where the
-    bootstrap leaves a bound undefined (too few seeds that reach it)."""
-    lo, hi = x["ci95"]
-    return f"{fmt(x['speedup'], inf='never')} (95% {fmt(lo, inf='never')}-{fmt(hi, inf='never')})"
-
-
 # The ladder's learning target: the default reaches Uniform's targets with at least this many times
 # fewer generated rollouts, with its interval above 1 and above the null control's, and at least
 # this share of the known-p skip rule's speedup.
@@ -136,7 +130,7 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
     lo, hi = d["ci95"]
     out = [
         f"Target: the default's speedup in rollouts >= {LADDER_SPEEDUP:g}: "
-        f"{'met' if d['speedup'] >= LADDER_SPEEDUP else 'missed'} ({_interval(d)})"
+        f"{'met' if d['speedup'] >= LADDER_SPEEDUP else 'missed'} ({speedup_interval(d)})"
     ]
     null = arms.get("null", {}).get("rollouts")
     parts = [f"interval above 1: {'yes' if lo > 1 else 'no'}"]
@@ -167,9 +161,9 @@ def _protocol(root: Path) -> str:
                 name,
                 str(len(a["seeds"])),
                 f"{a['lr']:g} ({a['lr_from']})",
-                _interval(a["rollouts"]),
-                _interval(a["tokens"]),
-                _interval(a[TIME_AXIS]) if TIME_AXIS in a else "-",
+                speedup_interval(a["rollouts"]),
+                speedup_interval(a["tokens"]),
+                speedup_interval(a[TIME_AXIS]) if TIME_AXIS in a else "-",
                 f"{a['rollouts_per_step']:.1f}",
                 f"{a['oracle_rollouts_per_step']:.1f}",
                 f"{a['final_accuracy']:.3f}",

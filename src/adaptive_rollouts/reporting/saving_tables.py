@@ -10,7 +10,7 @@ from adaptive_rollouts.experiments.map_config import map_method
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.gain_report import gap_cell
-from adaptive_rollouts.reporting.markdown import table
+from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.token_tables import overhead_text
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "LOSS_ROWS",
     "demo_saving_arms",
     "render_demo_saving",
+    "speedup_interval",
     "render_saving_signal",
     "render_saving_given",
     "render_loss_rows",
@@ -102,9 +103,15 @@ def demo_saving_arms() -> tuple[str, ...]:
     return ("null", "oracle-skip", *saving_allocators())
 
 
-def _interval(x: dict) -> str:
+def speedup_interval(x: dict) -> str:
+    """A demo-protocol speedup and its 95% interval; "never" for an arm that never reaches the
+    target, "-" where the bootstrap leaves a bound undefined (too few seeds that reach it).
+
+    >>> speedup_interval({"speedup": 1.5, "ci95": [1.1, float("nan")]})
+    '1.50 (95% 1.10--)'
+    """
     lo, hi = x["ci95"]
-    return f"{x['speedup']:.2f} (95% {lo:.2f}-{hi:.2f})"
+    return f"{fmt(x['speedup'], inf='never')} (95% {fmt(lo, inf='never')}-{fmt(hi, inf='never')})"
 
 
 def render_demo_saving(root: Path) -> str:
@@ -125,9 +132,14 @@ def render_demo_saving(root: Path) -> str:
             header.append(f"rollouts / step (Uniform {budget})")
             body = []
             for arm in arms:
-                line = [arm["arm"], str(len(arm["seeds"])), _interval(arm["rollouts"]), _interval(arm["tokens"])]
+                line = [
+                    arm["arm"],
+                    str(len(arm["seeds"])),
+                    speedup_interval(arm["rollouts"]),
+                    speedup_interval(arm["tokens"]),
+                ]
                 if timed:
-                    line += [_interval(arm[TIME_AXIS]) if TIME_AXIS in arm else "-"]
+                    line += [speedup_interval(arm[TIME_AXIS]) if TIME_AXIS in arm else "-"]
                     line.append(overhead_text(arm["break_even_overhead"]) if "break_even_overhead" in arm else "-")
                 body.append([*line, f"{arm['rollouts_per_step']:.1f}"])
             parts.append(block([f"`{folder}`, {path.parent.name}:", "", *table(header, body)], [r]))
