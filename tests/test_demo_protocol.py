@@ -226,6 +226,44 @@ def test_oracle_skip_arm_skips_on_the_sampled_p():
         make_arm_allocator("oracle", 0, 8)
 
 
+def test_default_true_p_arm_reads_the_sampled_p_through_its_belief():
+    from adaptive_rollouts.demo.allocation import make_arm_allocator, uses_oracle
+    from adaptive_rollouts.demo.protocol import run_settings
+    from adaptive_rollouts.types import Prediction
+
+    p_of = {"e": 1.0, "h": 0.0, "m": 0.5}  # easy, hard, middle
+
+    class Sampled:  # stands in for SampledSuccess
+        def predict(self, prompts):
+            return Prediction(np.array([p_of[str(q)[0]] for q in prompts]), np.zeros(len(prompts)))
+
+        def update(self, prompts, rewards):
+            pass
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+    oracle = Sampled()
+    alloc = make_arm_allocator("default@true-p", 0, 8, oracle=oracle)
+    assert type(alloc).__name__ == "SavingProgressive" and alloc.belief.text is oracle
+    rng = np.random.default_rng(0)
+
+    def sample(idx, counts):
+        return [(rng.random(c) < p_of[prompts[i][0]]).astype(float) for i, c in zip(idx, counts)]
+
+    for step in range(8):  # new prompts each step: only the sampled p can tell them apart
+        prompts = [f"{k}{step}-{i}" for i in range(4) for k in "ehm"]
+        alloc.run(prompts, 96, sample)
+    assert alloc.last_metrics["pre_skipped"] >= 4
+    assert uses_oracle("default@true-p") and not uses_oracle("default")
+    assert run_settings(CFG, "default@true-p", 0, 1e-4)["oracle_samples"] == CFG.oracle_samples
+    with pytest.raises(ValueError, match="needs the sampled-p predictor"):
+        make_arm_allocator("default@true-p", 0, 8)
+
+
 def test_sampled_success_is_uncharged_and_leaves_training_rng_alone():
     from adaptive_rollouts.demo.oracle import SampledSuccess, row_index
 

@@ -17,6 +17,9 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
   ``optimum@true-p``).
 - ``oracle-skip``: the known-p skip rule (`sim.oracle.SkipOracle` on the sampled p): skips
   prompts whose group would be all-equal with probability > 0.9, the others get Uniform's group.
+- ``default@true-p``: the default given the sampled p as its text source (the map's arm of that
+  name, which gives it the simulator's true p): how far the default's own rule goes when a source
+  knows p, so a gap to ``oracle-skip`` splits into what the belief lacks and what the rule gives up.
 - ``vip-paper``: VIP as published (the paper's GP on MiniLM features of the pool, plug-in p(1-p),
   Dr. GRPO objective) with `vip_bounds`; ``vigor``: VIGOR as published.
 - any other registry name of `make_allocator` (e.g. the saving baselines): built by the trainer
@@ -46,7 +49,8 @@ from adaptive_rollouts.sim.step_time import ENGINES
 
 from .oracle import truth_of
 
-ARMS = ("uniform", "default", "null", "oracle", "oracle-skip", "vip-paper", "uniform-drgrpo", "vigor")
+ARMS = ("uniform", "default", "null", "oracle", "oracle-skip", "default@true-p", "vip-paper", "uniform-drgrpo", "vigor")
+ORACLE_ARMS = ("oracle", "oracle-skip", "default@true-p")  # the arms that read the sampled p (`uses_oracle`)
 LR_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 TUNE_SEEDS = (100,)
 LEARNING_RATES = {"uniform": 1e-4, "vigor": 1e-4, "default": 3e-5}
@@ -99,6 +103,16 @@ def arm_of(name: str) -> Arm:
     return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
 
+def uses_oracle(name: str) -> bool:
+    """Whether arm ``name`` reads the sampled p of the current policy (`ORACLE_ARMS`: the trainer
+    builds a `SampledSuccess` for it, and its run settings record the samples behind p).
+
+    >>> uses_oracle("oracle-skip"), uses_oracle("default@true-p+view"), uses_oracle("default")
+    (True, True, False)
+    """
+    return arm_of(name).base in ORACLE_ARMS
+
+
 def vip_bounds(mean_rollouts: int) -> tuple[int, int]:
     """VIP's per-prompt bounds [L, U]: the paper's [4, 32] at its budget of 8 rollouts per prompt,
     scaled to ``mean_rollouts`` (L = mean / 2, at least 2 so every group has a baseline; U = 4 x mean).
@@ -130,7 +144,7 @@ def objective_of(allocator: Any) -> str:
 def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, oracle=None) -> Any:
     """The allocator (object, registry name, or None for the default) of arm ``name``. ``features``:
     a `FeatureTable` of the RL pool keyed by prompt text (``vip-paper``'s GP lives on a known pool); ``oracle``:
-    a `SampledSuccess` predictor (``oracle`` and ``oracle-skip``). Built through `bridge.build_allocator`
+    a `SampledSuccess` predictor (`ORACLE_ARMS`). Built through `bridge.build_allocator`
     (the one way any trainer builds an allocator); the objects (``null``, ``oracle-skip``) pass through
     it as they are."""
     name = arm_of(name).base
@@ -138,11 +152,13 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
         return build_allocator("uniform", seed=seed)
     if name == "null":
         return build_allocator(null_control(seed))
-    if name in ("oracle", "oracle-skip"):
+    if name in ORACLE_ARMS:
         if oracle is None:
             raise ValueError(f"arm {name!r} needs the sampled-p predictor (oracle=)")
         if name == "oracle-skip":
             return build_allocator(SkipOracle(truth_of(oracle)))
+        if name == "default@true-p":  # the trainer sets its estimator and aggregation
+            return build_allocator("default", {"predictor": oracle}, seed=seed)
         options = {"predictor": oracle, "estimator": "grpo", "aggregation": "seq-mean"}  # the trainer sets its own
         return build_allocator("vip", options, seed=seed)
     if name == "vip-paper":

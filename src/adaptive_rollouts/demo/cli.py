@@ -34,7 +34,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "--methods",
         type=name_list("arms such as uniform,default"),
         default=",".join(d.methods),
-        help="comma list of arms (uniform, default, null, oracle, oracle-skip, vip-paper, uniform-drgrpo, vigor, "
+        help="comma list of arms (uniform, default, null, oracle, oracle-skip, default@true-p, vip-paper, uniform-drgrpo, vigor, "
         "or any allocator name): Uniform vs the saving default",
     )
     parser.add_argument(

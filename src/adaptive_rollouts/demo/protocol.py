@@ -37,7 +37,7 @@ from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
 from adaptive_rollouts.progress import progress_bar
 
-from .allocation import arm_of
+from .allocation import arm_of, uses_oracle
 from .jobs import one_thread, problem_sets
 from .model import WEIGHTS, assets_of
 from .run import DemoConfig, run_one
@@ -170,7 +170,7 @@ def run_settings(cfg: ProtocolConfig, arm: str, seed: int, lr: float) -> dict[st
         "weights": weights_digest(task=cfg.task),
         **task_settings(cfg),
     }
-    if arm in ("oracle", "oracle-skip"):
+    if uses_oracle(arm):
         out["oracle_samples"] = cfg.oracle_samples
     if a.policy_features:  # only where set, so runs made before the mark keep their settings
         out["policy_features"] = True

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of
+from .allocation import LEARNING_RATES, arm_of, make_arm_allocator, objective_of, uses_oracle
 from .evaluate import greedy_scores, sampled_metrics, sampled_scores
 from .model import assets_of, load_warm_start
 from .oracle import SampledSuccess
@@ -245,7 +245,7 @@ def run_one(
         gradient_checkpointing=False,  # a tiny model: recomputing activations only costs time
     )
     oracle = None
-    if arm.base in ("oracle", "oracle-skip"):
+    if uses_oracle(method):
         oracle = SampledSuccess(
             model, tokenizer, [p.prompt for p in pool], cfg.oracle_samples, seed=30_000 + 1000 * seed
         )
