@@ -277,6 +277,12 @@ def test_sampled_success_is_uncharged_and_leaves_training_rng_alone():
     assert torch.rand(1) == before  # the training RNG stream did not move
     assert pred.mean.shape == (2,) and np.all((pred.mean >= 0) & (pred.mean <= 1)) and not pred.var.any()
     assert oracle.extra_rollouts == 8 and oracle.calls == 1
+    again = oracle.predict(["train#0", "train#1"])  # the policy has not changed: no new samples for row "train#0"
+    assert again.mean[0] == pred.mean[1] and oracle.extra_rollouts == 12
+    with torch.no_grad():
+        next(model.parameters()).add_(0.0)  # an in-place write, as an optimizer step: p is sampled again
+    oracle.predict(["train#0"])
+    assert (oracle.extra_rollouts, oracle.calls) == (16, 3)
     with pytest.raises(ValueError, match="outside the pool"):
         oracle.predict(["train#3"])
     with pytest.raises(ValueError, match="'a12='"):
@@ -424,3 +430,19 @@ def test_protocol_command_names_a_bad_setting_before_any_run(args, message, caps
         module.main(["--out", str(tmp_path), *args])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_arm_options_build_the_registry_allocator_with_them():
+    from adaptive_rollouts.demo.allocation import arm_of, make_arm_allocator
+
+    arm = arm_of("default[predictor='gp';pilot=2]+view")
+    assert (arm.base, arm.spec, arm.policy_features) == ("default", "default[predictor='gp';pilot=2]", True)
+    alloc = make_arm_allocator(arm.name, 3, 8)
+    assert type(alloc).__name__ == "SavingProgressive" and alloc.slot.spec == "gp" and alloc.pilot == 2
+    assert make_arm_allocator("default", 3, 8) is None  # without options the trainer builds it
+    with pytest.raises(ValueError, match="only a registry allocator takes"):
+        arm_of("oracle-skip[flat_above=0.5]")
+    with pytest.raises(ValueError, match="unknown arm"):
+        arm_of("default[predictor=gp")
+    with pytest.raises(ValueError, match="not a Python literal"):
+        arm_of("default[predictor=gp]")

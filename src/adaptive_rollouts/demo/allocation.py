@@ -27,6 +27,8 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
 - ``<arm>~<engine>`` (e.g. ``default~synchronous``, the map's mark): the arm with each generation
   round priced by that engine's modelled time (`sim.step_time.ENGINES`, the trainer's
   ``time_rounds``), not the CPU's clock.
+- ``<name>[key=value;...]`` (a registry name, e.g. ``default[predictor='gp']``): that allocator built
+  with those constructor options (`experiments.bench.method_options`, the map's syntax).
 - ``<arm>+view`` (last, e.g. ``default+view``): the arm given the policy's own view of each prompt
   before it allocates (the trainer's ``policy_features=True``: the model's last-layer hidden state at
   the prompt's last token). The simulator's view mark (``^view0.8``, a modelled view) is refused here.
@@ -42,7 +44,7 @@ from typing import Any
 
 from adaptive_rollouts.allocators import ALLOCATORS
 from adaptive_rollouts.bridge import build_allocator
-from adaptive_rollouts.experiments.bench import null_control
+from adaptive_rollouts.experiments.bench import method_options, null_control
 from adaptive_rollouts.experiments.map_config import ENGINE_MARK, map_method
 from adaptive_rollouts.sim.oracle import SkipOracle
 from adaptive_rollouts.sim.step_time import ENGINES
@@ -72,7 +74,12 @@ class Arm:
 
     @property
     def base(self) -> str:
-        """The arm's allocator without its marks (`experiments.map_config.map_method`)."""
+        """The arm's allocator without its marks (`experiments.map_config.map_method`) or options."""
+        return method_options(self.spec)[0]
+
+    @property
+    def spec(self) -> str:
+        """The arm's allocator with its ``[options]``, without its marks."""
         return map_method(self.name.removesuffix(POLICY_VIEW_MARK))[0]
 
 
@@ -88,10 +95,13 @@ def arm_of(name: str) -> Arm:
     (Arm(name='vip-paper', loss_type='dr_grpo', scale_rewards='none', round_clock=None, policy_features=False), 'grpo')
     >>> arm_of("default~synchronous").round_clock, arm_of("default+view").policy_features
     ('synchronous', True)
+    >>> arm_of("default[predictor='gp']+view").base
+    'default'
     """
     viewed = name.endswith(POLICY_VIEW_MARK)
     try:
-        base, options = map_method(name.removesuffix(POLICY_VIEW_MARK))  # the map's marks, parsed in one place
+        spec, options = map_method(name.removesuffix(POLICY_VIEW_MARK))  # the map's marks, parsed in one place
+        base, allocator_options = method_options(spec)
     except ValueError as err:
         raise ValueError(f"unknown arm {name!r}: {err}") from None
     if base not in known_arms() or set(options) - {"engine"}:
@@ -99,6 +109,8 @@ def arm_of(name: str) -> Arm:
             f"unknown arm {name!r}; known: {', '.join(known_arms())}, each optionally with "
             f"{ENGINE_MARK}<engine> ({', '.join(ENGINES)}) and then {POLICY_VIEW_MARK}"
         )
+    if allocator_options and base not in ALLOCATORS:
+        raise ValueError(f"arm {name!r}: only a registry allocator takes [options]; {base!r} is an arm of the demo")
     loss_type, scale = DR_GRPO if base in ("vip-paper", "uniform-drgrpo") else GRPO
     return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
@@ -147,7 +159,9 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
     a `SampledSuccess` predictor (`ORACLE_ARMS`). Built through `bridge.build_allocator`
     (the one way any trainer builds an allocator); the objects (``null``, ``oracle-skip``) pass through
     it as they are."""
-    name = arm_of(name).base
+    name, options = method_options(arm_of(name).spec)
+    if options:  # a registry allocator with its options; the trainer sets its estimator and aggregation
+        return build_allocator(name, options, seed=seed)
     if name in ("uniform", "uniform-drgrpo"):
         return build_allocator("uniform", seed=seed)
     if name == "null":

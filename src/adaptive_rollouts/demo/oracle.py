@@ -37,7 +37,9 @@ class SampledSuccess:
     current policy, var = 0) for each prompt key ``"train#<row>"`` (``texts[row]`` is its prompt).
 
     Each call samples under torch seed ``seed + call``, so a run is reproducible; the samples are
-    counted in ``extra_rollouts`` and never in the trainer's budget. ``update`` learns nothing.
+    counted in ``extra_rollouts`` and never in the trainer's budget. ``update`` learns nothing. A
+    prompt asked for again before the policy has changed (an allocator that reads p both when it
+    allocates and when it learns from the groups) gets the same p, not fresh samples.
     """
 
     def __init__(self, model: Any, tokenizer: Any, texts: Sequence[str], samples: int = 16, seed: int = 0):
@@ -47,6 +49,13 @@ class SampledSuccess:
         self.samples, self.seed = int(samples), int(seed)
         self.calls = 0
         self.extra_rollouts = 0
+        self._known: dict[int, float] = {}  # row -> p sampled from the policy as it is now
+        self._policy_version: int | None = None
+
+    def policy_version(self) -> int:
+        """A number that changes whenever a parameter of the model is written in place (an optimizer
+        step): the sum of torch's version counters of the parameters."""
+        return sum(int(p._version) for p in self.model.parameters())
 
     def predict(self, prompts: Sequence[Any]) -> Prediction:
 
@@ -54,11 +63,17 @@ class SampledSuccess:
         bad = [r for r in rows if r >= len(self.texts)]
         if bad:
             raise ValueError(f"prompt rows {bad} are outside the pool of {len(self.texts)} prompts")
-        problems = [Problem(self.texts[r], answer_of(self.texts[r])) for r in rows]
-        scores = sampled_scores(self.model, self.tokenizer, problems, self.samples, seed=self.seed + self.calls)
-        self.calls += 1
-        self.extra_rollouts += scores.size
-        return Prediction(mean=scores.mean(axis=1), var=np.zeros(len(rows)))
+        version = self.policy_version()
+        if version != self._policy_version:
+            self._known, self._policy_version = {}, version
+        new = [r for r in dict.fromkeys(rows) if r not in self._known]
+        if new:
+            problems = [Problem(self.texts[r], answer_of(self.texts[r])) for r in new]
+            scores = sampled_scores(self.model, self.tokenizer, problems, self.samples, seed=self.seed + self.calls)
+            self.calls += 1
+            self.extra_rollouts += scores.size
+            self._known.update(zip(new, scores.mean(axis=1).tolist()))
+        return Prediction(mean=np.array([self._known[r] for r in rows]), var=np.zeros(len(rows)))
 
     def update(self, prompts: Sequence[Any], rewards: Sequence[np.ndarray]) -> None:
         return None
