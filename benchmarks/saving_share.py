@@ -3,7 +3,7 @@ learns when it may give up epsilon of each step's expected signal (`SavingProgre
 `allocators.saving_rule.LOSS_SHARE`; docs/saving.md argues the shipped value from these numbers).
 
 Every share runs the same rule; only the allowance differs (the benchmark sets the allocator's
-``share`` after building it, as no user option does). Two parts, seeds fixed before the run:
+``share`` after building it from the map's method name). Two parts, seeds fixed before the run:
 
 - ledger: the allocation ledger of ``benchmarks/saving_signal.py`` (rollouts generated over Uniform's,
   signal kept over Uniform's expected signal, known p) on the saving map's first 12 cells at lr 0.4

@@ -105,3 +105,13 @@ def test_the_share_block_counts_the_cells_that_meet_the_target(tmp_path):
 
 def test_without_a_result_file_the_block_says_how_to_make_it(tmp_path):
     assert "benchmarks/saving_share.py" in render_saving_share(tmp_path)
+
+
+def test_share_is_a_checked_option_of_the_default():
+    from adaptive_rollouts.allocators import make_allocator
+
+    assert make_allocator("default", share=0.3).share == 0.3
+    assert make_allocator("default").share == LOSS_SHARE
+    for bad in (0.0, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="share"):
+            make_allocator("default", share=bad)

@@ -85,8 +85,8 @@ class SavingProgressive(BaseAllocator):
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/10 and the pilot of 4 are structural
-    (docs/saving.md). ``saving=False`` completes every group to n_q through the same rounds:
-    Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history only,
+    (docs/saving.md; ``share`` sets another, for studies of it). ``saving=False`` completes every
+    group to n_q through the same rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history only,
     `DiscountedBeta`) by default; any other predictor name or object is used as the text source
     (e.g. "gp" with ``features``), with the history kept beside it.
 
@@ -106,7 +106,7 @@ class SavingProgressive(BaseAllocator):
     """
 
     HISTORY = 10  # steps over which the logged signal per rollout is measured
-    share = LOSS_SHARE  # a structural constant, not an option: benchmarks/saving_share.py measures others
+    share = LOSS_SHARE  # the shipped share; ``share=`` sets another (benchmarks/saving_share.py measures them)
     name = "saving-progressive"
     kind = "save"
     aggregation_aware = True
@@ -124,6 +124,7 @@ class SavingProgressive(BaseAllocator):
         max_prior_strength: float = 32.0,
         saving: bool = True,
         policy: bool = True,
+        share: float = LOSS_SHARE,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -135,6 +136,7 @@ class SavingProgressive(BaseAllocator):
         self.pilot = pilot_parameter("pilot", pilot)
         self.max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0)
         self.saving = bool(saving)
+        self.share = check_range(share, "share", 0.0, 1.0)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps

@@ -121,8 +121,11 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
     """The ladder target read off a protocol summary's arms (by name): what holds and what does not.
 
     >>> arm = lambda s, lo, hi: {"rollouts": {"speedup": s, "ci95": [lo, hi]}}
-    >>> ladder_reading({"default": arm(1.8, 1.2, 2.6), "null": arm(1.0, 0.8, 1.1), "oracle-skip": arm(2.5, 1.9, 3.3)})[1]
+    >>> arms = {"default": arm(1.8, 1.2, 2.6), "null": arm(1.0, 0.8, 1.1), "oracle-skip": arm(2.5, 1.9, 3.3)}
+    >>> ladder_reading(arms)[1]
     "- interval above 1: yes; above the null control's (0.80-1.10): yes; interval clears 1.5: no"
+    >>> ladder_reading({**arms, "default@true-p": arm(2.0, 1.5, 2.5)})[-1]
+    "- the default with other sources, speedup and share of the known-p rule's: default@true-p 2.00 (95% 1.50-2.50), 0.80"
     """
     if "default" not in arms:
         return []
@@ -146,6 +149,13 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
             f"- share of the known-p skip rule's speedup ({fmt(known['speedup'], inf='never')}): {fmt(share)} "
             f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
         )
+        # the default given other sources (the policy's view, similar prompts, the sampled p itself)
+        variants = [(name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != "default"]
+        if variants:
+            shares = "; ".join(
+                f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
+            )
+            out.append(f"- the default with other sources, speedup and share of the known-p rule's: {shares}")
     return out
 
 
