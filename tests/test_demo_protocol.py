@@ -440,7 +440,11 @@ def test_arm_options_build_the_registry_allocator_with_them():
     alloc = make_arm_allocator(arm.name, 3, 8)
     assert type(alloc).__name__ == "SavingProgressive" and alloc.slot.spec == "gp" and alloc.pilot == 2
     assert make_arm_allocator("default", 3, 8) is None  # without options the trainer builds it
-    with pytest.raises(ValueError, match="only a registry allocator takes"):
+    class Sampled:  # stands in for SampledSuccess
+        predict = update = state_dict = load_state_dict = None
+
+    assert make_arm_allocator("default@true-p[share=0.3]", 0, 8, oracle=Sampled()).share == 0.3
+    with pytest.raises(ValueError, match="only a registry allocator or default@true-p takes"):
         arm_of("oracle-skip[flat_above=0.5]")
     with pytest.raises(ValueError, match="unknown arm"):
         arm_of("default[predictor=gp")

@@ -27,8 +27,8 @@ Uniform. `objective_of` says which objective each arm's allocator optimises.
 - ``<arm>~<engine>`` (e.g. ``default~synchronous``, the map's mark): the arm with each generation
   round priced by that engine's modelled time (`sim.step_time.ENGINES`, the trainer's
   ``time_rounds``), not the CPU's clock.
-- ``<name>[key=value;...]`` (a registry name, e.g. ``default[predictor='gp']``): that allocator built
-  with those constructor options (`experiments.bench.method_options`, the map's syntax).
+- ``<name>[key=value;...]`` (a registry name or ``default@true-p``, e.g. ``default[share=0.3]``): that
+  allocator built with those constructor options (`experiments.bench.method_options`, the map's syntax).
 - ``<arm>+view`` (last, e.g. ``default+view``): the arm given the policy's own view of each prompt
   before it allocates (the trainer's ``policy_features=True``: the model's last-layer hidden state at
   the prompt's last token). The simulator's view mark (``^view0.8``, a modelled view) is refused here.
@@ -109,8 +109,10 @@ def arm_of(name: str) -> Arm:
             f"unknown arm {name!r}; known: {', '.join(known_arms())}, each optionally with "
             f"{ENGINE_MARK}<engine> ({', '.join(ENGINES)}) and then {POLICY_VIEW_MARK}"
         )
-    if allocator_options and base not in ALLOCATORS:
-        raise ValueError(f"arm {name!r}: only a registry allocator takes [options]; {base!r} is an arm of the demo")
+    if allocator_options and base not in (*ALLOCATORS, "default@true-p"):
+        raise ValueError(
+            f"arm {name!r}: only a registry allocator or default@true-p takes [options]; {base!r} is an arm of the demo"
+        )
     loss_type, scale = DR_GRPO if base in ("vip-paper", "uniform-drgrpo") else GRPO
     return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
@@ -160,7 +162,7 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
     (the one way any trainer builds an allocator); the objects (``null``, ``oracle-skip``) pass through
     it as they are."""
     name, options = method_options(arm_of(name).spec)
-    if options:  # a registry allocator with its options; the trainer sets its estimator and aggregation
+    if options and name not in ORACLE_ARMS:  # a registry allocator with its options (the trainer sets its loss's)
         return build_allocator(name, options, seed=seed)
     if name in ("uniform", "uniform-drgrpo"):
         return build_allocator("uniform", seed=seed)
@@ -172,7 +174,7 @@ def make_arm_allocator(name: str, seed: int, mean_rollouts: int, features=None, 
         if name == "oracle-skip":
             return build_allocator(SkipOracle(truth_of(oracle)))
         if name == "default@true-p":  # the trainer sets its estimator and aggregation
-            return build_allocator("default", {"predictor": oracle}, seed=seed)
+            return build_allocator("default", {**options, "predictor": oracle}, seed=seed)
         options = {"predictor": oracle, "estimator": "grpo", "aggregation": "seq-mean"}  # the trainer sets its own
         return build_allocator("vip", options, seed=seed)
     if name == "vip-paper":
