@@ -440,6 +440,7 @@ def test_arm_options_build_the_registry_allocator_with_them():
     alloc = make_arm_allocator(arm.name, 3, 8)
     assert type(alloc).__name__ == "SavingProgressive" and alloc.slot.spec == "gp" and alloc.pilot == 2
     assert make_arm_allocator("default", 3, 8) is None  # without options the trainer builds it
+
     class Sampled:  # stands in for SampledSuccess
         predict = update = state_dict = load_state_dict = None
 

@@ -150,7 +150,9 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
             f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
         )
         # the default given other sources (the policy's view, similar prompts, the sampled p itself)
-        variants = [(name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != "default"]
+        variants = [
+            (name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != "default"
+        ]
         if variants:
             shares = "; ".join(
                 f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
