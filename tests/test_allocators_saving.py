@@ -93,6 +93,40 @@ def test_affordable_losses_gives_up_the_cheapest_below_average_options_within_th
             assert value[give].sum() + value[nxt] > allowance
 
 
+def test_affordable_losses_gives_up_hopeless_options_whatever_the_allowance_and_the_average():
+    value, cost = np.array([0.01, 0.01, 0.01, 0.5]), np.full(4, 8.0)
+    hopeless = np.array([True, True, False, False])
+    assert affordable_losses(value, cost, 0.0, hopeless=hopeless).tolist() == [True, True, False, False]
+    # what they give up comes out of the allowance first: 0.025 - 0.02 leaves no room for the third
+    assert affordable_losses(value, cost, 0.025, hopeless=hopeless).tolist() == [True, True, False, False]
+    assert affordable_losses(value, cost, 0.035, hopeless=hopeless).tolist() == [True, True, True, False]
+    alike = np.full(3, 0.01)  # no option below the average, yet the hopeless one goes
+    assert affordable_losses(alike, np.full(3, 8.0), 0.0, hopeless=np.array([True, False, False])).tolist() == [
+        True,
+        False,
+        False,
+    ]
+
+
+def test_flat_chance_cuts_hopeless_flat_pilots_and_keeps_a_rare_success_in_reach():
+    from adaptive_rollouts.predictors.reference import KnownBelief
+
+    def run(p, flat_chance):
+        alloc = SavingProgressive(estimator="grpo", flat_chance=flat_chance, seed=0)
+        alloc.belief = KnownBelief(lambda prompts: np.array([p[int(q)] for q in prompts]))
+        rng = np.random.default_rng(0)
+        sample = lambda idx, counts: [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]  # noqa: E731
+        return [len(r) for r in alloc.run([str(i) for i in range(len(p))], 8 * len(p), sample)]
+
+    # known p: prompts that are never solved or always solved are skipped before any rollout
+    counts = run(np.array([0.0, 0.0, 1.0, 1.0, 0.5, 0.5]), 0.1)
+    assert counts[4:] == [8, 8] and sum(counts[:4]) <= 8  # only exploration may pilot one
+    # p = 0.1: a group of 8 varies with chance 0.57: never hopeless, every prompt is completed
+    assert run(np.full(6, 0.1), 0.1) == [8] * 6
+    with pytest.raises(ValueError, match="flat_chance"):
+        SavingProgressive(flat_chance=1.0)
+
+
 def test_affordable_losses_gives_nothing_up_when_prompts_look_alike():
     assert not affordable_losses(np.full(6, 0.2), np.full(6, 8), 10.0).any()
     assert affordable_losses(np.array([0.2, 0.2, 0.0, 0.0]), np.full(4, 8), 0.0).sum() == 2  # worthless: free

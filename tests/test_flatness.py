@@ -13,6 +13,23 @@ from adaptive_rollouts.sim.problem import make_problem
 from adaptive_rollouts.types import PolicyAware
 
 
+def test_stays_flat_beta_matches_monte_carlo_of_the_pilot_and_its_completion():
+    from adaptive_rollouts.objectives.beta import stays_flat_beta
+
+    rng = np.random.default_rng(1)
+    a, b, k, rest = 0.4, 0.6, 4, 4  # a prior over p; a pilot of k, then rest more
+    p = rng.beta(a, b, 1_000_000)
+    pilot, more = rng.binomial(k, p), rng.binomial(rest, p)
+    for passed, pilot_value in ((False, 0), (True, k)):
+        seen = pilot == pilot_value  # the pilot was flat this way: the posterior is Beta(a + s, b + k - s)
+        s = k if passed else 0
+        want = np.mean(more[seen] == (rest if passed else 0))
+        got = stays_flat_beta([a + s], [b + k - s], [passed], [rest])[0]
+        assert got == pytest.approx(want, abs=3e-3)
+    with pytest.raises(ValueError, match="rest must be whole"):
+        stays_flat_beta([1.0], [1.0], [True], [-1])
+
+
 def test_all_equal_beta_matches_monte_carlo():
     rng = np.random.default_rng(0)
     a, b, n = np.array([0.3, 2.0, 5.0, 0.05]), np.array([0.7, 2.0, 1.0, 3.0]), np.array([4, 8, 16, 8])

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..checks.validation import AGGREGATIONS, ESTIMATORS, InfeasibleBudgetError, check_budget, check_choice, check_range
 from ..fingerprints import RegimeTracker
+from ..objectives.beta import all_equal_beta, stays_flat_beta
 from ..objectives.signal import MAX_GROUP, expected_group_signal, known_p_group_signal
 from ..predictors.discounted_beta import DiscountedBeta
 from ..predictors.flatness import FlatnessPredictor
@@ -26,6 +27,7 @@ from .saving_rounds import flat_round
 from .saving_rule import (
     LOSS_SHARE,
     affordable_losses,
+    below_average,
     explore_skipped,
     group_stats,
     realised_signal,
@@ -85,7 +87,10 @@ class SavingProgressive(BaseAllocator):
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/10 and the pilot of 4 are structural
-    (docs/saving.md; ``share`` sets another, for studies of it). ``saving=False`` completes every
+    (docs/saving.md; ``share`` sets another, for studies of it; ``flat_chance``, off by default,
+    also gives up, whatever the allowance, every option whose chance of carrying any signal is at
+    most it: before any rollout only among the prompts worth less than the average, after a flat
+    pilot on the pilot's evidence). ``saving=False`` completes every
     group to n_q through the same rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history only,
     `DiscountedBeta`) by default; any other predictor name or object is used as the text source
     (e.g. "gp" with ``features``), with the history kept beside it.
@@ -125,6 +130,7 @@ class SavingProgressive(BaseAllocator):
         saving: bool = True,
         policy: bool = True,
         share: float = LOSS_SHARE,
+        flat_chance: float | None = None,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -137,6 +143,7 @@ class SavingProgressive(BaseAllocator):
         self.max_prior_strength = check_range(max_prior_strength, "max_prior_strength", 0.0)
         self.saving = bool(saving)
         self.share = check_range(share, "share", 0.0, 1.0)
+        self.flat_chance = None if flat_chance is None else check_range(flat_chance, "flat_chance", 0.0, 1.0)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
@@ -211,6 +218,16 @@ class SavingProgressive(BaseAllocator):
     def _value(self, target: np.ndarray, k: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return expected_group_signal(target, k, s, a, b, estimator=self.estimator, aggregation=self._aggregation())
 
+    def _hopeless(self, a: np.ndarray, b: np.ndarray, n: np.ndarray, passed: np.ndarray | None = None) -> Any:
+        """With ``flat_chance`` set, the options whose chance of carrying any signal is at most it
+        under Beta(a, b): a group of n all-equal (``passed`` None), or n more rollouts all repeating
+        a flat pilot's reward (``passed``: the pilot's successes; `objectives.beta.stays_flat_beta`);
+        None when unset."""
+        if self.flat_chance is None:
+            return None
+        flat = all_equal_beta(a, b, n)[0] if passed is None else stays_flat_beta(a, b, passed, n)
+        return flat >= 1.0 - self.flat_chance
+
     def _value_at(self, n: int, p: np.ndarray) -> np.ndarray:
         return known_p_group_signal(n, p, estimator=self.estimator, aggregation=self._aggregation())
 
@@ -227,7 +244,10 @@ class SavingProgressive(BaseAllocator):
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
         if self.saving:  # step 2: skip within the allowance, explore what is skipped
-            skip = affordable_losses(value, cost, allowance, self.rng)
+            hopeless = self._hopeless(a0, b0, target)  # before any rollout: only what the belief tells apart
+            if hopeless is not None:
+                hopeless &= (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
+            skip = affordable_losses(value, cost, allowance, self.rng, hopeless)
             keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
         else:
             keep, explored, bar = np.ones(q, bool), np.zeros(q, bool), 0.0

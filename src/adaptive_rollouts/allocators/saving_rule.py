@@ -37,7 +37,11 @@ belief grown sure of a prompt still meets drift (docs/saving.md)."""
 
 
 def affordable_losses(
-    value: np.ndarray, cost: np.ndarray, allowance: float, rng: np.random.Generator | None = None
+    value: np.ndarray,
+    cost: np.ndarray,
+    allowance: float,
+    rng: np.random.Generator | None = None,
+    hopeless: np.ndarray | None = None,
 ) -> np.ndarray:
     """Which options to give up (skip or cut) so that as many rollouts as possible are saved while the
     signal given up stays within ``allowance``: among the options worth less per rollout than the
@@ -45,6 +49,8 @@ def affordable_losses(
     (ties in random order, by ``rng``), the longest prefix whose values sum to at most
     ``allowance``. Options the belief cannot tell apart are all average: a belief that knows nothing
     particular about any prompt gives nothing up. Options of cost 0 are never given up.
+    ``hopeless`` (optional, a mask): options given up whatever the allowance and the average
+    (`SavingProgressive`'s ``flat_chance``); what they give up is taken from the allowance first.
 
     >>> affordable_losses(np.array([0.3, 0.01, 0.02, 2.0]), np.array([8, 8, 8, 8]), 0.05).tolist()
     [False, True, True, False]
@@ -56,9 +62,16 @@ def affordable_losses(
     ok = np.flatnonzero(cost > 0)
     if ok.size == 0:
         return give
+    if hopeless is not None:
+        sure = np.zeros(value.size, dtype=bool)
+        sure[ok] = np.asarray(hopeless, dtype=bool)[ok]
+        give |= sure
+        allowance -= float(value[sure].sum())
+        ok = ok[~sure[ok]]
+        if ok.size == 0:
+            return give
     ratio = value[ok] / cost[ok]
-    average = float(value[ok].sum() / cost[ok].sum())
-    below = ratio < average - _TIE * max(average, 1e-12)
+    below = below_average(value[ok], cost[ok])
     tiebreak = (rng if rng is not None else np.random.default_rng(0)).random(ok.size)
     order = np.lexsort((tiebreak, ratio))
     order = order[below[order]]
@@ -66,6 +79,17 @@ def affordable_losses(
     if fits.size:
         give[ok[order[: int(fits[-1]) + 1]]] = True
     return give
+
+
+def below_average(value: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Which options (cost > 0) are worth less per unit of cost than the average option, value /
+    cost below sum value / sum cost (ratios closer than a relative 1e-8 are equal).
+
+    >>> below_average(np.array([0.1, 0.5, 0.5]), np.array([1.0, 1.0, 1.0])).tolist()
+    [True, False, False]
+    """
+    average = float(value.sum() / cost.sum())
+    return value / cost < average - _TIE * max(average, 1e-12)
 
 
 def explore_skipped(

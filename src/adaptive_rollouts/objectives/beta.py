@@ -13,7 +13,7 @@ from scipy.special import betaln
 
 from .mixing import mixed_probability
 
-__all__ = ["beta_from_moments", "beta_mean_var", "beta_moment", "power_moments", "all_equal_beta"]
+__all__ = ["beta_from_moments", "beta_mean_var", "beta_moment", "power_moments", "all_equal_beta", "stays_flat_beta"]
 
 _MEAN_EPS = 1e-12  # the mean is kept inside (0, 1) so that both Beta parameters are positive
 _POINT_STRENGTH = 1e8  # above this alpha + beta, betaln differences cancel: treat as a point mass
@@ -128,3 +128,24 @@ def all_equal_beta(alpha: Any, beta: Any, n: Any) -> tuple[np.ndarray, np.ndarra
     prob = moment(n, 0.0) + moment(0.0, n)
     second = moment(2 * n, 0.0) + 2.0 * moment(n, n) + moment(0.0, 2 * n)
     return np.clip(prob, 0.0, 1.0), np.sqrt(np.clip(second - prob * prob, 0.0, None))
+
+
+def stays_flat_beta(alpha: Any, beta: Any, passed: Any, rest: Any) -> np.ndarray:
+    """The chance that ``rest`` more rollouts all repeat an all-equal pilot's reward when
+    p ~ Beta(alpha, beta) (the posterior after the pilot): after a pilot of successes
+    (``passed`` True) E[p^rest] = B(alpha + rest, beta) / B(alpha, beta), after failures
+    E[(1 - p)^rest] = B(alpha, beta + rest) / B(alpha, beta) (the beta-binomial chance of rest
+    equal outcomes). The completed group is then all-equal too, and carries nothing.
+
+    >>> round(float(stays_flat_beta([1.0], [5.0], [False], [4])[0]), 4)  # Beta(1, 5): 5 / 9
+    0.5556
+    """
+    a, b = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+    m = np.asarray(rest, dtype=float)
+    if np.any(~(a > 0)) or np.any(~(b > 0)) or np.any(~np.isfinite(a)) or np.any(~np.isfinite(b)):
+        raise ValueError("alpha and beta must be finite and > 0")
+    if np.any(m < 0) or np.any(m != np.round(m)):
+        raise ValueError(f"rest must be whole numbers >= 0, got {np.unique(m[(m < 0) | (m != np.round(m))])[:5]}")
+    up = np.asarray(passed, dtype=bool)
+    log = np.where(up, betaln(a + m, b), betaln(a, b + m)) - betaln(a, b)
+    return np.clip(np.exp(log), 0.0, 1.0)
