@@ -197,7 +197,7 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     share of the known-p rule's speedup."""
     from adaptive_rollouts.experiments.results import write_result
     from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME
-    from adaptive_rollouts.reporting.ladder_tables import LADDER_PROTOCOL, _protocol
+    from adaptive_rollouts.reporting.ladder_tables import LADDER_FRESH, LADDER_PROTOCOL, _protocol
 
     def arm(name, speedup, lo, hi, lr_from="tuned here"):
         axis = {"speedup": speedup, "ci95": [lo, hi]}
@@ -232,3 +232,15 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
         commit="abc1234",
     )
     assert "| oracle-skip | 3 | 0.0003 (uniform's) | never (95% 4.00--) |" in _protocol(tmp_path)
+    # a variant checked on fresh seeds: its own block, the target read for it
+    fresh = [arms[0], arms[1], {**arms[2], "arm": "default[flat_chance=0.1]+view"}]
+    write_result(
+        tmp_path / LADDER_FRESH / "single-pass" / "summary.json",
+        {"arms": fresh},
+        command="python benchmarks/demo_protocol.py --task ladder --report-seeds 8,9",
+        settings={"regime": "single-pass", "report_seeds": [8, 9]},
+        commit="abc1234",
+    )
+    text = _protocol(tmp_path)
+    assert "On fresh report seeds, single-pass (report seeds 8, 9):" in text
+    assert "Target: default[flat_chance=0.1]+view's speedup in rollouts >= 1.5: met" in text

@@ -13,10 +13,11 @@ from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.saving_tables import speedup_interval
 
-__all__ = ["DEMO_LADDER", "LADDER_PROTOCOL", "ladder_reading", "render_demo_ladder"]
+__all__ = ["DEMO_LADDER", "LADDER_FRESH", "LADDER_PROTOCOL", "ladder_reading", "render_demo_ladder"]
 
 DEMO_LADDER = "results/demo_ladder/ladder.json"
 LADDER_PROTOCOL = "results/demo_ladder/protocol"
+LADDER_FRESH = "results/demo_ladder/fresh_seeds"  # a variant of the protocol's runs, checked on seeds not seen before
 
 
 def _parts(d: dict) -> list[tuple[str, dict]]:
@@ -117,8 +118,9 @@ def _learning(d: dict, s: dict) -> list[str]:
 LADDER_SPEEDUP, LADDER_SHARE_OF_KNOWN_P = 1.5, 0.6
 
 
-def ladder_reading(arms: dict[str, dict]) -> list[str]:
-    """The ladder target read off a protocol summary's arms (by name): what holds and what does not.
+def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]:
+    """The ladder target read off a protocol summary's arms (by name) for arm ``subject`` (the
+    default, or a variant of it checked on its own): what holds and what does not.
 
     >>> arm = lambda s, lo, hi: {"rollouts": {"speedup": s, "ci95": [lo, hi]}}
     >>> arms = {"default": arm(1.8, 1.2, 2.6), "null": arm(1.0, 0.8, 1.1), "oracle-skip": arm(2.5, 1.9, 3.3)}
@@ -127,12 +129,13 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
     >>> ladder_reading({**arms, "default@true-p": arm(2.0, 1.5, 2.5)})[-1]
     "- the default with other sources, speedup and share of the known-p rule's: default@true-p 2.00 (95% 1.50-2.50), 0.80"
     """
-    if "default" not in arms:
+    if subject not in arms:
         return []
-    d = arms["default"]["rollouts"]
+    d = arms[subject]["rollouts"]
     lo, hi = d["ci95"]
+    who = "the default's" if subject == "default" else f"{subject}'s"
     out = [
-        f"Target: the default's speedup in rollouts >= {LADDER_SPEEDUP:g}: "
+        f"Target: {who} speedup in rollouts >= {LADDER_SPEEDUP:g}: "
         f"{'met' if d['speedup'] >= LADDER_SPEEDUP else 'missed'} ({speedup_interval(d)})"
     ]
     null = arms.get("null", {}).get("rollouts")
@@ -150,9 +153,7 @@ def ladder_reading(arms: dict[str, dict]) -> list[str]:
             f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
         )
         # the default given other sources (the policy's view, similar prompts, the sampled p itself)
-        variants = [
-            (name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != "default"
-        ]
+        variants = [(name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != subject]
         if variants:
             shares = "; ".join(
                 f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
@@ -165,7 +166,8 @@ def _protocol(root: Path) -> str:
     """The protocol's tables on the ladder, when committed: every arm against Uniform in rollouts,
     completion tokens and modelled synchronous time to target, and the ladder target's reading."""
     out = []
-    for path in sorted((root / LADDER_PROTOCOL).glob("*/summary.json")):
+    paths = [(f, p) for f in (LADDER_PROTOCOL, LADDER_FRESH) for p in sorted((root / f).glob("*/summary.json"))]
+    for folder, path in paths:
         r = load_relative(root, str(path.relative_to(root)))
         arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
         rows = [
@@ -184,13 +186,17 @@ def _protocol(root: Path) -> str:
         ]
         header = ["arm", "seeds", "lr (chosen)", "speedup, rollouts", "speedup, tokens", "speedup, modelled time"]
         header += ["rollouts / step", "uncharged oracle rollouts / step", "final held-out"]
-        lines = [f"Protocol on the ladder, {path.parent.name}:", "", *table(header, rows)]
+        seeds = r.header["settings"].get("report_seeds")
+        title = "Protocol on the ladder" if folder == LADDER_PROTOCOL else "On fresh report seeds"
+        title += f", {path.parent.name}" + (f" (report seeds {', '.join(map(str, seeds))})" if seeds else "")
+        lines = [f"{title}:", "", *table(header, rows)]
         for name, err in (r.data.get("errors") or {}).items():
             lines += ["", f"{name}: no number ({err})"]
         missing = r.data.get("missing") or {}
         if missing:
             lines += ["", "Still missing: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
-        reading = ladder_reading(arms)
+        subjects = [a for a in arms if a not in ("uniform", "null", "oracle-skip")]
+        reading = ladder_reading(arms, "default" if "default" in arms or not subjects else subjects[0])
         lines += ["", *reading] if reading else []
         out.append(block(lines, [r]))
     return "".join("\n\n" + x for x in out)
