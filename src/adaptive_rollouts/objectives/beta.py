@@ -100,6 +100,18 @@ def power_moments(mean: np.ndarray, var: np.ndarray, powers: np.ndarray) -> np.n
     return np.where(point[:, None] | ((al + be) > _POINT_STRENGTH)[:, None], plug, post)
 
 
+def _beta_and_counts(alpha: Any, beta: Any, counts: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Beta parameters (finite, > 0) and rollout counts (whole, >= 0) as float arrays, else a
+    ValueError naming the bad input (``name``: the counts')."""
+    a, b = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+    n = np.asarray(counts, dtype=float)
+    if np.any(~(a > 0)) or np.any(~(b > 0)) or np.any(~np.isfinite(a)) or np.any(~np.isfinite(b)):
+        raise ValueError("alpha and beta must be finite and > 0")
+    if np.any(n < 0) or np.any(n != np.round(n)):
+        raise ValueError(f"{name} must be whole numbers >= 0, got {np.unique(n[(n < 0) | (n != np.round(n))])[:5]}")
+    return a, b, n
+
+
 def all_equal_beta(alpha: Any, beta: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
     """The chance that a group of n rollouts is all-equal (every reward 0, or every reward 1) when
     p ~ Beta(alpha, beta), and its spread over the belief: with f(p) = p^n + (1 - p)^n,
@@ -114,12 +126,7 @@ def all_equal_beta(alpha: Any, beta: Any, n: Any) -> tuple[np.ndarray, np.ndarra
     >>> round(float(prob[0]), 4), bool(sd[0] > 0)
     (0.4, True)
     """
-    a, b = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
-    n = np.asarray(n, dtype=float)
-    if np.any(~(a > 0)) or np.any(~(b > 0)) or np.any(~np.isfinite(a)) or np.any(~np.isfinite(b)):
-        raise ValueError("alpha and beta must be finite and > 0")
-    if np.any(n < 0) or np.any(n != np.round(n)):
-        raise ValueError(f"n must be whole numbers >= 0, got {np.unique(n[(n < 0) | (n != np.round(n))])[:5]}")
+    a, b, n = _beta_and_counts(alpha, beta, n, "n")
     base = betaln(a, b)
 
     def moment(i: Any, j: Any) -> np.ndarray:  # E[p^i (1 - p)^j]
@@ -140,12 +147,7 @@ def stays_flat_beta(alpha: Any, beta: Any, passed: Any, rest: Any) -> np.ndarray
     >>> round(float(stays_flat_beta([1.0], [5.0], [False], [4])[0]), 4)  # Beta(1, 5): 5 / 9
     0.5556
     """
-    a, b = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
-    m = np.asarray(rest, dtype=float)
-    if np.any(~(a > 0)) or np.any(~(b > 0)) or np.any(~np.isfinite(a)) or np.any(~np.isfinite(b)):
-        raise ValueError("alpha and beta must be finite and > 0")
-    if np.any(m < 0) or np.any(m != np.round(m)):
-        raise ValueError(f"rest must be whole numbers >= 0, got {np.unique(m[(m < 0) | (m != np.round(m))])[:5]}")
+    a, b, m = _beta_and_counts(alpha, beta, rest, "rest")
     up = np.asarray(passed, dtype=bool)
     log = np.where(up, betaln(a + m, b), betaln(a, b + m)) - betaln(a, b)
     return np.clip(np.exp(log), 0.0, 1.0)
