@@ -90,9 +90,9 @@ class SavingProgressive(BaseAllocator):
     (docs/saving.md; ``share`` sets another, for studies of it; ``flat_chance``, off by default,
     also gives up, whatever the allowance, every option whose chance of carrying any signal is at
     most it: before any rollout only among the prompts worth less than the average, after a flat
-    pilot on the pilot's evidence). ``saving=False`` completes every
-    group to n_q through the same rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history only,
-    `DiscountedBeta`) by default; any other predictor name or object is used as the text source
+    pilot on the pilot's evidence). ``saving=False`` completes every group to n_q through the same
+    rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history
+    only, `DiscountedBeta`) by default; any other predictor name or object is used as the text source
     (e.g. "gp" with ``features``), with the history kept beside it.
 
     >>> import numpy as np
