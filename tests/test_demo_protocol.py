@@ -24,6 +24,7 @@ from adaptive_rollouts.demo.protocol import (  # noqa: E402
 )
 from adaptive_rollouts.demo.tokenizer import build_tokenizer  # noqa: E402
 from adaptive_rollouts.experiments.results import write_result  # noqa: E402
+from adaptive_rollouts.sim.oracle import TruePredictor  # noqa: E402
 
 SMALL = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=1)
 CFG = ProtocolConfig(
@@ -229,24 +230,9 @@ def test_oracle_skip_arm_skips_on_the_sampled_p():
 def test_default_true_p_arm_reads_the_sampled_p_through_its_belief():
     from adaptive_rollouts.demo.allocation import make_arm_allocator, uses_oracle
     from adaptive_rollouts.demo.protocol import run_settings
-    from adaptive_rollouts.types import Prediction
 
     p_of = {"e": 1.0, "h": 0.0, "m": 0.5}  # easy, hard, middle
-
-    class Sampled:  # stands in for SampledSuccess
-        def predict(self, prompts):
-            return Prediction(np.array([p_of[str(q)[0]] for q in prompts]), np.zeros(len(prompts)))
-
-        def update(self, prompts, rewards):
-            pass
-
-        def state_dict(self):
-            return {}
-
-        def load_state_dict(self, state):
-            pass
-
-    oracle = Sampled()
+    oracle = TruePredictor(lambda prompts: (np.array([p_of[str(q)[0]] for q in prompts]), None))  # as SampledSuccess
     alloc = make_arm_allocator("default@true-p", 0, 8, oracle=oracle)
     assert type(alloc).__name__ == "SavingProgressive" and alloc.belief.text is oracle
     rng = np.random.default_rng(0)
@@ -441,10 +427,8 @@ def test_arm_options_build_the_registry_allocator_with_them():
     assert type(alloc).__name__ == "SavingProgressive" and alloc.slot.spec == "gp" and alloc.pilot == 2
     assert make_arm_allocator("default", 3, 8) is None  # without options the trainer builds it
 
-    class Sampled:  # stands in for SampledSuccess
-        predict = update = state_dict = load_state_dict = None
-
-    assert make_arm_allocator("default@true-p[share=0.3]", 0, 8, oracle=Sampled()).share == 0.3
+    oracle = TruePredictor(lambda prompts: (np.full(len(prompts), 0.5), None))  # as SampledSuccess
+    assert make_arm_allocator("default@true-p[share=0.3]", 0, 8, oracle=oracle).share == 0.3
     with pytest.raises(ValueError, match="only a registry allocator or default@true-p takes"):
         arm_of("oracle-skip[flat_above=0.5]")
     with pytest.raises(ValueError, match="unknown arm"):

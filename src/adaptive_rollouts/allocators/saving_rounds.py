@@ -56,11 +56,12 @@ def flat_round(
             refuted = probed & (rest < probe[1] * cost)
         lost += float(rest[refuted].sum())
         cut = refuted.copy()
-        a, b, lack = (a0 + s)[tied], (b0 + k - s)[tied], (target - collector.counts)[tied]
-        passed = np.isclose(s[tied], k[tied])  # a flat pilot of successes (else of failures, or graded)
-        hopeless = alloc._hopeless(a, b, lack, passed)
-        if hopeless is not None:  # a graded flat pilot (rewards all equal, strictly between 0 and 1): not hopeless
-            hopeless &= passed | np.isclose(s[tied], 0.0)
+        hopeless = None
+        if alloc.flat_chance is not None:  # the bound per group, on the flat pilot's own evidence
+            passed = np.isclose(s[tied], k[tied])  # a flat pilot of successes (else of failures, or graded)
+            lack = (target - collector.counts)[tied]
+            hopeless = alloc._hopeless((a0 + s)[tied], (b0 + k - s)[tied], lack, passed)
+            hopeless &= passed | np.isclose(s[tied], 0.0)  # a graded flat pilot (rewards inside (0, 1)) never is
             hopeless = hopeless[~refuted]
         cut[~refuted] = affordable_losses(rest[~refuted], cost[~refuted], allowance - lost, alloc.rng, hopeless)
         lost += float(rest[cut & ~refuted].sum())
