@@ -15,7 +15,7 @@ import adaptive_rollouts.commands.bench as bench_cli
 from adaptive_rollouts.checks.arguments import UsageError
 from adaptive_rollouts.commands.bench_checks import check_methods
 from adaptive_rollouts.experiments import map_run
-from adaptive_rollouts.experiments.map_config import ENGINE_MARK, VIEW_MARK, map_method
+from adaptive_rollouts.experiments.map_config import ENGINE_MARK, VIEW_MARK, map_method, seeds_for
 from adaptive_rollouts.experiments.map_presets import SAVING_MAP
 from adaptive_rollouts.experiments.map_run import cell_run, one_run
 from adaptive_rollouts.sim.policy_view import PolicyView, view_auroc
@@ -146,3 +146,20 @@ def test_the_saving_map_runs_a_marked_arm_at_uniforms_rate():
 def test_the_bench_refuses_a_bad_mark_as_a_usage_error():
     with pytest.raises(UsageError, match=r"--methods: 'default\^view0.1'"):
         bench_cli._map_config(_map_args("uniform,default^view0.1", saving=True))
+
+
+def test_paired_runs_a_named_arm_on_the_paired_seeds_and_refuses_an_arm_not_run():
+    args = _map_args("uniform,default,default[flat_chance=0.1],oracle-skip", saving=True)
+    args.paired = ["default[flat_chance=0.1]"]
+    cfg = bench_cli._map_config(args)
+    assert seeds_for(cfg, "default[flat_chance=0.1]") == list(SAVING_MAP.paired_seeds)
+    assert seeds_for(cfg, "oracle-skip") == list(SAVING_MAP.report_seeds) != list(SAVING_MAP.paired_seeds)
+    assert seeds_for(cfg, "uniform-rounds") == list(SAVING_MAP.paired_seeds)  # the preset's paired arms stay
+    args.paired = ["vigor"]
+    with pytest.raises(UsageError, match=r"--paired: vigor not among the map's methods"):
+        bench_cli._map_config(args)
+
+
+def test_a_result_file_that_names_no_paired_arms_reads_with_the_old_rule():
+    stored = {"paired_seeds": [0, 1, 2], "report_seeds": [0, 1]}  # written before maps named them
+    assert seeds_for(stored, "default") == [0, 1, 2] and seeds_for(stored, "default[flat_chance=0.1]") == [0, 1]

@@ -94,6 +94,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         f"{','.join(QUICK.methods)}; with --map the map's own list)",
     )
     parser.add_argument(
+        "--paired",
+        type=name_list("methods such as default[flat_chance=0.1]"),
+        help="with --map: arms also run on the map's paired seeds, beside Uniform, the default, the null "
+        "control and the replicate (an arm compared with the default seed for seed) (default: none)",
+    )
+    parser.add_argument(
         "--cells",
         type=name_list("cells such as hard-heavy/d16-Q32"),
         help="with --map: comma list of cells (hard-heavy/d16-Q32) or regimes (d128-Q16-L16) (default: every cell "
@@ -208,6 +214,11 @@ def _map_config(args: argparse.Namespace) -> Any:
         changes["methods"] = tuple(args.methods)
         if getattr(args, "saving", False):  # the saving map runs every arm but Uniform at Uniform's rate
             changes["untuned"] = tuple(dict.fromkeys([*cfg.untuned, *(m for m in args.methods if m != "uniform")]))
+    if getattr(args, "paired", None):
+        unknown = [m for m in args.paired if m not in changes.get("methods", cfg.methods)]
+        if unknown:
+            raise UsageError(f"--paired: {', '.join(unknown)} not among the map's methods (--methods)")
+        changes["paired"] = tuple(dict.fromkeys([*cfg.paired, *args.paired]))
     if getattr(args, "steps", None):
         changes["steps"] = args.steps
     if getattr(args, "estimator", None):
@@ -280,6 +291,8 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UsageError("--cells selects cells of the regime map; add --map")
     if getattr(args, "saving", False):
         raise UsageError("--saving selects the saving evidence map; add --map")
+    if getattr(args, "paired", None):
+        raise UsageError("--paired runs arms on the regime map's paired seeds; add --map")
     if getattr(args, "jobs", None) is not None:
         raise UsageError("--jobs runs the regime map's runs in processes; add --map")
     _check_common(args)

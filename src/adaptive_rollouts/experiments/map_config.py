@@ -8,11 +8,13 @@ times its rounds, the policy's view of its own margin), and the methods that run
 (('default', {'policy_view_auroc': 0.9}), ('default', {'policy_view_auroc': None}))
 >>> seeds_for(MapConfig(cells=[], report_seeds=(0, 1), paired_seeds=(0, 1, 2)), NULL)
 [0, 1, 2]
+>>> seeds_for({"report_seeds": [0, 1], "paired_seeds": [0, 1, 2], "paired": ["uniform", "vigor"]}, "vigor")
+[0, 1, 2]
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +47,7 @@ ENGINE_MARK = "~"  # "default~synchronous": rounds timed by that engine (`sim.st
 VIEW_MARK = "^"
 NO_VIEW = "noview"
 _MARKS = {ENGINE_MARK: "engine", VIEW_MARK: "policy_view_auroc"}
-PAIRED = ("uniform", DEFAULT, NULL, REPLICATE)  # methods run on the paired seeds
+PAIRED = ("uniform", DEFAULT, NULL, REPLICATE)  # methods run on the paired seeds unless a map names others
 
 
 def _view_auroc(method: str, value: str) -> float | None:
@@ -115,7 +117,10 @@ class MapConfig:
     )
     tune_seeds: Sequence[int] = (100, 101, 102)
     report_seeds: Sequence[int] = (0, 1, 2, 3)
-    paired_seeds: Sequence[int] = tuple(range(8))  # Uniform and the default
+    paired_seeds: Sequence[int] = tuple(range(8))  # the seeds of the `paired` methods
+    # the methods run on the paired seeds (the others on the report seeds): `PAIRED` and any arm a
+    # study compares with the default seed for seed
+    paired: Sequence[str] = PAIRED
     lr_grid: Sequence[float] = (0.1, 0.2, 0.4)
     lr_step: float = 2.0
     max_extensions: int = 4
@@ -139,6 +144,12 @@ class MapConfig:
     extra: dict = field(default_factory=dict)
 
 
-def seeds_for(cfg: MapConfig, method: str) -> list[int]:
-    """The seeds ``method`` reports on: the paired seeds for the methods of `PAIRED`, else the report seeds."""
-    return list(cfg.paired_seeds if method in PAIRED else cfg.report_seeds)
+def seeds_for(cfg: MapConfig | Mapping[str, Any], method: str) -> list[int]:
+    """The seeds ``method`` reports on: the paired seeds for the map's ``paired`` methods, else the
+    report seeds. ``cfg``: a `MapConfig` or its dictionary as a result file stores it (one written
+    before maps named their paired methods: `PAIRED`)."""
+    if isinstance(cfg, Mapping):
+        paired, seeds = cfg.get("paired", PAIRED), (cfg["paired_seeds"], cfg["report_seeds"])
+    else:
+        paired, seeds = cfg.paired, (cfg.paired_seeds, cfg.report_seeds)
+    return list(seeds[0] if method in paired else seeds[1])

@@ -10,7 +10,7 @@ import numpy as np
 from adaptive_rollouts.experiments.equal_cost import equal_cost_entry
 from adaptive_rollouts.experiments.gain_speedup import gain_interval, gain_speedup, gain_speedup_parts, pooled_gain
 from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
-from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, seeds_for
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 from adaptive_rollouts.fingerprints import batch_noise_to_signal
 
@@ -26,7 +26,7 @@ def _runs_at(
     if lr is None:
         return []
     runs = [r for (c, m, s, x), r in result["runs"].items() if c == cell and m == method and abs(x - lr) < 1e-12]
-    seeds_ok = set(result["config"]["paired_seeds"] if method in PAIRED else result["config"]["report_seeds"])
+    seeds_ok = set(seeds_for(result["config"], method))
     runs = [r for r in runs if r["seed"] in seeds_ok and (seeds is None or r["seed"] in seeds)]
     return sorted(runs, key=lambda r: r["seed"])
 

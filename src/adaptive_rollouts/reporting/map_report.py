@@ -14,7 +14,7 @@ import numpy as np
 
 from adaptive_rollouts.experiments.map_records import records_path, write_run_records
 from adaptive_rollouts.experiments.map_summary import NOISE_DOMINATED, summarize_map
-from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL
+from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
 from adaptive_rollouts.experiments.results import MixedResultsError, write_result
 from adaptive_rollouts.reporting.gain_report import equal_cost_lines, gain_lines, verdict_lines
 from adaptive_rollouts.reporting.markdown import fmt as _fmt
@@ -134,6 +134,12 @@ def _commit_list(commits: dict[str, int]) -> str:
     return ", ".join(f"{c[:10]}{'-dirty' if c.endswith('-dirty') else ''} ({n} runs)" for c, n in commits.items())
 
 
+def _paired_arms(cfg: dict) -> str:
+    """The arms run on the paired seeds, in words (a result file that names none: `PAIRED`'s)."""
+    extra = [m for m in cfg.get("paired", PAIRED) if m not in PAIRED]
+    return "Uniform, the default and the null control" + "".join(f", {m}" for m in extra)
+
+
 def map_markdown(data: dict, level: int = 2) -> list[str]:
     """The tables and target checks of a map, from map.json's data; sections at ``level``."""
     cfg = data["config"]
@@ -149,8 +155,7 @@ def map_markdown(data: dict, level: int = 2) -> list[str]:
         f"(0 = not reached by the end; inf = Uniform did not reach it by the end, the method did); rates tuned "
         f"(mean accuracy over the last third of the run) on seeds "
         f"{list(cfg['tune_seeds'])} (grid {list(cfg['lr_grid'])}, extended x{cfg['lr_step']:g} at an edge), "
-        f"reported on seeds {list(cfg['report_seeds'])} (Uniform, the default and the null control: "
-        f"{list(cfg['paired_seeds'])}, paired)."
+        f"reported on seeds {list(cfg['report_seeds'])} ({_paired_arms(cfg)}: {list(cfg['paired_seeds'])}, paired)."
     ]
     if cfg.get("fractions"):
         lines += ["", *gain_lines(data, level)]
