@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_rollouts.allocators import saving_allocators
-from adaptive_rollouts.experiments.map_config import map_method
+from adaptive_rollouts.experiments.map_config import DEFAULT, map_method
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.reporting.bound_tables import BOUND
 from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.token_tables import overhead_text
@@ -58,12 +59,14 @@ def render_saving_given(root: Path) -> str:
     it gave up (``claimed``), and the given-up signal split by the prompts' true p."""
     r = load_relative(root, SAVING_SIGNAL)
     d = r.data
-    rows = [x for x in d["rows"] if x["method"] == "default" and x.get("given") is not None]
+    # the default, then (where the run has it) the default with the bound per group
+    accounted = {DEFAULT: "", BOUND: " (bound 0.1)"}
+    rows = [x for m in accounted for x in d["rows"] if x["method"] == m and x.get("given") is not None]
     if not rows or "p_bins" not in d:
         return block(["The committed saving-signal result holds no given-up ledger (an older benchmark)."], [r])
     body = [
         [
-            x["cell"],
+            x["cell"] + accounted[x["method"]],
             f"{x['spent']:.2f}",
             f"{x['kept']:.2f}",
             f"{x['given']:.3f}",
@@ -74,16 +77,22 @@ def render_saving_given(root: Path) -> str:
         for x in rows
     ]
     for x in d.get("pool_rows", []):
-        if x["method"] == "default" and x.get("given") is not None:
+        if x["method"] in accounted and x.get("given") is not None:
             claimed = x["claimed"]
             body.append(
-                [f"recurring pool, n = {x['n']}", f"{x['spent']:.2f}", f"{x['kept']:.2f}", f"{x['given']:.3f}"]
+                [
+                    f"recurring pool, n = {x['n']}{accounted[x['method']]}",
+                    f"{x['spent']:.2f}",
+                    f"{x['kept']:.2f}",
+                    f"{x['given']:.3f}",
+                ]
                 + [f"{claimed:.3f}", f"{x['given'] / claimed:.2f}x" if claimed else "-"]
                 + ["" for _ in d["p_bins"][1:]]
             )
     header = ["cell", "spent", "kept", "given up (known p)", "claimed", "given / claimed", *_bin_names(d["p_bins"])]
     lines = [
-        f"The default, mean of {d['seeds']} seeds: share of Uniform's rollouts spent; share of Uniform's expected "
+        f"The default (and, marked, the default with the bound per group, `flat_chance=0.1`), mean of "
+        f"{d['seeds']} seeds: share of Uniform's rollouts spent; share of Uniform's expected "
         "signal kept; given up: the expected signal (with the true p) of what its skips and cuts gave up, at what "
         "it had seen when it stopped, as a share of Uniform's; claimed: the share of its belief's expected signal "
         "it says it gave up (`signal_given_up`, mean over the steps); then the given-up share split by the "

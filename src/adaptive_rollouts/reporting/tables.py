@@ -2,7 +2,8 @@
 returns Markdown ending with the source line (`results.provenance`). `RENDERERS` is the registry
 `render_docs` uses; the regime map's renderer is in `map_tables`, the predictor benchmark's in
 `predictor_tables`, the reliability ones in `reliability_tables`, the ladder task's in `ladder_tables`,
-the tokens benchmark's in `token_tables`, what a probe buys on the saving map in `view_tables`."""
+the tokens benchmark's in `token_tables`, what a probe buys on the saving map in `view_tables`, the
+bound per group on the saving map in `bound_tables`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
+from adaptive_rollouts.reporting.bound_tables import render_saving_bound
 from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
@@ -186,6 +188,7 @@ RENDERERS = {
     "saving-signal": render_saving_signal,
     "saving-given": render_saving_given,
     "saving-versus": render_saving_versus,
+    "saving-bound": render_saving_bound,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,

@@ -1,0 +1,163 @@
+"""The default with a bound per group against the shipped default on the saving map (docs/saving.md,
+"A bound per group on the map"): per cell of the `saving-bound` maps, the shipped default, the
+default with ``flat_chance=0.1`` (`SavingProgressive`: give up, whatever the allowance, any option
+whose chance of carrying any signal is at most 1/10), Pilot-Commit and the known-p skip rule (the
+same bound on the true p) over Uniform; then the bound over the default seed for seed, the final
+accuracy each keeps at equal cost, and `bound_reading`; the pooled effect over every cell."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from adaptive_rollouts.experiments.gain_speedup import pooled_effect_t
+from adaptive_rollouts.experiments.map_config import DEFAULT, NULL
+from adaptive_rollouts.experiments.map_records import read_run_records, records_path
+from adaptive_rollouts.experiments.results import provenance
+from adaptive_rollouts.reporting.blocks import load_relative
+from adaptive_rollouts.reporting.markdown import table
+from adaptive_rollouts.reporting.versus_tables import _over_uniform, _paired, head_to_head
+
+__all__ = ["BOUND_MAPS", "BOUND", "TIGHTER", "BOUND_ARMS", "bound_reading", "pooled_arm", "render_saving_bound"]
+
+BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
+BOUND = f"{DEFAULT}[flat_chance=0.1]"
+TIGHTER = f"{DEFAULT}[flat_chance=0.05]"  # half the bound: fewer options given up whatever the allowance
+BOUND_ARMS = (
+    (DEFAULT, "default"),
+    (BOUND, "bound 0.1"),
+    (TIGHTER, "bound 0.05"),
+    ("pilot-commit", "Pilot-Commit"),
+    ("oracle-skip", "known-p rule"),
+)
+
+
+def bound_reading(bound_over_default: dict | None) -> str:
+    """Which of the two is ahead in one cell, from the paired comparison (`head_to_head`, 90%
+    interval): the bound where the interval lies wholly above 1, the default where wholly below.
+
+    >>> bound_reading({"low": 1.1, "high": 1.6}), bound_reading({"low": 0.7, "high": 0.95})
+    ('bound ahead', 'default ahead')
+    >>> bound_reading({"low": 0.9, "high": 1.3}), bound_reading(None)
+    ('not separated', '-')
+    """
+    if bound_over_default is None:
+        return "-"
+    if bound_over_default["low"] > 1.0:
+        return "bound ahead"
+    if bound_over_default["high"] < 1.0:
+        return "default ahead"
+    return "not separated"
+
+
+def pooled_arm(entries: list[dict | None]) -> dict[str, float]:
+    """The geometric mean over cells of an arm's primary statistic over Uniform and its 90% t
+    interval from the cells' jackknife standard errors (`pooled_effect_t`); cells without the
+    statistic are left out and counted.
+
+    >>> e = {"gain_speedup": 2.0, "gain_log_se": 0.1, "gain_per_seed": [2.0] * 8}
+    >>> round(pooled_arm([e, {**e, "gain_speedup": 0.5}])["effect"], 6)
+    1.0
+    """
+    kept = [e for e in entries if e and e.get("gain_log_se") is not None]
+    pooled = pooled_effect_t(
+        [e["gain_speedup"] for e in kept],
+        [e["gain_log_se"] for e in kept],
+        [len(e["gain_per_seed"]) - 1 for e in kept],
+    )
+    pooled["left_out"] = int(pooled.get("left_out", 0)) + len(entries) - len(kept)
+    return pooled
+
+
+def _equal_cost(entry: dict | None) -> str:
+    if not entry or entry.get("final_gap_equal_cost") is None:
+        return "-"
+    lo, hi = entry["final_gap_equal_cost_ci90"]
+    return f"{entry['final_gap_equal_cost']:+.3f} ({lo:+.3f}, {hi:+.3f})"
+
+
+def _pooled_line(label: str, pooled: dict[str, float]) -> str:
+    if not np.isfinite(pooled["effect"]):
+        return f"- {label}: undefined"
+    left = f"; {pooled['left_out']} left out (no statistic)" if pooled["left_out"] else ""
+    interval = (
+        f"{pooled['low']:.2f}-{pooled['high']:.2f}"
+        if np.isfinite([pooled["low"], pooled["high"]]).all()
+        else "interval undefined: a cell without a standard error"
+    )
+    return f"- {label}: {pooled['effect']:.2f} ({interval}) over {pooled['cells']} cells{left}"
+
+
+def render_saving_bound(root: Path) -> str:
+    """The block: the arms over Uniform per cell, the bound against the default paired, the pooled
+    effects and how often each reading occurs."""
+    results = [load_relative(root, rel) for rel in BOUND_MAPS]
+    over, paired = [], []
+    readings: dict[str, list[str]] = {BOUND: [], TIGHTER: []}
+    entries: dict[str, list[dict | None]] = defaultdict(list)
+    for result in results:
+        runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        for r in read_run_records(records_path(root / result.path)):
+            runs[(r["cell"], r["method"])].append(r)
+        for row in result.data["rows"]:
+            key, methods = row["key"], row["methods"]
+            for m in (NULL, *dict(BOUND_ARMS)):
+                entries[m].append(methods.get(m))
+            over.append((key, *(_over_uniform(methods.get(m)) for m, _ in BOUND_ARMS)))
+            versus = {b: head_to_head(runs[(key, DEFAULT)], runs[(key, b)]) for b in readings}
+            ahead_of_pilot = head_to_head(runs[(key, "pilot-commit")], runs[(key, BOUND)])
+            for b in readings:
+                readings[b].append(bound_reading(versus[b]))
+            paired.append(
+                (
+                    key,
+                    *(_paired(versus[b]) for b in readings),
+                    _paired(ahead_of_pilot),
+                    *(_equal_cost(methods.get(m)) for m in (DEFAULT, *readings)),
+                    readings[BOUND][-1],
+                )
+            )
+    labels = {NULL: "null control (reads 1 in truth)", **dict(BOUND_ARMS)}
+    counts = "; ".join(
+        f"{labels[b]}: " + ", ".join(f"{r} {found.count(r)}" for r in dict.fromkeys(found))
+        for b, found in readings.items()
+    )
+    config = results[0].data["config"]
+    lines = [
+        "Per cell, every arm at Uniform's tuned rate. Over Uniform: rollouts to 50/75/90% of the gain, "
+        "Uniform's over the arm's (90% jackknife-t interval over the arm's seeds), and the arm's share of "
+        f"Uniform's rollouts. The default and the bounds ran the {len(config['paired_seeds'])} paired seeds, "
+        f"Pilot-Commit and the known-p rule the {len(config['report_seeds'])} report seeds.",
+        "",
+        *table(["cell", *(f"{label} over Uniform" for _, label in BOUND_ARMS)], over),
+        "",
+        "Head to head on the seeds both arms ran (the same statistic, the first arm in Uniform's place); "
+        "final accuracy minus Uniform's at equal cost (Uniform's curve read at the arm's cumulative "
+        "rollouts, mean over the paired seeds, 90% interval). Reading: a bound or the default ahead "
+        "where the head-to-head interval lies wholly above or below 1.",
+        "",
+        *table(
+            [
+                "cell",
+                "bound 0.1 over the default",
+                "bound 0.05 over the default",
+                "bound 0.1 over Pilot-Commit",
+                "default at equal cost",
+                "bound 0.1 at equal cost",
+                "bound 0.05 at equal cost",
+                "reading (bound 0.1)",
+            ],
+            paired,
+        ),
+        "",
+        f"Readings over the {len(paired)} cells, {counts}.",
+        "",
+        "Pooled over the cells (geometric mean of the cells' statistics over Uniform, 90% t interval):",
+        "",
+        *(_pooled_line(label, pooled_arm(entries[m])) for m, label in labels.items()),
+        "",
+        *(provenance([r]) for r in results),  # two maps, two commands
+    ]
+    return "\n".join(lines)
