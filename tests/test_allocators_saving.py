@@ -127,6 +127,28 @@ def test_flat_chance_cuts_hopeless_flat_pilots_and_keeps_a_rare_success_in_reach
         SavingProgressive(flat_chance=1.0)
 
 
+def test_bound_skips_false_keeps_the_bound_to_each_prompts_own_pilot():
+    from adaptive_rollouts.predictors.reference import KnownBelief
+
+    p = np.array([0.01] * 4 + [0.5] * 2)  # a group of 8 at p = 0.01 varies with chance 0.077: hopeless
+
+    def run(skips, seed):
+        alloc = SavingProgressive(estimator="grpo", flat_chance=0.1, bound_skips=skips, seed=seed)
+        alloc.belief = KnownBelief(lambda prompts: np.array([p[int(q)] for q in prompts]))
+        rng = np.random.default_rng(seed)
+        sample = lambda idx, counts: [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]  # noqa: E731
+        groups = alloc.run([str(i) for i in range(len(p))], 8 * len(p), sample)
+        return [len(r) for r in groups], [bool(np.ptp(r)) if len(r) else False for r in groups]
+
+    for seed in range(5):
+        skipping, _ = run(True, seed)
+        assert skipping[4:] == [8, 8] and sum(skipping[:4]) <= 4  # skipped unseen: exploration pilots one at most
+        waiting, varied = run(False, seed)
+        assert waiting[4:] == [8, 8]
+        # the allowance still skips some unseen (it pays for them); the bound cuts only flat pilots
+        assert sum(waiting[:4]) >= 8 and all(n in (0, 4) or v for n, v in zip(waiting[:4], varied[:4]))
+
+
 def test_affordable_losses_gives_nothing_up_when_prompts_look_alike():
     assert not affordable_losses(np.full(6, 0.2), np.full(6, 8), 10.0).any()
     assert affordable_losses(np.array([0.2, 0.2, 0.0, 0.0]), np.full(4, 8), 0.0).sum() == 2  # worthless: free

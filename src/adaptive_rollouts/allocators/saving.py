@@ -90,7 +90,8 @@ class SavingProgressive(BaseAllocator):
     (docs/saving.md; ``share`` sets another, for studies of it; ``flat_chance``, off by default,
     also gives up, whatever the allowance, every option whose chance of carrying any signal is at
     most it: before any rollout only among the prompts worth less than the average, after a flat
-    pilot on the pilot's evidence). ``saving=False`` completes every group to n_q through the same
+    pilot on the pilot's evidence; ``bound_skips=False`` keeps the bound to flat pilots, each
+    prompt's own evidence). ``saving=False`` completes every group to n_q through the same
     rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history
     only, `DiscountedBeta`) by default; any other predictor name or object is used as the text source
     (e.g. "gp" with ``features``), with the history kept beside it.
@@ -131,6 +132,7 @@ class SavingProgressive(BaseAllocator):
         policy: bool = True,
         share: float = LOSS_SHARE,
         flat_chance: float | None = None,
+        bound_skips: bool = True,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -144,6 +146,7 @@ class SavingProgressive(BaseAllocator):
         self.saving = bool(saving)
         self.share = check_range(share, "share", 0.0, 1.0)
         self.flat_chance = None if flat_chance is None else check_range(flat_chance, "flat_chance", 0.0, 1.0)
+        self.bound_skips = bool(bound_skips)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
@@ -244,7 +247,9 @@ class SavingProgressive(BaseAllocator):
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
         if self.saving:  # step 2: skip within the allowance, explore what is skipped
-            hopeless = self._hopeless(a0, b0, target)  # before any rollout: only what the belief tells apart
+            # before any rollout (unless the bound waits for each prompt's own pilot): only what the
+            # belief tells apart
+            hopeless = self._hopeless(a0, b0, target) if self.bound_skips else None
             if hopeless is not None:
                 hopeless &= (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
             skip = affordable_losses(value, cost, allowance, self.rng, hopeless)
