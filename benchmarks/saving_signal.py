@@ -14,7 +14,8 @@ all-equal group). Per run of 60 steps:
 - given: the same, priced at what the method had seen when it stopped (`given_up_signal`: a cut
   group's E[a(s + T; n_q)], T ~ Binomial(n_q - k, p), after k rollouts with s successes; a skipped
   prompt's as in lost): what its stops gave up in expectation (kept ~ 1 - given; a cut after a flat
-  pilot gives up less than the group's signal before it, so lost overstates it);
+  pilot gives up less than the group's signal before it, so lost overstates it); ``skipped``: the
+  part of it given up by prompts that got no rollout (the rest: groups cut after some);
 - claimed (the default): what the rule says it gave up, its `signal_given_up`, the share of its
   belief's expected signal, averaged over the steps; and (``--pool`` runs aside) where the given-up
   signal comes from, by the prompt's true p (`P_BINS`).
@@ -80,7 +81,7 @@ class SignalLedger:
 
     def __init__(self, allocator: Any, problem: Any):
         self.allocator, self.problem = allocator, problem
-        self.expected = self.kept = self.lost = self.given = 0.0
+        self.expected = self.kept = self.lost = self.given = self.skipped = 0.0
         self.spent = self.budget = 0
         self.claimed: list[float] = []  # the rule's own share given up per step (the default)
         self.by_p = np.zeros(len(P_BINS) - 1)  # the given-up signal by the prompt's true p
@@ -109,6 +110,7 @@ class SignalLedger:
                 self.lost += float(uniform[j])
                 given = given_up_signal(int(sizes[j]), r.size, int(round(float(r.sum()))), float(p[j]))
                 self.given += given
+                self.skipped += given if r.size == 0 else 0.0
                 self.by_p[p_bin(float(p[j]))] += given
         claim = getattr(self.allocator, "last_metrics", {}).get("signal_given_up")
         if claim is not None:
@@ -144,6 +146,7 @@ def _shares(ledger: SignalLedger) -> dict[str, Any]:
         "kept": ledger.kept / ledger.expected,
         "lost": ledger.lost / ledger.expected,
         "given": ledger.given / ledger.expected,
+        "skipped": ledger.skipped / ledger.expected,
         "claimed": float(np.mean(ledger.claimed)) if ledger.claimed else None,
         "by_p": (ledger.by_p / ledger.expected).tolist(),
     }
@@ -240,7 +243,7 @@ def main() -> None:
                 runs.append(one_run(cell, method, seed, args.lr, args.steps))
                 bar.update(1)
             row: dict[str, Any] = {"cell": cell.key, "method": method}
-            for key in ("spent", "kept", "lost", "given", "claimed", "final"):
+            for key in ("spent", "kept", "lost", "given", "skipped", "claimed", "final"):
                 if any(r[key] is None for r in runs):  # claimed: a method that states no share given up
                     row[key] = row[f"{key}_sd"] = None
                     continue
@@ -257,7 +260,7 @@ def main() -> None:
         for method in [m for m in methods if m in ("uniform", "oracle-skip") or m.startswith("default")]:
             runs = [pool_run(method, seed, per_prompt) for seed in range(args.seeds)]
             row = {"n": per_prompt, "method": method}
-            for key in ("spent", "kept", "lost", "given", "claimed"):
+            for key in ("spent", "kept", "lost", "given", "skipped", "claimed"):
                 row[key] = None if any(r[key] is None for r in runs) else float(np.mean([r[key] for r in runs]))
             pool_rows.append(row)
             print(f"pool n={per_prompt} {method:16s} spent {row['spent']:.2f} kept {row['kept']:.2f}", flush=True)

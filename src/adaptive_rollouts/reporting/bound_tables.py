@@ -20,15 +20,26 @@ from adaptive_rollouts.reporting.blocks import load_relative
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.versus_tables import _over_uniform, _paired, head_to_head
 
-__all__ = ["BOUND_MAPS", "BOUND", "TIGHTER", "BOUND_ARMS", "bound_reading", "pooled_arm", "render_saving_bound"]
+__all__ = [
+    "BOUND_MAPS",
+    "BOUND",
+    "TIGHTER",
+    "ON_PILOTS",
+    "BOUNDS",
+    "BOUND_ARMS",
+    "bound_reading",
+    "pooled_arm",
+    "render_saving_bound",
+]
 
 BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
 BOUND = f"{DEFAULT}[flat_chance=0.1]"
 TIGHTER = f"{DEFAULT}[flat_chance=0.05]"  # half the bound: fewer options given up whatever the allowance
+ON_PILOTS = f"{DEFAULT}[flat_chance=0.1;bound_skips=False]"  # the bound on each prompt's own flat pilot only
+BOUNDS = ((BOUND, "bound 0.1"), (TIGHTER, "bound 0.05"), (ON_PILOTS, "bound 0.1 on pilots"))
 BOUND_ARMS = (
     (DEFAULT, "default"),
-    (BOUND, "bound 0.1"),
-    (TIGHTER, "bound 0.05"),
+    *BOUNDS,
     ("pilot-commit", "Pilot-Commit"),
     ("oracle-skip", "known-p rule"),
 )
@@ -91,12 +102,14 @@ def _pooled_line(label: str, pooled: dict[str, float]) -> str:
 
 
 def render_saving_bound(root: Path) -> str:
-    """The block: the arms over Uniform per cell, the bound against the default paired, the pooled
+    """The block: the arms over Uniform per cell; each bound against the default and two of them
+    against Pilot-Commit, paired, with `bound_reading`; the final accuracy at equal cost; the pooled
     effects and how often each reading occurs."""
     results = [load_relative(root, rel) for rel in BOUND_MAPS]
-    over, paired = [], []
-    readings: dict[str, list[str]] = {BOUND: [], TIGHTER: []}
+    over, paired, equal_cost = [], [], []
+    readings: dict[str, list[str]] = {b: [] for b, _ in BOUNDS}
     entries: dict[str, list[dict | None]] = defaultdict(list)
+    against_pilot = (BOUND, ON_PILOTS)
     for result in results:
         runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
         for r in read_run_records(records_path(root / result.path)):
@@ -107,18 +120,17 @@ def render_saving_bound(root: Path) -> str:
                 entries[m].append(methods.get(m))
             over.append((key, *(_over_uniform(methods.get(m)) for m, _ in BOUND_ARMS)))
             versus = {b: head_to_head(runs[(key, DEFAULT)], runs[(key, b)]) for b in readings}
-            ahead_of_pilot = head_to_head(runs[(key, "pilot-commit")], runs[(key, BOUND)])
             for b in readings:
                 readings[b].append(bound_reading(versus[b]))
             paired.append(
                 (
                     key,
                     *(_paired(versus[b]) for b in readings),
-                    _paired(ahead_of_pilot),
-                    *(_equal_cost(methods.get(m)) for m in (DEFAULT, *readings)),
-                    readings[BOUND][-1],
+                    *(_paired(head_to_head(runs[(key, "pilot-commit")], runs[(key, b)])) for b in against_pilot),
+                    *(readings[b][-1] for b in against_pilot),
                 )
             )
+            equal_cost.append((key, *(_equal_cost(methods.get(m)) for m in (DEFAULT, *readings))))
     labels = {NULL: "null control (reads 1 in truth)", **dict(BOUND_ARMS)}
     counts = "; ".join(
         f"{labels[b]}: " + ", ".join(f"{r} {found.count(r)}" for r in dict.fromkeys(found))
@@ -133,26 +145,25 @@ def render_saving_bound(root: Path) -> str:
         "",
         *table(["cell", *(f"{label} over Uniform" for _, label in BOUND_ARMS)], over),
         "",
-        "Head to head on the seeds both arms ran (the same statistic, the first arm in Uniform's place); "
-        "final accuracy minus Uniform's at equal cost (Uniform's curve read at the arm's cumulative "
-        "rollouts, mean over the paired seeds, 90% interval). Reading: a bound or the default ahead "
-        "where the head-to-head interval lies wholly above or below 1.",
+        "Head to head on the seeds both arms ran (the same statistic, the first arm in Uniform's place). "
+        "Reading: a bound or the default ahead where the head-to-head interval lies wholly above or below 1.",
         "",
         *table(
             [
                 "cell",
-                "bound 0.1 over the default",
-                "bound 0.05 over the default",
-                "bound 0.1 over Pilot-Commit",
-                "default at equal cost",
-                "bound 0.1 at equal cost",
-                "bound 0.05 at equal cost",
-                "reading (bound 0.1)",
+                *(f"{label} over the default" for _, label in BOUNDS),
+                *(f"{labels[b]} over Pilot-Commit" for b in against_pilot),
+                *(f"reading ({labels[b]})" for b in against_pilot),
             ],
             paired,
         ),
         "",
         f"Readings over the {len(paired)} cells, {counts}.",
+        "",
+        "Final accuracy minus Uniform's at equal cost (Uniform's curve read at the arm's cumulative "
+        "rollouts, mean over the paired seeds, 90% interval):",
+        "",
+        *table(["cell", *(f"{labels[m]}" for m in (DEFAULT, *readings))], equal_cost),
         "",
         "Pooled over the cells (geometric mean of the cells' statistics over Uniform, 90% t interval):",
         "",

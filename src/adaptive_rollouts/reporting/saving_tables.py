@@ -53,6 +53,11 @@ def _bin_names(edges: list[float]) -> list[str]:
     return [*names, f"p in [{edges[-2]:g}, {edges[-1]:g}]"]
 
 
+def _skipped(row: dict) -> str:
+    """The given-up share of the prompts that got no rollout ("-" in a run that did not record it)."""
+    return "-" if row.get("skipped") is None else f"{row['skipped']:.3f}"
+
+
 def render_saving_given(root: Path) -> str:
     """The default's own account against the known p: per cell, what it spent and kept, the signal
     its skips and cuts gave up in expectation at what it had seen (``given``), the share it says
@@ -70,6 +75,7 @@ def render_saving_given(root: Path) -> str:
             f"{x['spent']:.2f}",
             f"{x['kept']:.2f}",
             f"{x['given']:.3f}",
+            _skipped(x),
             f"{x['claimed']:.3f}",
             f"{x['given'] / x['claimed']:.2f}x" if x["claimed"] else "-",
             *[f"{v:.3f}" for v in x["by_p"]],
@@ -85,16 +91,27 @@ def render_saving_given(root: Path) -> str:
                     f"{x['spent']:.2f}",
                     f"{x['kept']:.2f}",
                     f"{x['given']:.3f}",
+                    _skipped(x),
                 ]
                 + [f"{claimed:.3f}", f"{x['given'] / claimed:.2f}x" if claimed else "-"]
                 + ["" for _ in d["p_bins"][1:]]
             )
-    header = ["cell", "spent", "kept", "given up (known p)", "claimed", "given / claimed", *_bin_names(d["p_bins"])]
+    header = [
+        "cell",
+        "spent",
+        "kept",
+        "given up (known p)",
+        "of it, skipped unseen",
+        "claimed",
+        "given / claimed",
+        *_bin_names(d["p_bins"]),
+    ]
     lines = [
         f"The default (and, marked, the default with the bound per group, `flat_chance=0.1`), mean of "
         f"{d['seeds']} seeds: share of Uniform's rollouts spent; share of Uniform's expected "
         "signal kept; given up: the expected signal (with the true p) of what its skips and cuts gave up, at what "
-        "it had seen when it stopped, as a share of Uniform's; claimed: the share of its belief's expected signal "
+        "it had seen when it stopped, as a share of Uniform's, and the part of it given up by prompts that got no "
+        "rollout (older runs: -); claimed: the share of its belief's expected signal "
         "it says it gave up (`signal_given_up`, mean over the steps); then the given-up share split by the "
         "prompts' true p.",
         "",
