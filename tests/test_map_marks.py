@@ -163,3 +163,14 @@ def test_paired_runs_a_named_arm_on_the_paired_seeds_and_refuses_an_arm_not_run(
 def test_a_result_file_that_names_no_paired_arms_reads_with_the_old_rule():
     stored = {"paired_seeds": [0, 1, 2], "report_seeds": [0, 1]}  # written before maps named them
     assert seeds_for(stored, "default") == [0, 1, 2] and seeds_for(stored, "default[flat_chance=0.1]") == [0, 1]
+
+
+def test_map_seeds_run_every_arm_on_fresh_seeds_and_refuse_the_tune_seeds():
+    args = _map_args("uniform,default,uniform-rounds", saving=True)
+    args.map_seeds = [32, 33, 34]
+    cfg = bench_cli._map_config(args)
+    assert seeds_for(cfg, "default") == seeds_for(cfg, "oracle-skip") == [32, 33, 34]
+    assert cfg.tune_seeds == SAVING_MAP.tune_seeds  # the rates are tuned as in the map
+    args.map_seeds = [100, 200]
+    with pytest.raises(UsageError, match=r"--map-seeds: the map tunes its rates on seeds \[100"):
+        bench_cli._map_config(args)

@@ -28,6 +28,7 @@ __all__ = [
     "positive_int",
     "probability_list",
     "reports_usage_errors",
+    "seed_list",
 ]
 
 
@@ -162,6 +163,28 @@ def positive_float(text: str) -> float:
 def positive_float_list(text: str) -> list[float]:
     """argparse type: comma-separated finite numbers > 0, e.g. ``0.333,1,3``."""
     return _number_list(text, "numbers such as 0.5,1,2", positive_float)
+
+
+def seed_list(text: str) -> list[int]:
+    """argparse type: seeds (integers >= 0) as a comma list or an inclusive range ``A-B``, none
+    repeated.
+
+    >>> seed_list("32-35"), seed_list("1,4")
+    ([32, 33, 34, 35], [1, 4])
+    >>> seed_list("5-3")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: seeds: the range '5-3' is empty
+    """
+    if re.fullmatch(r"\s*\d+\s*-\s*\d+\s*", text):
+        first, last = (int(t) for t in text.split("-"))
+        if last < first:
+            raise argparse.ArgumentTypeError(f"seeds: the range {text!r} is empty")
+        return list(range(first, last + 1))
+    seeds = [int(v) for v in _number_list(text, "seeds such as 32-47 or 0,1,2", nonnegative_int)]
+    if len(set(seeds)) < len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds: a seed given twice in {text!r}")
+    return seeds
 
 
 def check_output_folder(path: str | os.PathLike, option: str = "--out") -> Path:

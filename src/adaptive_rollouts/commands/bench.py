@@ -17,6 +17,7 @@ from adaptive_rollouts.checks.arguments import (
     positive_float_list,
     positive_int,
     reports_usage_errors,
+    seed_list,
 )
 from adaptive_rollouts.checks.validation import AGGREGATIONS, ESTIMATORS, check_choice
 from adaptive_rollouts.commands.bench_checks import check_methods
@@ -98,6 +99,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         type=name_list("methods such as default[flat_chance=0.1]"),
         help="with --map: arms also run on the map's paired seeds, beside Uniform, the default, the null "
         "control and the replicate (an arm compared with the default seed for seed) (default: none)",
+    )
+    parser.add_argument(
+        "--map-seeds",
+        type=seed_list,
+        help="with --map: run every arm on these seeds instead of the map's report and paired seeds (a check "
+        "on fresh seeds, fixed before the run: 32-47 or a comma list); the rates are tuned on the map's own "
+        "tune seeds (default: the map's)",
     )
     parser.add_argument(
         "--cells",
@@ -219,6 +227,10 @@ def _map_config(args: argparse.Namespace) -> Any:
         if unknown:
             raise UsageError(f"--paired: {', '.join(unknown)} not among the map's methods (--methods)")
         changes["paired"] = tuple(dict.fromkeys([*cfg.paired, *args.paired]))
+    if getattr(args, "map_seeds", None):
+        if set(args.map_seeds) & set(cfg.tune_seeds):
+            raise UsageError(f"--map-seeds: the map tunes its rates on seeds {list(cfg.tune_seeds)}; report on others")
+        changes["report_seeds"] = changes["paired_seeds"] = tuple(args.map_seeds)
     if getattr(args, "steps", None):
         changes["steps"] = args.steps
     if getattr(args, "estimator", None):
@@ -293,6 +305,8 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UsageError("--saving selects the saving evidence map; add --map")
     if getattr(args, "paired", None):
         raise UsageError("--paired runs arms on the regime map's paired seeds; add --map")
+    if getattr(args, "map_seeds", None):
+        raise UsageError("--map-seeds sets the regime map's seeds; add --map")
     if getattr(args, "jobs", None) is not None:
         raise UsageError("--jobs runs the regime map's runs in processes; add --map")
     _check_common(args)
