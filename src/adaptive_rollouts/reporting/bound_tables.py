@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
+# the bound on pilots against the default on fresh seeds, chosen before the run (`bench --map-seeds`)
+FRESH_MAPS = ("results/map/fresh-bound-a.json", "results/map/fresh-bound-b.json")
 BOUND = f"{DEFAULT}[flat_chance=0.1]"
 TIGHTER = f"{DEFAULT}[flat_chance=0.05]"  # half the bound: fewer options given up whatever the allowance
 ON_PILOTS = f"{DEFAULT}[flat_chance=0.1;bound_skips=False]"  # the bound on each prompt's own flat pilot only
@@ -101,6 +104,13 @@ def _pooled_line(label: str, pooled: dict[str, float]) -> str:
     return f"- {label}: {pooled['effect']:.2f} ({interval}) over {pooled['cells']} cells{left}"
 
 
+def _records(root: Path, result: Any) -> dict[tuple[str, str], list[dict]]:
+    runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in read_run_records(records_path(root / result.path)):
+        runs[(r["cell"], r["method"])].append(r)
+    return runs
+
+
 def render_saving_bound(root: Path) -> str:
     """The block: the arms over Uniform per cell; each bound against the default and two of them
     against Pilot-Commit, paired, with `bound_reading`; the final accuracy at equal cost; the pooled
@@ -111,9 +121,7 @@ def render_saving_bound(root: Path) -> str:
     entries: dict[str, list[dict | None]] = defaultdict(list)
     against_pilot = (BOUND, ON_PILOTS)
     for result in results:
-        runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
-        for r in read_run_records(records_path(root / result.path)):
-            runs[(r["cell"], r["method"])].append(r)
+        runs = _records(root, result)
         for row in result.data["rows"]:
             key, methods = row["key"], row["methods"]
             for m in (NULL, *dict(BOUND_ARMS)):
@@ -170,5 +178,48 @@ def render_saving_bound(root: Path) -> str:
         *(_pooled_line(label, pooled_arm(entries[m])) for m, label in labels.items()),
         "",
         *(provenance([r]) for r in results),  # two maps, two commands
+    ]
+    return "\n".join(lines)
+
+
+def render_fresh_bound(root: Path) -> str:
+    """The check on fresh seeds: per cell of the `fresh-bound` maps, the default and the bound on
+    pilots over Uniform, the bound over the default paired with `bound_reading`; the pooled effects
+    of the null control, the default and the bound."""
+    results = [load_relative(root, rel) for rel in FRESH_MAPS]
+    arms = ((DEFAULT, "default"), (ON_PILOTS, "bound 0.1 on pilots"))
+    body, readings = [], []
+    entries: dict[str, list[dict | None]] = defaultdict(list)
+    for result in results:
+        runs = _records(root, result)
+        for row in result.data["rows"]:
+            key, methods = row["key"], row["methods"]
+            for m in (NULL, *dict(arms)):
+                entries[m].append(methods.get(m))
+            versus = head_to_head(runs[(key, DEFAULT)], runs[(key, ON_PILOTS)])
+            readings.append(bound_reading(versus))
+            body.append((key, *(_over_uniform(methods.get(m)) for m, _ in arms), _paired(versus), readings[-1]))
+    seeds = list(results[0].data["config"]["paired_seeds"])
+    counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
+    labels = {NULL: "null control (reads 1 in truth)", **dict(arms)}
+    lines = [
+        f"Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}, paired, chosen before the run; the rates as tuned above), "
+        "every arm at Uniform's rate; the same statistics as above.",
+        "",
+        *table(
+            [
+                "cell",
+                *(f"{label} over Uniform" for _, label in arms),
+                "bound 0.1 on pilots over the default",
+                "reading",
+            ],
+            body,
+        ),
+        "",
+        f"Readings over the {len(body)} cells: {counts}.",
+        "",
+        *(_pooled_line(label, pooled_arm(entries[m])) for m, label in labels.items()),
+        "",
+        *(provenance([r]) for r in results),
     ]
     return "\n".join(lines)
