@@ -8,6 +8,7 @@ accuracy each keeps at equal cost, and `bound_reading`; the pooled effect over e
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,20 @@ def _records(root: Path, result: Any) -> dict[tuple[str, str], list[dict]]:
     return runs
 
 
+def _cells(
+    root: Path, results: list[Any], arms: dict[str, str], entries: dict[str, list[dict | None]]
+) -> Iterator[tuple[str, dict, dict[tuple[str, str], list[dict]]]]:
+    """Each cell of the maps ``results``: its key, its arms' entries by method and the maps' runs by
+    (cell, method); every arm's entry (and the null control's) is also appended to ``entries``, for
+    the pooled effects."""
+    for result in results:
+        runs = _records(root, result)
+        for row in result.data["rows"]:
+            for m in (NULL, *arms):
+                entries[m].append(row["methods"].get(m))
+            yield row["key"], row["methods"], runs
+
+
 def render_saving_bound(root: Path) -> str:
     """The block: the arms over Uniform per cell; each bound against the default and two of them
     against Pilot-Commit, paired, with `bound_reading`; the final accuracy at equal cost; the pooled
@@ -120,25 +135,20 @@ def render_saving_bound(root: Path) -> str:
     readings: dict[str, list[str]] = {b: [] for b, _ in BOUNDS}
     entries: dict[str, list[dict | None]] = defaultdict(list)
     against_pilot = (BOUND, ON_PILOTS)
-    for result in results:
-        runs = _records(root, result)
-        for row in result.data["rows"]:
-            key, methods = row["key"], row["methods"]
-            for m in (NULL, *dict(BOUND_ARMS)):
-                entries[m].append(methods.get(m))
-            over.append((key, *(_over_uniform(methods.get(m)) for m, _ in BOUND_ARMS)))
-            versus = {b: head_to_head(runs[(key, DEFAULT)], runs[(key, b)]) for b in readings}
-            for b in readings:
-                readings[b].append(bound_reading(versus[b]))
-            paired.append(
-                (
-                    key,
-                    *(_paired(versus[b]) for b in readings),
-                    *(_paired(head_to_head(runs[(key, "pilot-commit")], runs[(key, b)])) for b in against_pilot),
-                    *(readings[b][-1] for b in against_pilot),
-                )
+    for key, methods, runs in _cells(root, results, dict(BOUND_ARMS), entries):
+        over.append((key, *(_over_uniform(methods.get(m)) for m, _ in BOUND_ARMS)))
+        versus = {b: head_to_head(runs[(key, DEFAULT)], runs[(key, b)]) for b in readings}
+        for b in readings:
+            readings[b].append(bound_reading(versus[b]))
+        paired.append(
+            (
+                key,
+                *(_paired(versus[b]) for b in readings),
+                *(_paired(head_to_head(runs[(key, "pilot-commit")], runs[(key, b)])) for b in against_pilot),
+                *(readings[b][-1] for b in against_pilot),
             )
-            equal_cost.append((key, *(_equal_cost(methods.get(m)) for m in (DEFAULT, *readings))))
+        )
+        equal_cost.append((key, *(_equal_cost(methods.get(m)) for m in (DEFAULT, *readings))))
     labels = {NULL: "null control (reads 1 in truth)", **dict(BOUND_ARMS)}
     counts = "; ".join(
         f"{labels[b]}: " + ", ".join(f"{r} {found.count(r)}" for r in dict.fromkeys(found))
@@ -190,15 +200,10 @@ def render_fresh_bound(root: Path) -> str:
     arms = ((DEFAULT, "default"), (ON_PILOTS, "bound 0.1 on pilots"))
     body, readings = [], []
     entries: dict[str, list[dict | None]] = defaultdict(list)
-    for result in results:
-        runs = _records(root, result)
-        for row in result.data["rows"]:
-            key, methods = row["key"], row["methods"]
-            for m in (NULL, *dict(arms)):
-                entries[m].append(methods.get(m))
-            versus = head_to_head(runs[(key, DEFAULT)], runs[(key, ON_PILOTS)])
-            readings.append(bound_reading(versus))
-            body.append((key, *(_over_uniform(methods.get(m)) for m, _ in arms), _paired(versus), readings[-1]))
+    for key, methods, runs in _cells(root, results, dict(arms), entries):
+        versus = head_to_head(runs[(key, DEFAULT)], runs[(key, ON_PILOTS)])
+        readings.append(bound_reading(versus))
+        body.append((key, *(_over_uniform(methods.get(m)) for m, _ in arms), _paired(versus), readings[-1]))
     seeds = list(results[0].data["config"]["paired_seeds"])
     counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
     labels = {NULL: "null control (reads 1 in truth)", **dict(arms)}
