@@ -245,15 +245,16 @@ def test_saving_given_block_renders_the_defaults_account_against_the_known_p(tmp
     from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL, render_saving_given
 
     row = {"cell": "pareto/d16-Q32", "method": "default", "spent": 0.7, "kept": 0.88, "lost": 0.15}
-    row |= {"given": 0.12, "claimed": 0.096, "by_p": [0.01, 0.02, 0.03, 0.02, 0.02, 0.01, 0.01]}
+    row |= {"given": 0.12, "skipped": 0.05, "claimed": 0.096, "by_p": [0.01, 0.02, 0.03, 0.02, 0.02, 0.01, 0.01]}
     pool = {"n": 4, "method": "default", "spent": 0.6, "kept": 0.9, "lost": 0.1, "given": 0.1, "claimed": 0.08}
     data = {"rows": [row], "pool_rows": [pool], "methods": ["default"], "cells": ["pareto/d16-Q32"], "seeds": 3}
     data |= {"steps": 60, "lr": 0.4, "estimator": "grpo", "aggregation": "seq-mean"}
     data |= {"p_bins": [0.0, 0.02, 0.1, 0.3, 0.7, 0.9, 0.98, 1.0]}
     write_result(tmp_path / SAVING_SIGNAL, data, command="python benchmarks/saving_signal.py", commit="abc1234")
     text = render_saving_given(tmp_path)
-    assert "| pareto/d16-Q32 | 0.70 | 0.88 | 0.120 | 0.096 | 1.25x | 0.010 | 0.020 | 0.030 |" in text
-    assert "p in [0.98, 1]" in text and "| recurring pool, n = 4 | 0.60 | 0.90 | 0.100 | 0.080 | 1.25x |" in text
+    assert "| pareto/d16-Q32 | 0.70 | 0.88 | 0.120 | 0.050 | 0.096 | 1.25x | 0.010 | 0.020 | 0.030 |" in text
+    # a run that did not record what was skipped unseen (the pool row here) says so with "-"
+    assert "p in [0.98, 1]" in text and "| recurring pool, n = 4 | 0.60 | 0.90 | 0.100 | - | 0.080 | 1.25x |" in text
     del data["p_bins"]
     write_result(tmp_path / SAVING_SIGNAL, data, command="python benchmarks/saving_signal.py", commit="abc1234")
     assert "no given-up ledger" in render_saving_given(tmp_path)
