@@ -186,3 +186,20 @@ def test_committed_jackknife_maps_controls_cover_one_in_85_percent_of_cells():
         if d["config"].get("interval") == "jackknife-t" and len(d["config"]["paired_seeds"]) >= 32
     ]
     _control_coverage(maps, seeds=32)
+
+
+def test_the_bound_blocks_pool_each_committed_map_as_the_map_itself_does():
+    """`reporting.bound_tables.pooled_arm` pools the stored cell entries over both maps of a block;
+    over one map's cells it must give that map's own pooled effect (computed when it ran)."""
+    from adaptive_rollouts.reporting.bound_tables import BOUND_MAPS, FRESH_MAPS, pooled_arm
+
+    for rel in (*BOUND_MAPS, *FRESH_MAPS):
+        data = json.loads((ROOT / rel).read_text())["data"]
+        assert data["pooled"], rel
+        for method, expected in data["pooled"].items():
+            if method.endswith("@uniform-rate"):  # the same runs under another name
+                continue
+            got = pooled_arm([row["methods"].get(method) for row in data["rows"]])
+            assert got["cells"] == expected["cells"], (rel, method)
+            for key in ("effect", "low", "high"):
+                assert got[key] == pytest.approx(expected[key], rel=1e-12, nan_ok=True), (rel, method, key)

@@ -1,9 +1,11 @@
 """The default with a bound per group against the shipped default on the saving map (docs/saving.md,
-"A bound per group on the map"): per cell of the `saving-bound` maps, the shipped default, the
-default with ``flat_chance=0.1`` (`SavingProgressive`: give up, whatever the allowance, any option
-whose chance of carrying any signal is at most 1/10), Pilot-Commit and the known-p skip rule (the
-same bound on the true p) over Uniform; then the bound over the default seed for seed, the final
-accuracy each keeps at equal cost, and `bound_reading`; the pooled effect over every cell."""
+"A bound per group on the map"). `render_saving_bound`: per cell of the `saving-bound` maps, the
+shipped default, the default with ``flat_chance=0.1`` (`SavingProgressive`: give up, whatever the
+allowance, any option whose chance of carrying any signal is at most 1/10), with ``0.05``, with the
+bound on flat pilots only (``bound_skips=False``), Pilot-Commit and the known-p skip rule (the same
+bound on the true p) over Uniform; then each bound over the default seed for seed with
+`bound_reading`, the final accuracy at equal cost, and the pooled effect over every cell.
+`render_fresh_bound`: the bound on pilots against the default on fresh seeds (`FRESH_MAPS`)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from adaptive_rollouts.reporting.versus_tables import _over_uniform, _paired, he
 
 __all__ = [
     "BOUND_MAPS",
+    "FRESH_MAPS",
     "BOUND",
     "TIGHTER",
     "ON_PILOTS",
@@ -32,6 +35,7 @@ __all__ = [
     "bound_reading",
     "pooled_arm",
     "render_saving_bound",
+    "render_fresh_bound",
 ]
 
 BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
