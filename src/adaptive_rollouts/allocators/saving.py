@@ -25,6 +25,7 @@ from .predictive import PredictorSlot
 from .round_plan import RoundPlanner
 from .saving_rounds import flat_round
 from .saving_rule import (
+    FLAT_CHANCE,
     LOSS_SHARE,
     affordable_losses,
     below_average,
@@ -67,8 +68,13 @@ class SavingProgressive(BaseAllocator):
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
        are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
        under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
-       the allowance; the others get their next chunk (half of what they lack; all of it when they
-       are alike, as at a run's first step: no later round could cut one, `round_plan.cannot_cut`).
+       the allowance; whatever the allowance, a flat group whose completion has at most
+       ``flat_chance`` (1/10, `FLAT_CHANCE`) of showing a reward that differs under that posterior
+       is cut too, its loss charged to the allowance first (the bound per group: it cuts the flat
+       groups the belief is sure of even when it cannot tell the step's prompts apart, as at a cold
+       start or at n_q = 4); the others get their next chunk (half of what they lack; all of it when
+       they are alike, as at a run's first step: no later round could cut one,
+       `round_plan.cannot_cut`).
        A prompt piloted only by exploration continues while its completion is worth exploration's
        bar per rollout (its skip was paid for in step 2). Repeat until no prompt continues.
 
@@ -86,12 +92,11 @@ class SavingProgressive(BaseAllocator):
     without round times, the rounds above.
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
-    well they predicted this run's groups; the share 1/10 and the pilot of 4 are structural
-    (docs/saving.md; ``share`` sets another, for studies of it; ``flat_chance``, off by default,
-    also gives up, whatever the allowance, every option whose chance of carrying any signal is at
-    most it: before any rollout only among the prompts worth less than the average, after a flat
-    pilot on the pilot's evidence; ``bound_skips=False`` keeps the bound to flat pilots, each
-    prompt's own evidence). ``saving=False`` completes every group to n_q through the same
+    well they predicted this run's groups; the share 1/10, the bound 1/10 and the pilot of 4 are
+    structural (docs/saving.md; ``share`` and ``flat_chance`` set others, for studies of them;
+    ``flat_chance=None`` turns the bound off; ``bound_skips=True`` also applies it before any
+    rollout, among the prompts worth less than the average, on the belief alone instead of each
+    prompt's own flat pilot). ``saving=False`` completes every group to n_q through the same
     rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history
     only, `DiscountedBeta`) by default; any other predictor name or object is used as the text source
     (e.g. "gp" with ``features``), with the history kept beside it.
@@ -100,7 +105,10 @@ class SavingProgressive(BaseAllocator):
     >>> def sample(idx, counts):  # odd prompts always fail, even ones alternate
     ...     return [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
     >>> alloc = SavingProgressive(estimator="grpo")
-    >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # no history: nothing to tell prompts apart
+    >>> [len(r) for r in alloc.run(list(range(8)), 64, sample)]  # no history, yet 4 failures in a row are cut
+    [8, 4, 8, 4, 8, 4, 8, 4]
+    >>> off = SavingProgressive(estimator="grpo", flat_chance=None)  # without the bound per group
+    >>> [len(r) for r in off.run(list(range(8)), 64, sample)]  # nothing to tell prompts apart: nothing cut
     [8, 8, 8, 8, 8, 8, 8, 8]
     >>> for _ in range(5):  # p persists: the flat prompts' pilots are cut, then (history grown) skipped
     ...     _ = alloc.run(list(range(8)), 64, sample)
@@ -131,8 +139,8 @@ class SavingProgressive(BaseAllocator):
         saving: bool = True,
         policy: bool = True,
         share: float = LOSS_SHARE,
-        flat_chance: float | None = None,
-        bound_skips: bool = True,
+        flat_chance: float | None = FLAT_CHANCE,
+        bound_skips: bool = False,
         seed: int | None = 0,
     ):
         super().__init__(seed)

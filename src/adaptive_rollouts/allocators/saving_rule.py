@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "LOSS_SHARE",
     "EXPLORE_SHARE",
+    "FLAT_CHANCE",
     "affordable_losses",
     "group_stats",
     "next_chunk",
@@ -31,6 +32,13 @@ LOSS_SHARE = 0.1
 """The share of a step's expected signal (under the belief) the default may give up by skipping
 and cutting: what it saves is bought with at most this much signal, so it keeps nine tenths of
 it in expectation (docs/saving.md measures the spend and the learning speed of 1/20 to 3/10)."""
+FLAT_CHANCE = 0.1
+"""The bound per group: a flat pilot whose completion has at most this chance (one in ten) of
+showing any reward that differs, under its posterior after the pilot, is cut whatever the
+allowance (what it gives up is charged to the allowance first). It lets the default cut the flat
+groups it is sure of even when its belief cannot tell the step's prompts apart, as at a cold
+start or at 4 rollouts a prompt (docs/saving.md measures 0.05 and 0.1, before any rollout and on
+pilots only)."""
 EXPLORE_SHARE = 0.05
 """The chance that a skipped prompt is piloted whatever its belief says (one in twenty), so that a
 belief grown sure of a prompt still meets drift (docs/saving.md)."""
