@@ -149,6 +149,18 @@ def test_bound_skips_false_keeps_the_bound_to_each_prompts_own_pilot():
         assert sum(waiting[:4]) >= 8 and all(n in (0, 4) or v for n, v in zip(waiting[:4], varied[:4]))
 
 
+def test_the_default_bounds_flat_pilots_only_and_none_turns_the_bound_off():
+    from adaptive_rollouts.allocators.saving_rule import FLAT_CHANCE
+
+    alloc = make_allocator()
+    assert (alloc.flat_chance, alloc.bound_skips) == (FLAT_CHANCE, False) == (0.1, False)
+    # a cold start with alike prompts: the allowance alone cuts nothing, the bound cuts every flat pilot
+    flat = lambda idx, counts: [np.zeros(c) if i < 6 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]  # noqa: E731
+    cut = [len(r) for r in SavingProgressive(estimator="grpo", seed=0).run(list(range(8)), 64, flat)]
+    kept = [len(r) for r in SavingProgressive(estimator="grpo", flat_chance=None, seed=0).run(list(range(8)), 64, flat)]
+    assert cut == [4] * 6 + [8, 8] and kept == [8] * 8
+
+
 def test_affordable_losses_gives_nothing_up_when_prompts_look_alike():
     assert not affordable_losses(np.full(6, 0.2), np.full(6, 8), 10.0).any()
     assert affordable_losses(np.array([0.2, 0.2, 0.0, 0.0]), np.full(4, 8), 0.0).sum() == 2  # worthless: free
@@ -197,12 +209,17 @@ def test_completes_varied_groups_and_saves_on_flat_ones():
             assert np.sum(counts[8:] > 4) <= alloc.last_metrics["explored"]
 
 
-def test_a_step_where_nothing_is_known_keeps_every_flat_prompt():
-    """A cold start where every pilot is flat: the belief cannot tell the prompts apart, so no flat
-    prompt is given up (the budget-filling default's regret was starving such prompts)."""
+def test_a_step_where_nothing_is_known_pilots_every_prompt():
+    """A cold start where every pilot is flat: the belief cannot tell the prompts apart, so nothing
+    is skipped unseen (every prompt gets its pilot, where a rare success would show) and the
+    allowance gives no flat prompt up; only the bound per group cuts the flat pilots, on each one's
+    own four failures."""
     alloc = SavingProgressive(seed=0)
     rewards = alloc.run(list(range(16)), 128, _sampler(np.zeros(16), 0))
-    assert [r.size for r in rewards] == [8] * 16 and alloc.last_metrics["cut"] == 0
+    assert [r.size for r in rewards] == [4] * 16 and alloc.last_metrics["skipped"] == 0
+    without_bound = SavingProgressive(seed=0, flat_chance=None)
+    rewards = without_bound.run(list(range(16)), 128, _sampler(np.zeros(16), 0))
+    assert [r.size for r in rewards] == [8] * 16 and without_bound.last_metrics["cut"] == 0
 
 
 def test_saves_at_four_rollouts_per_prompt_by_skipping_before_generating():

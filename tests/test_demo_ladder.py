@@ -197,7 +197,7 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     share of the known-p rule's speedup."""
     from adaptive_rollouts.experiments.results import write_result
     from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME
-    from adaptive_rollouts.reporting.ladder_tables import LADDER_FRESH, LADDER_PROTOCOL, _protocol
+    from adaptive_rollouts.reporting.ladder_tables import BEFORE_SWITCH, LADDER_FRESH, LADDER_PROTOCOL, _protocol
 
     def arm(name, speedup, lo, hi, lr_from="tuned here"):
         axis = {"speedup": speedup, "ci95": [lo, hi]}
@@ -233,7 +233,8 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     )
     assert "| oracle-skip | 3 | 0.0003 (uniform's) | never (95% 4.00--) |" in _protocol(tmp_path)
     # a variant checked on fresh seeds: its own block, the target read for it
-    fresh = [arms[0], arms[1], {**arms[2], "arm": "default[flat_chance=0.1]+view"}]
+    # (today's default with the view, "default+view", is the subject wherever a folder has it)
+    fresh = [arms[0], arms[1], {**arms[2], "arm": "default[flat_chance=0.1]+view"}, {**arms[2], "arm": "default+view"}]
     write_result(
         tmp_path / LADDER_FRESH / "single-pass" / "summary.json",
         {"arms": fresh},
@@ -243,4 +244,5 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     )
     text = _protocol(tmp_path)
     assert "On fresh report seeds, single-pass (report seeds 8, 9):" in text
-    assert "Target: default[flat_chance=0.1]+view's speedup in rollouts >= 1.5: met" in text
+    assert "Target: default+view's speedup in rollouts >= 1.5: met" in text
+    assert text.count(BEFORE_SWITCH) == 1  # said of the protocol's runs, which precede the switch, only

@@ -1,11 +1,15 @@
-"""The default with a bound per group against the shipped default on the saving map (docs/saving.md,
-"A bound per group on the map"). `render_saving_bound`: per cell of the `saving-bound` maps, the
-shipped default, the default with ``flat_chance=0.1`` (`SavingProgressive`: give up, whatever the
-allowance, any option whose chance of carrying any signal is at most 1/10), with ``0.05``, with the
-bound on flat pilots only (``bound_skips=False``), Pilot-Commit and the known-p skip rule (the same
-bound on the true p) over Uniform; then each bound over the default seed for seed with
-`bound_reading`, the final accuracy at equal cost, and the pooled effect over every cell.
-`render_fresh_bound`: the bound on pilots against the default on fresh seeds (`FRESH_MAPS`)."""
+"""The bound per group against the rule without it on the saving map (docs/saving.md, "A bound per
+group on the map"). The maps `BOUND_MAPS` and `FRESH_MAPS` ran before the bound on pilots became the
+default: their arm ``default`` is the rule without the bound (labelled "no bound"), their arm
+``default[flat_chance=0.1;bound_skips=False]`` today's default. `render_saving_bound`: per cell of
+the `saving-bound` maps, no bound, ``flat_chance=0.1`` (`SavingProgressive`: give up, whatever the
+allowance, any option whose chance of carrying any signal is at most 1/10), ``0.05``, the bound on
+flat pilots only (``bound_skips=False``), Pilot-Commit and the known-p skip rule (the same bound on
+the true p) over Uniform; then each bound over no bound seed for seed with `bound_reading`, the
+final accuracy at equal cost, and the pooled effect over every cell. `render_fresh_bound`: the bound
+on pilots against no bound on fresh seeds (`FRESH_MAPS`). `render_default_bound`: the default
+(the bound on pilots) against ``flat_chance=None`` on seeds fixed after the switch
+(`DEFAULT_MAPS`)."""
 
 from __future__ import annotations
 
@@ -36,29 +40,35 @@ __all__ = [
     "pooled_arm",
     "render_saving_bound",
     "render_fresh_bound",
+    "render_default_bound",
+    "DEFAULT_MAPS",
+    "NO_BOUND",
 ]
 
 BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
 # the bound on pilots against the default on fresh seeds, chosen before the run (`bench --map-seeds`)
 FRESH_MAPS = ("results/map/fresh-bound-a.json", "results/map/fresh-bound-b.json")
+# the default (the bound on pilots) against the rule without it, on seeds 48-79 fixed after the switch
+DEFAULT_MAPS = ("results/map/default-bound-a.json", "results/map/default-bound-b.json")
+NO_BOUND = f"{DEFAULT}[flat_chance=None]"
 BOUND = f"{DEFAULT}[flat_chance=0.1]"
 TIGHTER = f"{DEFAULT}[flat_chance=0.05]"  # half the bound: fewer options given up whatever the allowance
 ON_PILOTS = f"{DEFAULT}[flat_chance=0.1;bound_skips=False]"  # the bound on each prompt's own flat pilot only
 BOUNDS = ((BOUND, "bound 0.1"), (TIGHTER, "bound 0.05"), (ON_PILOTS, "bound 0.1 on pilots"))
 BOUND_ARMS = (
-    (DEFAULT, "default"),
+    (DEFAULT, "no bound"),
     *BOUNDS,
     ("pilot-commit", "Pilot-Commit"),
     ("oracle-skip", "known-p rule"),
 )
 
 
-def bound_reading(bound_over_default: dict | None) -> str:
+def bound_reading(bound_over_default: dict | None, other: str = "no bound") -> str:
     """Which of the two is ahead in one cell, from the paired comparison (`head_to_head`, 90%
-    interval): the bound where the interval lies wholly above 1, the default where wholly below.
+    interval): the bound where the interval lies wholly above 1, ``other`` where wholly below.
 
     >>> bound_reading({"low": 1.1, "high": 1.6}), bound_reading({"low": 0.7, "high": 0.95})
-    ('bound ahead', 'default ahead')
+    ('bound ahead', 'no bound ahead')
     >>> bound_reading({"low": 0.9, "high": 1.3}), bound_reading(None)
     ('not separated', '-')
     """
@@ -67,7 +77,7 @@ def bound_reading(bound_over_default: dict | None) -> str:
     if bound_over_default["low"] > 1.0:
         return "bound ahead"
     if bound_over_default["high"] < 1.0:
-        return "default ahead"
+        return f"{other} ahead"
     return "not separated"
 
 
@@ -162,18 +172,19 @@ def render_saving_bound(root: Path) -> str:
     lines = [
         "Per cell, every arm at Uniform's tuned rate. Over Uniform: rollouts to 50/75/90% of the gain, "
         "Uniform's over the arm's (90% jackknife-t interval over the arm's seeds), and the arm's share of "
-        f"Uniform's rollouts. The default and the bounds ran the {len(config['paired_seeds'])} paired seeds, "
-        f"Pilot-Commit and the known-p rule the {len(config['report_seeds'])} report seeds.",
+        f"Uniform's rollouts. No bound (the rule without the bound, the default when these maps ran) and the "
+        f"bounds ran the {len(config['paired_seeds'])} paired seeds, Pilot-Commit and the known-p rule the "
+        f"{len(config['report_seeds'])} report seeds. The bound 0.1 on pilots is the default now.",
         "",
         *table(["cell", *(f"{label} over Uniform" for _, label in BOUND_ARMS)], over),
         "",
         "Head to head on the seeds both arms ran (the same statistic, the first arm in Uniform's place). "
-        "Reading: a bound or the default ahead where the head-to-head interval lies wholly above or below 1.",
+        "Reading: a bound or no bound ahead where the head-to-head interval lies wholly above or below 1.",
         "",
         *table(
             [
                 "cell",
-                *(f"{label} over the default" for _, label in BOUNDS),
+                *(f"{label} over no bound" for _, label in BOUNDS),
                 *(f"{labels[b]} over Pilot-Commit" for b in against_pilot),
                 *(f"reading ({labels[b]})" for b in against_pilot),
             ],
@@ -196,32 +207,26 @@ def render_saving_bound(root: Path) -> str:
     return "\n".join(lines)
 
 
-def render_fresh_bound(root: Path) -> str:
-    """The check on fresh seeds: per cell of the `fresh-bound` maps, the default and the bound on
-    pilots over Uniform, the bound over the default paired with `bound_reading`; the pooled effects
-    of the null control, the default and the bound."""
-    results = [load_relative(root, rel) for rel in FRESH_MAPS]
-    arms = ((DEFAULT, "default"), (ON_PILOTS, "bound 0.1 on pilots"))
+def _check_block(root: Path, maps: tuple[str, ...], base: tuple[str, str], bound: tuple[str, str], intro: str) -> str:
+    """One check of a bound against a base arm: per cell of ``maps``, both over Uniform, the bound
+    over the base paired with `bound_reading`; the pooled effects of the null control and both."""
+    results = [load_relative(root, rel) for rel in maps]
+    arms = (base, bound)
     body, readings = [], []
     entries: dict[str, list[dict | None]] = defaultdict(list)
     for key, methods, runs in _cells(root, results, dict(arms), entries):
-        versus = head_to_head(runs[(key, DEFAULT)], runs[(key, ON_PILOTS)])
-        readings.append(bound_reading(versus))
+        versus = head_to_head(runs[(key, base[0])], runs[(key, bound[0])])
+        readings.append(bound_reading(versus, base[1]))
         body.append((key, *(_over_uniform(methods.get(m)) for m, _ in arms), _paired(versus), readings[-1]))
     seeds = list(results[0].data["config"]["paired_seeds"])
     counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
     labels = {NULL: "null control (reads 1 in truth)", **dict(arms)}
     lines = [
         f"Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}, paired, chosen before the run; the rates as tuned above), "
-        "every arm at Uniform's rate; the same statistics as above.",
+        f"every arm at Uniform's rate; the same statistics as above. {intro}",
         "",
         *table(
-            [
-                "cell",
-                *(f"{label} over Uniform" for _, label in arms),
-                "bound 0.1 on pilots over the default",
-                "reading",
-            ],
+            ["cell", *(f"{label} over Uniform" for _, label in arms), f"{bound[1]} over {base[1]}", "reading"],
             body,
         ),
         "",
@@ -232,3 +237,17 @@ def render_fresh_bound(root: Path) -> str:
         *(provenance([r]) for r in results),
     ]
     return "\n".join(lines)
+
+
+def render_fresh_bound(root: Path) -> str:
+    """The check on fresh seeds before the switch: per cell of the `fresh-bound` maps, no bound (then
+    the default) and the bound on pilots (the default now)."""
+    intro = "No bound: the rule without the bound, the default when these maps ran."
+    return _check_block(root, FRESH_MAPS, (DEFAULT, "no bound"), (ON_PILOTS, "bound 0.1 on pilots"), intro)
+
+
+def render_default_bound(root: Path) -> str:
+    """The default (the bound on pilots) against the rule without the bound (``flat_chance=None``)
+    on the `default-bound` maps, seeds fixed after the switch."""
+    intro = "The default is the bound 0.1 on pilots; no bound: `flat_chance=None`, the rule without it."
+    return _check_block(root, DEFAULT_MAPS, (NO_BOUND, "no bound"), (DEFAULT, "default"), intro)

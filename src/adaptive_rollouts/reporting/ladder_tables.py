@@ -13,11 +13,23 @@ from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.saving_tables import speedup_interval
 
-__all__ = ["DEMO_LADDER", "LADDER_FRESH", "LADDER_PROTOCOL", "ladder_reading", "render_demo_ladder"]
+__all__ = ["BEFORE_SWITCH", "DEMO_LADDER", "LADDER_FRESH", "LADDER_PROTOCOL", "SUBJECTS", "ladder_reading", "render_demo_ladder"]
 
 DEMO_LADDER = "results/demo_ladder/ladder.json"
 LADDER_PROTOCOL = "results/demo_ladder/protocol"
 LADDER_FRESH = "results/demo_ladder/fresh_seeds"  # a variant of the protocol's runs, checked on seeds not seen before
+# The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
+# is the rule without it, and today's default (with the policy's view) ran under its explicit name.
+# The arm each folder's target is read for, the first of these it has.
+SUBJECTS = {
+    LADDER_PROTOCOL: ("default[flat_chance=0.1;bound_skips=False]+view", "default"),
+    LADDER_FRESH: ("default+view", "default"),
+}
+BEFORE_SWITCH = (
+    "These runs precede the switch: `default` and its variants without `flat_chance` here are the rule "
+    "without the bound per group; `default[flat_chance=0.1;bound_skips=False]+view` is today's default "
+    "with the policy's view."
+)
 
 
 def _parts(d: dict) -> list[tuple[str, dict]]:
@@ -195,8 +207,9 @@ def _protocol(root: Path) -> str:
         missing = r.data.get("missing") or {}
         if missing:
             lines += ["", "Still missing: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
-        subjects = [a for a in arms if a not in ("uniform", "null", "oracle-skip")]
-        reading = ladder_reading(arms, "default" if "default" in arms or not subjects else subjects[0])
+        subject = next((a for a in SUBJECTS[folder] if a in arms), "default")
+        reading = ladder_reading(arms, subject)
+        lines += ["", BEFORE_SWITCH] if folder == LADDER_PROTOCOL else []
         lines += ["", *reading] if reading else []
         out.append(block(lines, [r]))
     return "".join("\n\n" + x for x in out)

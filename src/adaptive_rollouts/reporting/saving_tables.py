@@ -9,7 +9,7 @@ from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.experiments.map_config import DEFAULT, map_method
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
-from adaptive_rollouts.reporting.bound_tables import BOUND, ON_PILOTS
+from adaptive_rollouts.reporting.bound_tables import NO_BOUND
 from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.token_tables import overhead_text
@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 SAVING_SIGNAL = "results/saving_signal/saving_signal.json"
+UNSEEN = f"{DEFAULT}[bound_skips=True]"  # the bound per group also before any rollout, on the belief alone
 
 
 def render_saving_signal(root: Path) -> str:
@@ -64,8 +65,9 @@ def render_saving_given(root: Path) -> str:
     it gave up (``claimed``), and the given-up signal split by the prompts' true p."""
     r = load_relative(root, SAVING_SIGNAL)
     d = r.data
-    # the default, then (where the run has it) the default with the bound per group
-    accounted = {DEFAULT: "", BOUND: " (bound 0.1)", ON_PILOTS: " (bound 0.1 on pilots)"}
+    # the default, then (where the run has them) the rule without the bound per group and with it
+    # also before any rollout
+    accounted = {DEFAULT: "", NO_BOUND: " (no bound)", UNSEEN: " (bound also unseen)"}
     rows = [x for m in accounted for x in d["rows"] if x["method"] == m and x.get("given") is not None]
     if not rows or "p_bins" not in d:
         return block(["The committed saving-signal result holds no given-up ledger (an older benchmark)."], [r])
@@ -107,8 +109,8 @@ def render_saving_given(root: Path) -> str:
         *_bin_names(d["p_bins"]),
     ]
     lines = [
-        f"The default (and, marked, the default with the bound per group, `flat_chance=0.1`, and with it on "
-        f"pilots only, `bound_skips=False`), mean of "
+        f"The default (and, marked, without the bound per group, `flat_chance=None`, and with it also before "
+        f"any rollout, `bound_skips=True`), mean of "
         f"{d['seeds']} seeds: share of Uniform's rollouts spent; share of Uniform's expected "
         "signal kept; given up: the expected signal (with the true p) of what its skips and cuts gave up, at what "
         "it had seen when it stopped, as a share of Uniform's, and the part of it given up by prompts that got no "
