@@ -12,7 +12,12 @@ from adaptive_rollouts.reporting.map_tables import MAP_DIR
 
 __all__ = ["EQUAL_COST_MAPS", "gap_counts", "render_equal_cost_summary"]
 
-EQUAL_COST_MAPS = ("saving-32-a", "saving-32-b")  # the maps of the present default
+EQUAL_COST_MAPS = (
+    "default-bound-a",
+    "default-bound-b",
+    "saving-32-a",
+    "saving-32-b",
+)  # the present default, then the previous one
 
 
 def gap_counts(cis: list[list[float]]) -> tuple[int, int, int]:

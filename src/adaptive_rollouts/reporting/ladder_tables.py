@@ -13,7 +13,15 @@ from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.saving_tables import speedup_interval
 
-__all__ = ["BEFORE_SWITCH", "DEMO_LADDER", "LADDER_FRESH", "LADDER_PROTOCOL", "SUBJECTS", "ladder_reading", "render_demo_ladder"]
+__all__ = [
+    "BEFORE_SWITCH",
+    "DEMO_LADDER",
+    "LADDER_FRESH",
+    "LADDER_PROTOCOL",
+    "SUBJECTS",
+    "ladder_reading",
+    "render_demo_ladder",
+]
 
 DEMO_LADDER = "results/demo_ladder/ladder.json"
 LADDER_PROTOCOL = "results/demo_ladder/protocol"
