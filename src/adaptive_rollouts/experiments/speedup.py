@@ -99,9 +99,21 @@ def speedup(uniform: Sequence[dict], method: Sequence[dict], target_at: float) -
     >>> m = [{"rollouts": [10, 20, 30, 40], "accuracy": [0.4, 0.5, 0.6, 0.7], "accuracy0": 0.0}]
     >>> speedup(u, m, 0.5), speedup(m, u, 0.5), speedup(u, u, 0.5)
     (1.6666666666666667, 0.6, 1.0)
+
+    A method that is at the target before generating anything (a first step that skipped every
+    prompt, its accuracy already there) needs no rollouts: infinitely faster, or level with a
+    Uniform that needs none either.
+
+    >>> z = [{"rollouts": [0, 10, 20, 30], "accuracy": [0.5, 0.5, 0.5, 0.5], "accuracy0": 0.5}]
+    >>> speedup(u, z, 0.5), speedup(z, z, 0.5)
+    (inf, 1.0)
     """
     _, need_u, need_m = rollouts_needed(uniform, method, target_at)
-    return float(need_u / need_m) if np.isfinite(need_m) else 0.0
+    if not np.isfinite(need_m):
+        return 0.0
+    if need_m == 0.0:
+        return 1.0 if need_u == 0.0 else float("inf")
+    return float(need_u / need_m)
 
 
 def bootstrap_speedup(

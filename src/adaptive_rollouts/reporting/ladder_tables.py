@@ -26,12 +26,14 @@ __all__ = [
 DEMO_LADDER = "results/demo_ladder/ladder.json"
 LADDER_PROTOCOL = "results/demo_ladder/protocol"
 LADDER_FRESH = "results/demo_ladder/fresh_seeds"  # a variant of the protocol's runs, checked on seeds not seen before
+LADDER_WIDE = "results/demo_ladder/seeds_16_47"  # the default on 32 further seeds, after the switch
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and today's default (with the policy's view) ran under its explicit name.
 # The arm each folder's target is read for, the first of these it has.
 SUBJECTS = {
     LADDER_PROTOCOL: ("default[flat_chance=0.1;bound_skips=False]+view", "default"),
     LADDER_FRESH: ("default+view", "default"),
+    LADDER_WIDE: ("default+view", "default"),
 }
 BEFORE_SWITCH = (
     "These runs precede the switch: `default` and its variants without `flat_chance` here are the rule "
@@ -186,7 +188,7 @@ def _protocol(root: Path) -> str:
     """The protocol's tables on the ladder, when committed: every arm against Uniform in rollouts,
     completion tokens and modelled synchronous time to target, and the ladder target's reading."""
     out = []
-    paths = [(f, p) for f in (LADDER_PROTOCOL, LADDER_FRESH) for p in sorted((root / f).glob("*/summary.json"))]
+    paths = [(f, p) for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE) for p in sorted((root / f).glob("*/summary.json"))]
     for folder, path in paths:
         r = load_relative(root, str(path.relative_to(root)))
         arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}

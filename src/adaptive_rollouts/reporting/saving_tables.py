@@ -123,7 +123,12 @@ def render_saving_given(root: Path) -> str:
     return block(lines, [r])
 
 
-DEMO_PROTOCOL_DIRS = ("results/demo_protocol", "results/demo_protocol_12seeds", "results/demo_protocol_timed")
+DEMO_PROTOCOL_DIRS = (
+    "results/demo_protocol_bound",  # the present default (with the bound per group)
+    "results/demo_protocol",
+    "results/demo_protocol_12seeds",
+    "results/demo_protocol_timed",
+)
 
 
 def demo_saving_arms() -> tuple[str, ...]:
