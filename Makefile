@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 # One BLAS/OpenMP thread: the tests are small, and oversubscribed BLAS on 2 cores is 10x slower.
 TEST_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# numpy picks its SIMD kernels by CPU, and its AVX-512 kernels round some results differently: the
+# committed simulator runs are made without them, so the tests and benchmarks switch them off and
+# reproduce those runs bit for bit on any x86-64 machine (docs/benchmark.md, "Reproducing a run")
+SIM_ENV := NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR"
 
 # verl pins its own transformers range, so its plug-in is tested in a venv of its own.
 # Installed in stages: one resolve of verl + TRL + ray[default] together backtracks for >20 min.
@@ -46,7 +50,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test-core: lint
-	$(TEST_ENV) $(PY) -m pytest -q $(if $(SLOW),,-m "not slow")
+	$(TEST_ENV) $(SIM_ENV) $(PY) -m pytest -q $(if $(SLOW),,-m "not slow")
 
 test-verl: $(VERL_STAMP)
 	$(TEST_ENV) $(VERL_VENV)/bin/python -m pytest -q tests/verl_plugin tests/test_advantages.py
@@ -67,13 +71,13 @@ test-wheel: $(STAMP)
 	$(TEST_ENV) $(PY) scripts/readme_quickstart.py README.md --python "$$tmp/venv/bin/python" --workdir "$$tmp/run"
 
 bench: $(STAMP)
-	$(TEST_ENV) $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench
+	$(TEST_ENV) $(SIM_ENV) $(VENV)/bin/adaptive-rollouts bench --quick --out runs/bench
 
 fuzz: $(STAMP)
-	$(TEST_ENV) $(PY) benchmarks/fuzz.py --cases 100000
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/fuzz.py --cases 100000
 
 soak: $(STAMP)
-	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 100000 --pool 100000 --window 5000
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/soak.py --steps 100000 --pool 100000 --window 5000
 
 # Every number-bearing block of README.md and docs/*.md, rendered from the result files under results/
 docs: $(STAMP)
@@ -82,14 +86,14 @@ docs: $(STAMP)
 # Re-run the cheap benchmarks behind results/ (minutes each on one core; commit the code first, so
 # each file records a clean commit), then `make docs`. The regime map and the demo have their own commands.
 results: $(STAMP)
-	$(TEST_ENV) $(PY) benchmarks/solver.py
-	$(TEST_ENV) $(PY) benchmarks/advantages.py
-	$(TEST_ENV) $(PY) benchmarks/aggregation.py timing --out results/aggregation
-	$(TEST_ENV) $(PY) benchmarks/scale.py
-	$(TEST_ENV) $(PY) benchmarks/fuzz.py --cases 5000
-	$(TEST_ENV) $(PY) benchmarks/soak.py --steps 10000 --pool 10000 --window 1000 --checkpoint-every 1000
-	$(TEST_ENV) $(PY) benchmarks/predictors.py --full
-	$(TEST_ENV) $(PY) benchmarks/saving_signal.py --seeds 6
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/solver.py
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/advantages.py
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/aggregation.py timing --out results/aggregation
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/scale.py
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/fuzz.py --cases 5000
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/soak.py --steps 10000 --pool 10000 --window 1000 --checkpoint-every 1000
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/predictors.py --full
+	$(TEST_ENV) $(SIM_ENV) $(PY) benchmarks/saving_signal.py --seeds 6
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) build *.egg-info src/*.egg-info

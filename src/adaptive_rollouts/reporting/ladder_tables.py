@@ -36,9 +36,9 @@ SUBJECTS = {
     LADDER_WIDE: ("default+view", "default"),
 }
 BEFORE_SWITCH = (
-    "These runs precede the switch: `default` and its variants without `flat_chance` here are the rule "
-    "without the bound per group; `default[flat_chance=0.1;bound_skips=False]+view` is today's default "
-    "with the policy's view."
+    "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
+    "rule without the bound per group. `default[flat_chance=0.1;bound_skips=False]` is today's default "
+    "(`+view`: with the policy's view)."
 )
 
 
@@ -188,7 +188,9 @@ def _protocol(root: Path) -> str:
     """The protocol's tables on the ladder, when committed: every arm against Uniform in rollouts,
     completion tokens and modelled synchronous time to target, and the ladder target's reading."""
     out = []
-    paths = [(f, p) for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE) for p in sorted((root / f).glob("*/summary.json"))]
+    paths = [
+        (f, p) for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE) for p in sorted((root / f).glob("*/summary.json"))
+    ]
     for folder, path in paths:
         r = load_relative(root, str(path.relative_to(root)))
         arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
