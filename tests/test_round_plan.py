@@ -213,13 +213,14 @@ def test_cannot_cut_needs_alike_groups_and_no_probe():
 
 
 def _first_steps(steps=4):
-    """Counts and rounds of a fresh default over its first steps (12 prompts: the odd ones always
+    """Counts and rounds of a fresh default without its bound per group (which would cut the flat
+    pilots in round 2 whatever the rounds plan) over its first steps (12 prompts: the odd ones always
     fail, the even ones alternate), rollouts priced (no lengths)."""
 
     def sample(idx, counts):
         return [np.zeros(c) if i % 2 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
 
-    alloc = SavingProgressive(seed=0)
+    alloc = SavingProgressive(seed=0, flat_chance=None)
     out = []
     for _ in range(steps):
         rewards = alloc.run(list(range(12)), 96, sample)
