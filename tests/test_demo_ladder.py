@@ -197,7 +197,13 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     share of the known-p rule's speedup."""
     from adaptive_rollouts.experiments.results import write_result
     from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME
-    from adaptive_rollouts.reporting.ladder_tables import BEFORE_SWITCH, LADDER_FRESH, LADDER_PROTOCOL, _protocol
+    from adaptive_rollouts.reporting.ladder_tables import (
+        BEFORE_SWITCH,
+        LADDER_FRESH,
+        LADDER_PROTOCOL,
+        LADDER_WIDE,
+        _protocol,
+    )
 
     def arm(name, speedup, lo, hi, lr_from="tuned here"):
         axis = {"speedup": speedup, "ci95": [lo, hi]}
@@ -246,3 +252,14 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
     assert "On fresh report seeds, single-pass (report seeds 8, 9):" in text
     assert "Target: default+view's speedup in rollouts >= 1.5: met" in text
     assert text.count(BEFORE_SWITCH) == 1  # said of the protocol's runs, which precede the switch, only
+    # the check on 32 further seeds reads the target for the default as a trainer gives it (no view)
+    wide = [arms[0], arms[1], {**arms[2], "arm": "default+view"}, {**arms[2], "arm": "default"}]
+    write_result(
+        tmp_path / LADDER_WIDE / "single-pass" / "summary.json",
+        {"arms": wide},
+        command="python benchmarks/demo_protocol.py --task ladder --report-seeds 16,17",
+        settings={"regime": "single-pass", "report_seeds": [16, 17]},
+        commit="abc1234",
+    )
+    text = _protocol(tmp_path)
+    assert "(report seeds 16, 17):" in text and "Target: the default's speedup in rollouts >= 1.5: met (1.70" in text

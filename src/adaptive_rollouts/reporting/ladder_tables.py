@@ -33,7 +33,7 @@ LADDER_WIDE = "results/demo_ladder/seeds_16_47"  # the default on 32 further see
 SUBJECTS = {
     LADDER_PROTOCOL: ("default[flat_chance=0.1;bound_skips=False]+view", "default"),
     LADDER_FRESH: ("default+view", "default"),
-    LADDER_WIDE: ("default+view", "default"),
+    LADDER_WIDE: ("default", "default+view"),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
