@@ -21,6 +21,7 @@ __all__ = [
     "SUBJECTS",
     "ladder_reading",
     "render_demo_ladder",
+    "render_ladder_summary",
 ]
 
 DEMO_LADDER = "results/demo_ladder/ladder.json"
@@ -225,3 +226,31 @@ def _protocol(root: Path) -> str:
         lines += ["", *reading] if reading else []
         out.append(block(lines, [r]))
     return "".join("\n\n" + x for x in out)
+
+
+def render_ladder_summary(root: Path) -> str:
+    """README's line on the tiny LM: the check on 32 further seeds (`LADDER_WIDE`), the default as a
+    trainer gives it against Uniform, with the null control, the rule without the bound and the
+    known-p rule beside it, and the ladder target's reading."""
+    path = root / LADDER_WIDE / "single-pass" / "summary.json"
+    if not path.exists():
+        return f"No result file yet: `benchmarks/demo_protocol.py --task ladder` writes `{LADDER_WIDE}`."
+    r = load_relative(root, str(path.relative_to(root)))
+    arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
+    seeds = r.header["settings"].get("report_seeds") or []
+    names = {
+        "default": "the default",
+        "default+view": "with the policy's view",
+        "default[flat_chance=None]+view": "the rule without the bound per group (with the view)",
+        "null": "the null control",
+        "oracle-skip": "the known-p skip rule",
+    }
+    parts = [f"{label} {speedup_interval(arms[n]['rollouts'])}" for n, label in names.items() if n in arms]
+    lines = [
+        f"A tiny LM trained through TRL on the difficulty ladder (single pass, {len(seeds)} report seeds fixed "
+        "before the run, every arm at Uniform's tuned rate, every generated rollout counted): Uniform's "
+        "rollouts to its targets over the arm's, " + "; ".join(parts) + ".",
+        "",
+        *ladder_reading(arms, "default"),
+    ]
+    return block(lines, [r])

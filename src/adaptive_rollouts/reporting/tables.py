@@ -21,7 +21,7 @@ from adaptive_rollouts.reporting.flatness_tables import (
     render_saving_pool,
 )
 from adaptive_rollouts.reporting.interval_tables import render_interval_coverage, render_map_seeds
-from adaptive_rollouts.reporting.ladder_tables import render_demo_ladder
+from adaptive_rollouts.reporting.ladder_tables import render_demo_ladder, render_ladder_summary
 from adaptive_rollouts.reporting.map_tables import render_map, render_map_protocol, render_saving_summary
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.predictor_tables import (
@@ -204,6 +204,7 @@ RENDERERS = {
     "pool-beliefs": render_pool_beliefs,
     "saving-equal-cost": render_equal_cost_summary,
     "demo-ladder": render_demo_ladder,
+    "ladder-summary": render_ladder_summary,
     "tokens": render_tokens,
     **RELIABILITY_RENDERERS,
 }
