@@ -238,28 +238,25 @@ def test_ladder_protocol_block_reads_the_target(tmp_path):
         commit="abc1234",
     )
     assert "| oracle-skip | 3 | 0.0003 (uniform's) | never (95% 4.00--) |" in _protocol(tmp_path)
+
     # a variant checked on fresh seeds: its own block, the target read for it
     # (today's default with the view, "default+view", is the subject wherever a folder has it)
+    def seeds_check(folder, arms, seeds):
+        write_result(
+            tmp_path / folder / "single-pass" / "summary.json",
+            {"arms": arms},
+            command=f"python benchmarks/demo_protocol.py --task ladder --report-seeds {','.join(map(str, seeds))}",
+            settings={"regime": "single-pass", "report_seeds": seeds},
+            commit="abc1234",
+        )
+        return _protocol(tmp_path)
+
     fresh = [arms[0], arms[1], {**arms[2], "arm": "default[flat_chance=0.1]+view"}, {**arms[2], "arm": "default+view"}]
-    write_result(
-        tmp_path / LADDER_FRESH / "single-pass" / "summary.json",
-        {"arms": fresh},
-        command="python benchmarks/demo_protocol.py --task ladder --report-seeds 8,9",
-        settings={"regime": "single-pass", "report_seeds": [8, 9]},
-        commit="abc1234",
-    )
-    text = _protocol(tmp_path)
+    text = seeds_check(LADDER_FRESH, fresh, [8, 9])
     assert "On fresh report seeds, single-pass (report seeds 8, 9):" in text
     assert "Target: default+view's speedup in rollouts >= 1.5: met" in text
     assert text.count(BEFORE_SWITCH) == 1  # said of the protocol's runs, which precede the switch, only
     # the check on 32 further seeds reads the target for the default as a trainer gives it (no view)
     wide = [arms[0], arms[1], {**arms[2], "arm": "default+view"}, {**arms[2], "arm": "default"}]
-    write_result(
-        tmp_path / LADDER_WIDE / "single-pass" / "summary.json",
-        {"arms": wide},
-        command="python benchmarks/demo_protocol.py --task ladder --report-seeds 16,17",
-        settings={"regime": "single-pass", "report_seeds": [16, 17]},
-        commit="abc1234",
-    )
-    text = _protocol(tmp_path)
+    text = seeds_check(LADDER_WIDE, wide, [16, 17])
     assert "(report seeds 16, 17):" in text and "Target: the default's speedup in rollouts >= 1.5: met (1.70" in text
