@@ -63,9 +63,10 @@ BOUND_ARMS = (
 )
 
 
-def bound_reading(bound_over_default: dict | None, other: str = "no bound") -> str:
+def bound_reading(bound_over_default: dict | None, other: str = "no bound", this: str = "bound") -> str:
     """Which of the two is ahead in one cell, from the paired comparison (`head_to_head`, 90%
-    interval): the bound where the interval lies wholly above 1, ``other`` where wholly below.
+    interval): ``this`` (the bound) where the interval lies wholly above 1, ``other`` where wholly
+    below.
 
     >>> bound_reading({"low": 1.1, "high": 1.6}), bound_reading({"low": 0.7, "high": 0.95})
     ('bound ahead', 'no bound ahead')
@@ -75,7 +76,7 @@ def bound_reading(bound_over_default: dict | None, other: str = "no bound") -> s
     if bound_over_default is None:
         return "-"
     if bound_over_default["low"] > 1.0:
-        return "bound ahead"
+        return f"{this} ahead"
     if bound_over_default["high"] < 1.0:
         return f"{other} ahead"
     return "not separated"
@@ -207,30 +208,40 @@ def render_saving_bound(root: Path) -> str:
     return "\n".join(lines)
 
 
-def _check_block(root: Path, maps: tuple[str, ...], base: tuple[str, str], bound: tuple[str, str], intro: str) -> str:
-    """One check of a bound against a base arm: per cell of ``maps``, both over Uniform, the bound
-    over the base paired with `bound_reading`; the pooled effects of the null control and both."""
+def _check_block(
+    root: Path, maps: tuple[str, ...], bases: tuple[tuple[str, str], ...], bound: tuple[str, str], intro: str
+) -> str:
+    """One check of a bound against base arms: per cell of ``maps``, each arm over Uniform, the bound
+    over each base the maps ran, paired, with `bound_reading`; the pooled effects of the null control
+    and every arm."""
     results = [load_relative(root, rel) for rel in maps]
-    arms = (base, bound)
-    body, readings = [], []
+    ran = set(results[0].data["config"]["methods"])
+    bases = tuple(b for b in bases if b[0] in ran)
+    arms = (*bases, bound)
+    body = []
+    readings: dict[str, list[str]] = {m: [] for m, _ in bases}
     entries: dict[str, list[dict | None]] = defaultdict(list)
     for key, methods, runs in _cells(root, results, dict(arms), entries):
-        versus = head_to_head(runs[(key, base[0])], runs[(key, bound[0])])
-        readings.append(bound_reading(versus, base[1]))
-        body.append((key, *(_over_uniform(methods.get(m)) for m, _ in arms), _paired(versus), readings[-1]))
+        versus = {m: head_to_head(runs[(key, m)], runs[(key, bound[0])]) for m, _ in bases}
+        for m, label in bases:
+            readings[m].append(bound_reading(versus[m], label, bound[1]))
+        cells = [_over_uniform(methods.get(m)) for m, _ in arms]
+        body.append((key, *cells, *(x for m, _ in bases for x in (_paired(versus[m]), readings[m][-1]))))
     seeds = list(results[0].data["config"]["paired_seeds"])
-    counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
+    counts = "; ".join(
+        f"against {label}: " + ", ".join(f"{r} {readings[m].count(r)}" for r in dict.fromkeys(readings[m]))
+        for m, label in bases
+    )
     labels = {NULL: "null control (reads 1 in truth)", **dict(arms)}
+    header = ["cell", *(f"{label} over Uniform" for _, label in arms)]
+    header += [x for _, label in bases for x in (f"{bound[1]} over {label}", f"reading ({label})")]
     lines = [
         f"Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}, paired, chosen before the run; the rates as tuned above), "
         f"every arm at Uniform's rate; the same statistics as above. {intro}",
         "",
-        *table(
-            ["cell", *(f"{label} over Uniform" for _, label in arms), f"{bound[1]} over {base[1]}", "reading"],
-            body,
-        ),
+        *table(header, body),
         "",
-        f"Readings over the {len(body)} cells: {counts}.",
+        f"Readings over the {len(body)} cells, {counts}.",
         "",
         *(_pooled_line(label, pooled_arm(entries[m])) for m, label in labels.items()),
         "",
@@ -243,11 +254,12 @@ def render_fresh_bound(root: Path) -> str:
     """The check on fresh seeds before the switch: per cell of the `fresh-bound` maps, no bound (then
     the default) and the bound on pilots (the default now)."""
     intro = "No bound: the rule without the bound, the default when these maps ran."
-    return _check_block(root, FRESH_MAPS, (DEFAULT, "no bound"), (ON_PILOTS, "bound 0.1 on pilots"), intro)
+    return _check_block(root, FRESH_MAPS, ((DEFAULT, "no bound"),), (ON_PILOTS, "bound 0.1 on pilots"), intro)
 
 
 def render_default_bound(root: Path) -> str:
     """The default (the bound on pilots) against the rule without the bound (``flat_chance=None``)
     on the `default-bound` maps, seeds fixed after the switch."""
     intro = "The default is the bound 0.1 on pilots; no bound: `flat_chance=None`, the rule without it."
-    return _check_block(root, DEFAULT_MAPS, (NO_BOUND, "no bound"), (DEFAULT, "default"), intro)
+    bases = ((NO_BOUND, "no bound"), ("pilot-commit", "Pilot-Commit"))
+    return _check_block(root, DEFAULT_MAPS, bases, (DEFAULT, "default"), intro)
