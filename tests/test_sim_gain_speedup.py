@@ -191,9 +191,9 @@ def test_committed_jackknife_maps_controls_cover_one_in_85_percent_of_cells():
 def test_the_bound_blocks_pool_each_committed_map_as_the_map_itself_does():
     """`reporting.bound_tables.pooled_arm` pools the stored cell entries over both maps of a block;
     over one map's cells it must give that map's own pooled effect (computed when it ran)."""
-    from adaptive_rollouts.reporting.bound_tables import BOUND_MAPS, FRESH_MAPS, pooled_arm
+    from adaptive_rollouts.reporting.bound_tables import BOUND_MAPS, DEFAULT_MAPS, FRESH_MAPS, pooled_arm
 
-    for rel in (*BOUND_MAPS, *FRESH_MAPS):
+    for rel in (*BOUND_MAPS, *FRESH_MAPS, *DEFAULT_MAPS):
         data = json.loads((ROOT / rel).read_text())["data"]
         assert data["pooled"], rel
         for method, expected in data["pooled"].items():
