@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from adaptive_rollouts.experiments.regime_map import QUICK_MAP, LearningRateAtEdge, run_map, tune_grid
-from adaptive_rollouts.experiments.results import MixedResultsError
+from adaptive_rollouts.experiments.results import AVX512_TAG, MixedResultsError, kernel_tag
 from adaptive_rollouts.reporting.map_report import write_map_report
 from adaptive_rollouts.sim.optim import SGD, AdamW, clip_by_norm
 from adaptive_rollouts.sim.problem import make_problem
@@ -187,6 +187,26 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
         write_map_report(mixed, tmp_path, plots=False)
     text = write_map_report(mixed, tmp_path, plots=False, allow_mixed_commits=True).read_text()
     assert "**Mixed runs: this map's runs ran at 2 commits:**" in text
+    # a run made with numpy's AVX-512 kernels does not pair with the others: the refusal says how to match
+    first = json.loads(lines[0])
+    tagged = first | {"commit": first["commit"] + AVX512_TAG}
+    (tmp_path / "runs.jsonl").write_text("\n".join([json.dumps(tagged), *lines[1:]]) + "\n")
+    with pytest.raises(MixedResultsError, match=r"\+avx512 marks runs made with numpy's AVX-512.*NPY_DISABLE"):
+        write_map_report(run_map(cfg, tmp_path, progress=False), tmp_path, plots=False)
+
+
+def test_kernel_tag_marks_numpy_avx512_kernels(monkeypatch):
+    import numpy.lib.introspect as introspect
+
+    def dispatch(target):
+        return lambda func_name=None: {"exp": {"dd": {"current": target, "available": "X86_V4 X86_V3"}}}
+
+    monkeypatch.setattr(introspect, "opt_func_info", dispatch("X86_V4"))
+    assert kernel_tag() == AVX512_TAG
+    monkeypatch.setattr(introspect, "opt_func_info", dispatch("X86_V3"))
+    assert kernel_tag() == ""
+    monkeypatch.setattr(introspect, "opt_func_info", lambda func_name=None: {})  # numpy that cannot say
+    assert kernel_tag() == ""
 
 
 def _curve_run(acc, seed=0):

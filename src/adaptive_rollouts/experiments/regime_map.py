@@ -66,7 +66,7 @@ from adaptive_rollouts.experiments.map_presets import FULL_MAP, QUICK_MAP, SAVIN
 from adaptive_rollouts.experiments.map_run import one_run
 from adaptive_rollouts.experiments.map_runner import RunPool, check_jobs
 from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
-from adaptive_rollouts.experiments.results import git_commit
+from adaptive_rollouts.experiments.results import git_commit, kernel_tag
 from adaptive_rollouts.experiments.run_store import read_json, setting_differences, write_json
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
@@ -110,7 +110,7 @@ def run_map(
 
 
 def _run_map(cfg: MapConfig, folder: Path, store: MapStore, pool: RunPool, progress: bool, run_missing: bool) -> dict:
-    commit = git_commit()  # the code this invocation runs
+    commit = git_commit() + kernel_tag()  # the code this invocation runs, and numpy's kernels
     n_est = len(cfg.cells) * sum(
         (0 if m in cfg.untuned else len(cfg.tune_seeds) * len(cfg.lr_grid)) + len(seeds_for(cfg, m))
         for m in cfg.methods

@@ -51,6 +51,9 @@ __all__ = [
     "load_result",
     "result_header",
     "git_commit",
+    "AVX512_TAG",
+    "kernel_tag",
+    "short_commit",
     "command_line",
     "check_comparable",
     "provenance",
@@ -146,6 +149,34 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str:
         return "unknown"
     status = _git(["status", "--porcelain", "--untracked-files=no", "--", ":/", ":(exclude,top)results"], folder)
     return head + ("-dirty" if status else "")
+
+
+AVX512_TAG = "+avx512"
+"""Marks a simulator run made with numpy's AVX-512 kernels: they round some results differently in
+the last bits, which grow into different runs, so such runs do not pair with runs made without them
+(docs/benchmark.md, "Reproducing a run"; the Makefile's ``SIM_ENV`` switches the kernels off)."""
+
+
+def kernel_tag() -> str:
+    """`AVX512_TAG` when numpy dispatches float64 ``exp`` to an AVX-512 kernel on this machine (as
+    `numpy.lib.introspect.opt_func_info` reports), else "" (also where numpy cannot say)."""
+    try:
+        from numpy.lib.introspect import opt_func_info
+
+        current = opt_func_info(func_name="^exp$")["exp"]["dd"]["current"]
+    except (ImportError, KeyError, TypeError):  # numpy before 2.x, or another layout
+        return ""
+    return AVX512_TAG if "X86_V4" in current or "AVX512" in current else ""
+
+
+def short_commit(commit: str) -> str:
+    """A run's commit for a table: its first ten characters and its marks.
+
+    >>> short_commit("6083d0e4f186ccaf76ab-dirty+avx512"), short_commit("unknown")
+    ('6083d0e4f1-dirty+avx512', 'unknown')
+    """
+    marks = "".join(m for m in ("-dirty", AVX512_TAG) if m in commit)
+    return commit.replace("-dirty", "").replace(AVX512_TAG, "")[:10] + marks
 
 
 def command_line(argv: Sequence[str] | None = None) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from adaptive_rollouts.experiments.map_records import records_path, write_run_records
 from adaptive_rollouts.experiments.map_summary import NOISE_DOMINATED, summarize_map
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, PAIRED
-from adaptive_rollouts.experiments.results import MixedResultsError, write_result
+from adaptive_rollouts.experiments.results import AVX512_TAG, MixedResultsError, short_commit, write_result
 from adaptive_rollouts.reporting.gain_report import equal_cost_lines, gain_lines, verdict_lines
 from adaptive_rollouts.reporting.markdown import fmt as _fmt
 from adaptive_rollouts.reporting.markdown import section, table
@@ -116,9 +116,16 @@ def map_data(result: dict, allow_mixed_commits: bool = False) -> dict:
     `MixedResultsError` unless ``allow_mixed_commits`` (then the tables say so)."""
     commits = run_commits(result)
     if len(commits) > 1 and not allow_mixed_commits:
+        kernels = len({AVX512_TAG in c for c in commits}) > 1
         raise MixedResultsError(
             f"the map's runs ran at {len(commits)} commits ({_commit_list(commits)}): rerun them in a fresh --out "
             "folder, or allow it (bench --map --allow-mixed-commits), which the tables then state"
+            + (
+                f"; {AVX512_TAG} marks runs made with numpy's AVX-512 kernels, which do not reproduce runs made "
+                'without them: set NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" to match those'
+                if kernels
+                else ""
+            )
         )
     return {
         "config": result["config"],
@@ -131,7 +138,7 @@ def map_data(result: dict, allow_mixed_commits: bool = False) -> dict:
 
 
 def _commit_list(commits: dict[str, int]) -> str:
-    return ", ".join(f"{c[:10]}{'-dirty' if c.endswith('-dirty') else ''} ({n} runs)" for c, n in commits.items())
+    return ", ".join(f"{short_commit(c)} ({n} runs)" for c, n in commits.items())
 
 
 def _paired_arms(cfg: dict) -> str:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.experiments.results import MixedResultsError, Result, data_number, load_result, provenance
+from adaptive_rollouts.experiments.results import (
+    MixedResultsError,
+    Result,
+    data_number,
+    load_result,
+    provenance,
+    short_commit,
+)
 from adaptive_rollouts.reporting.gain_report import coverage, interval_words, targets_with_verdicts
 from adaptive_rollouts.reporting.map_report import map_markdown
 
@@ -67,7 +74,7 @@ def render_saving_summary(root: Path) -> str:
             data_number(result, f"saving_targets/{i}/speedup", t["speedup"], 0.0, True)
         spend = [data_number(result, f"saving_targets/{i}/spend", t["spend"], 0.0) for i, t in enumerate(targets)]
         counts = {v: sum(t["verdict"] == v for t in targets) for v in ("met", "below", "unresolved")}
-        commits = ", ".join(c[:10] for c in data.get("run_commits", {}))
+        commits = ", ".join(short_commit(c) for c in data.get("run_commits", {}))
         text = f"  - `{path.stem}` (runs at {commits}; {len(data['config']['paired_seeds'])} paired seeds): "
         pooled = data.get("pooled")
         if pooled:

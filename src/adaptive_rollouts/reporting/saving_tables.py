@@ -7,6 +7,7 @@ from pathlib import Path
 
 from adaptive_rollouts.allocators import saving_allocators
 from adaptive_rollouts.experiments.map_config import DEFAULT, map_method
+from adaptive_rollouts.experiments.results import short_commit
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.bound_tables import NO_BOUND
@@ -219,7 +220,7 @@ def render_loss_rows(root: Path) -> str:
     )
     lines = [
         f"The default against Uniform at Uniform's tuned rate (read from {', '.join(f'`{m}`' for m in d['rates_from'])}), "
-        f"{d['seeds']} paired seeds, {d['steps']} steps, runs at {', '.join(c[:10] for c in d['run_commits'])}; "
+        f"{d['seeds']} paired seeds, {d['steps']} steps, runs at {', '.join(short_commit(c) for c in d['run_commits'])}; "
         f"rollouts to 50/75/90% of the gain (90% {d['interval']} interval over the seeds), share of "
         "Uniform's rollouts, final accuracy minus Uniform's at equal steps (and at equal cost where the file holds it). Last column: the loss over Uniform's rows against the loss "
         "over the kept rows, same seeds (above 1: Uniform's rows reach the gain in fewer rollouts). Pooled: geometric "

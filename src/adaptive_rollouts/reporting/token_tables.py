@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_rollouts.experiments.regime_map import ENGINE_MARK
+from adaptive_rollouts.experiments.results import short_commit
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
 
@@ -229,7 +230,7 @@ def render_tokens(root: Path) -> str:
         for t in [a["engines"]["synchronous"]]
     ]
     lines = [
-        f"Runs at {', '.join(c[:10] for c in d.get('run_commits', [])) or 'the commit below'}; "
+        f"Runs at {', '.join(short_commit(c) for c in d.get('run_commits', [])) or 'the commit below'}; "
         f"{len(d['seeds'])} paired seeds, {d['steps']} steps, every arm at Uniform's rate (tuned on seeds "
         f"{d['tune_seeds']}), the default being `{d['default_allocator']}`; `default` plans its own rounds "
         f"(no round times), `default{ENGINE_MARK}<engine>` runs where that engine times every round. Measured "
