@@ -196,16 +196,18 @@ def test_tiny_map_end_to_end_and_resume(tmp_path):
 
 
 def test_kernel_tag_marks_numpy_avx512_kernels(monkeypatch):
-    import numpy.lib.introspect as introspect
+    import adaptive_rollouts.experiments.results as results
 
     def dispatch(target):
         return lambda func_name=None: {"exp": {"dd": {"current": target, "available": "X86_V4 X86_V3"}}}
 
-    monkeypatch.setattr(introspect, "opt_func_info", dispatch("X86_V4"))
+    monkeypatch.setattr(results, "_opt_func_info", dispatch("X86_V4"))
     assert kernel_tag() == AVX512_TAG
-    monkeypatch.setattr(introspect, "opt_func_info", dispatch("X86_V3"))
+    monkeypatch.setattr(results, "_opt_func_info", dispatch("X86_V3"))
     assert kernel_tag() == ""
-    monkeypatch.setattr(introspect, "opt_func_info", lambda func_name=None: {})  # numpy that cannot say
+    monkeypatch.setattr(results, "_opt_func_info", lambda func_name=None: {})  # a layout it does not know
+    assert kernel_tag() == ""
+    monkeypatch.setattr(results, "_opt_func_info", None)  # numpy before 2.0
     assert kernel_tag() == ""
 
 

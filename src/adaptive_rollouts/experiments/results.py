@@ -59,6 +59,11 @@ __all__ = [
     "provenance",
 ]
 
+try:  # numpy >= 2.0 says which SIMD kernel each of its functions dispatches to
+    from numpy.lib.introspect import opt_func_info as _opt_func_info
+except ImportError:  # pragma: no cover - numpy before 2.0: no kernel tag
+    _opt_func_info = None  # type: ignore[assignment]
+
 HEADER_KEYS = ("command", "commit", "settings", "created")
 _COMMIT = re.compile(r"^([0-9a-f]{7,40}(-dirty)?|unknown)$")
 
@@ -160,11 +165,11 @@ the last bits, which grow into different runs, so such runs do not pair with run
 def kernel_tag() -> str:
     """`AVX512_TAG` when numpy dispatches float64 ``exp`` to an AVX-512 kernel on this machine (as
     `numpy.lib.introspect.opt_func_info` reports), else "" (also where numpy cannot say)."""
+    if _opt_func_info is None:
+        return ""
     try:
-        from numpy.lib.introspect import opt_func_info
-
-        current = opt_func_info(func_name="^exp$")["exp"]["dd"]["current"]
-    except (ImportError, KeyError, TypeError):  # numpy before 2.x, or another layout
+        current = _opt_func_info(func_name="^exp$")["exp"]["dd"]["current"]
+    except (KeyError, TypeError):  # another layout
         return ""
     return AVX512_TAG if "X86_V4" in current or "AVX512" in current else ""
 
