@@ -78,12 +78,19 @@ def render_saving_summary(root: Path) -> str:
         text = f"  - `{path.stem}` (runs at {commits}; {len(data['config']['paired_seeds'])} paired seeds): "
         pooled = data.get("pooled")
         if pooled:
-            hits = [coverage(data, arm) for arm in ("uniform-rounds", "uniform-replicate")]
+            # the controls the map ran (a check on fresh seeds may run the null control alone)
+            controls = [
+                (a, n)
+                for a, n in (("uniform-rounds", "null control"), ("uniform-replicate", "Uniform replicate"))
+                if a in data["config"]["methods"]
+            ]
+            hits = [coverage(data, a) for a, _ in controls]
             text += (
                 f"the default at Uniform's rate {_interval(pooled.get('default@uniform-rate'))} pooled over "
-                f"{len(targets)} cells, the null control {_interval(pooled.get('uniform-rounds'))}, the Uniform "
-                f"replicate {_interval(pooled.get('uniform-replicate'))}; controls' intervals cover 1.00 in "
-                f"{hits[0][0]} / {hits[1][0]} of {hits[0][1]} cells; "
+                f"{len(targets)} cells, "
+                + ", ".join(f"the {n} {_interval(pooled.get(a))}" for a, n in controls)
+                + f"; {' / '.join(n for _, n in controls)} intervals cover 1.00 in "
+                f"{' / '.join(str(h[0]) for h in hits)} of {hits[0][1] if hits else len(targets)} cells; "
             )
         else:
             text += "single-target speedup at each arm's own rate; "
