@@ -96,7 +96,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--paired",
-        type=name_list("methods such as default[flat_chance=0.1]"),
+        type=name_list("methods such as default[flat_chance=None]"),
         help="with --map: arms also run on the map's paired seeds, beside Uniform, the default, the null "
         "control and the replicate (an arm compared with the default seed for seed) (default: none)",
     )
