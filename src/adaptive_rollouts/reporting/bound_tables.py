@@ -8,7 +8,7 @@ flat pilots only (``bound_skips=False``), Pilot-Commit and the known-p skip rule
 the true p) over Uniform; then each bound over no bound seed for seed with `bound_reading`, the
 final accuracy at equal cost, and the pooled effect over every cell. `render_fresh_bound`: the bound
 on pilots against no bound on fresh seeds (`FRESH_MAPS`). `render_default_bound`: the default
-(the bound on pilots) against ``flat_chance=None`` on seeds fixed after the switch
+(the bound on pilots) against ``flat_chance=None`` and Pilot-Commit on seeds fixed after the switch
 (`DEFAULT_MAPS`)."""
 
 from __future__ import annotations
@@ -259,7 +259,8 @@ def render_fresh_bound(root: Path) -> str:
 
 def render_default_bound(root: Path) -> str:
     """The default (the bound on pilots) against the rule without the bound (``flat_chance=None``)
-    on the `default-bound` maps, seeds fixed after the switch."""
+    and against Pilot-Commit (where the maps ran it) on the `default-bound` maps, seeds fixed after
+    the switch."""
     intro = "The default is the bound 0.1 on pilots; no bound: `flat_chance=None`, the rule without it."
     bases = ((NO_BOUND, "no bound"), ("pilot-commit", "Pilot-Commit"))
     return _check_block(root, DEFAULT_MAPS, bases, (DEFAULT, "default"), intro)

@@ -18,6 +18,7 @@ __all__ = [
     "DEMO_LADDER",
     "LADDER_FRESH",
     "LADDER_PROTOCOL",
+    "LADDER_WIDE",
     "SUBJECTS",
     "ladder_reading",
     "render_demo_ladder",
