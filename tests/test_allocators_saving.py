@@ -149,11 +149,33 @@ def test_bound_skips_false_keeps_the_bound_to_each_prompts_own_pilot():
         assert sum(waiting[:4]) >= 8 and all(n in (0, 4) or v for n, v in zip(waiting[:4], varied[:4]))
 
 
+def test_at_four_rollouts_a_prompt_the_default_bounds_before_generating():
+    from adaptive_rollouts.predictors.reference import KnownBelief
+
+    # a group of 4 at p = 0.02 varies with chance 0.08: hopeless; six of them are worth more than the
+    # allowance (a tenth of the step's expected signal) pays for
+    p = np.array([0.02] * 6 + [0.5] * 2)
+
+    def run(skips, seed, per_prompt):
+        alloc = SavingProgressive(estimator="grpo", bound_skips=skips, seed=seed)
+        alloc.belief = KnownBelief(lambda prompts: np.array([p[int(q)] for q in prompts]))
+        rng = np.random.default_rng(seed)
+        sample = lambda idx, counts: [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]  # noqa: E731
+        return [len(r) for r in alloc.run([str(i) for i in range(len(p))], per_prompt * len(p), sample)]
+
+    for seed in range(5):
+        skipping = run(None, seed, 4)  # the default: the pilot is the group, so the bound acts before it
+        assert skipping[6:] == [4, 4] and sum(skipping[:6]) <= 4  # exploration pilots one at most
+        assert sum(run(False, seed, 4)) >= sum(skipping) + 12  # the rule before: only the allowance skips
+        at_eight = run(None, seed, 8)  # groups of 8: the bound waits for each prompt's own pilot
+        assert at_eight[6:] == [8, 8] and at_eight == run(False, seed, 8)
+
+
 def test_the_default_bounds_flat_pilots_only_and_none_turns_the_bound_off():
     from adaptive_rollouts.allocators.saving_rule import FLAT_CHANCE
 
     alloc = make_allocator()
-    assert (alloc.flat_chance, alloc.bound_skips) == (FLAT_CHANCE, False) == (0.1, False)
+    assert (alloc.flat_chance, alloc.bound_skips) == (FLAT_CHANCE, None) == (0.1, None)
     # a cold start with alike prompts: the allowance alone cuts nothing, the bound cuts every flat pilot
     flat = lambda idx, counts: [np.zeros(c) if i < 6 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]  # noqa: E731
     cut = [len(r) for r in SavingProgressive(estimator="grpo", seed=0).run(list(range(8)), 64, flat)]

@@ -174,3 +174,16 @@ def test_map_seeds_run_every_arm_on_fresh_seeds_and_refuse_the_tune_seeds():
     args.map_seeds = [100, 200]
     with pytest.raises(UsageError, match=r"--map-seeds: the map tunes its rates on seeds \[100"):
         bench_cli._map_config(args)
+
+
+def test_per_prompt_sets_every_cells_group_size_and_marks_the_cells():
+    args = _map_args("uniform,default", saving=True)
+    args.cells = ["hard-heavy/d16-Q32", "pareto/d128-Q16-L16"]
+    args.per_prompt = 4
+    cfg = bench_cli._map_config(args)
+    assert [c.key for c in cfg.cells] == ["hard-heavy/d16-Q32-n4", "pareto/d128-Q16-n4-L16"]
+    assert [c.budget for c in cfg.cells] == [128, 64]  # 32 and 16 prompts x 4
+    assert [c.key for c in SAVING_MAP.cells[:1]] == ["hard-heavy/d16-Q32"]  # 8: the maps' keys as they were
+    args.per_prompt = 1
+    with pytest.raises(UsageError, match=r"--per-prompt 1: a group needs 2 rollouts"):
+        bench_cli._map_config(args)

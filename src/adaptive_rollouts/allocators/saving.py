@@ -29,6 +29,7 @@ from .saving_rule import (
     LOSS_SHARE,
     affordable_losses,
     below_average,
+    bound_before_rollouts,
     explore_skipped,
     group_stats,
     realised_signal,
@@ -64,7 +65,10 @@ class SavingProgressive(BaseAllocator):
        belief leaves room for them), and with chance ``EXPLORE_SHARE`` (1/20) in any case (a
        belief that has grown sure still meets drift);
     3. pilot: m = min(``pilot``, n_q) rollouts each (4: a 2-rollout pilot is flat for 81% of the
-       prompts with p = 0.1); at n_q <= 4 the pilot is the group, and step 2 is where it saves;
+       prompts with p = 0.1); at n_q <= 4 the pilot is the group, and step 2 is where it saves: there
+       the bound per group of step 4 acts before any rollout, on the belief alone (a prompt worth less
+       per rollout than the average whose group of n_q is all-equal with chance at least
+       1 - ``flat_chance`` is skipped, its loss charged to the allowance first);
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
        are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
        under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
@@ -94,10 +98,12 @@ class SavingProgressive(BaseAllocator):
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
     well they predicted this run's groups; the share 1/10, the bound 1/10 and the pilot of 4 are
     structural (docs/saving.md; ``share`` and ``flat_chance`` set others, for studies of them;
-    ``flat_chance=None`` turns the bound off; ``bound_skips=True`` also applies it before any
-    rollout, among the prompts worth less than the average, on the belief alone instead of each
-    prompt's own flat pilot). ``saving=False`` completes every group to n_q through the same
-    rounds: Uniform's counts, the null control of the benchmarks. ``predictor``: "beta" (history
+    ``flat_chance=None`` turns the bound off; ``bound_skips=True`` applies it before any rollout for
+    every prompt, among the prompts worth less than the average, on the belief alone instead of each
+    prompt's own flat pilot, ``bound_skips=False`` never, not even where the pilot is the group:
+    the rule before it acted there, `saving_rule.bound_before_rollouts`). ``saving=False``
+    completes every group to n_q through the same rounds: Uniform's counts, the null control of the
+    benchmarks. ``predictor``: "beta" (history
     only, `DiscountedBeta`) by default; any other predictor name or object is used as the text source
     (e.g. "gp" with ``features``), with the history kept beside it.
 
@@ -140,7 +146,7 @@ class SavingProgressive(BaseAllocator):
         policy: bool = True,
         share: float = LOSS_SHARE,
         flat_chance: float | None = FLAT_CHANCE,
-        bound_skips: bool = False,
+        bound_skips: bool | None = None,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -154,7 +160,7 @@ class SavingProgressive(BaseAllocator):
         self.saving = bool(saving)
         self.share = check_range(share, "share", 0.0, 1.0)
         self.flat_chance = None if flat_chance is None else check_range(flat_chance, "flat_chance", 0.0, 1.0)
-        self.bound_skips = bool(bound_skips)
+        self.bound_skips = None if bound_skips is None else bool(bound_skips)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
@@ -255,11 +261,12 @@ class SavingProgressive(BaseAllocator):
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
         if self.saving:  # step 2: skip within the allowance, explore what is skipped
-            # before any rollout (unless the bound waits for each prompt's own pilot): only what the
-            # belief tells apart
-            hopeless = self._hopeless(a0, b0, target) if self.bound_skips else None
+            # the bound before any rollout where it does not wait for each prompt's own pilot (by
+            # default: where the pilot is the whole group): only what the belief tells apart
+            early = bound_before_rollouts(self.bound_skips, target, self.pilot)
+            hopeless = self._hopeless(a0, b0, target) if early.any() else None
             if hopeless is not None:
-                hopeless &= (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
+                hopeless &= early & (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
             skip = affordable_losses(value, cost, allowance, self.rng, hopeless)
             keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
         else:

@@ -21,6 +21,7 @@ __all__ = [
     "EXPLORE_SHARE",
     "FLAT_CHANCE",
     "affordable_losses",
+    "bound_before_rollouts",
     "group_stats",
     "next_chunk",
     "realised_signal",
@@ -87,6 +88,23 @@ def affordable_losses(
     if fits.size:
         give[ok[order[: int(fits[-1]) + 1]]] = True
     return give
+
+
+def bound_before_rollouts(bound_skips: bool | None, target: np.ndarray, pilot: int) -> np.ndarray:
+    """Where the bound per group acts before any rollout, on the belief alone: everywhere
+    (``bound_skips=True``), nowhere (False), or, by default (None), on the prompts whose pilot would be
+    their whole group (n_q <= ``pilot``): there no flat pilot is left to cut, so the only saving is
+    to skip before generating (at 4 rollouts a prompt, every prompt).
+
+    >>> bound_before_rollouts(None, np.array([8, 4, 3, 0]), 4).tolist()
+    [False, True, True, True]
+    >>> bound_before_rollouts(True, np.array([8, 4]), 4).tolist(), bound_before_rollouts(False, np.array([8, 4]), 4).tolist()
+    ([True, True], [False, False])
+    """
+    target = np.asarray(target)
+    if bound_skips is None:
+        return target <= pilot
+    return np.full(target.shape, bool(bound_skips))
 
 
 def below_average(value: np.ndarray, cost: np.ndarray) -> np.ndarray:

@@ -114,6 +114,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "of the map)",
     )
     parser.add_argument(
+        "--per-prompt",
+        type=positive_int,
+        help="with --map: Uniform's group size in every cell, the step's budget over its prompts (cells "
+        "other than 8 are marked, d16-Q32-n4) (default: the cells' own, 8)",
+    )
+    parser.add_argument(
         "--aggregations",
         type=name_list("aggregations such as prompt-mean,seq-mean"),
         help=f"comma list from {','.join(AGGREGATIONS)} (default: {','.join(QUICK.aggregations)}; with --map "
@@ -240,6 +246,11 @@ def _map_config(args: argparse.Namespace) -> Any:
             changes["cells"] = select_cells(cfg.cells, args.cells)
         except ValueError as err:
             raise UsageError(str(err)) from None
+    if getattr(args, "per_prompt", None):
+        if args.per_prompt < 2:
+            raise UsageError(f"--per-prompt {args.per_prompt}: a group needs 2 rollouts to carry a signal")
+        cells = changes.get("cells", cfg.cells)
+        changes["cells"] = [dataclasses.replace(c, per_prompt=args.per_prompt) for c in cells]
     if getattr(args, "aggregations", None):
         if len(args.aggregations) != 1:
             raise UsageError("--aggregations: give one aggregation with --map")
@@ -307,6 +318,8 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UsageError("--paired runs arms on the regime map's paired seeds; add --map")
     if getattr(args, "map_seeds", None):
         raise UsageError("--map-seeds sets the regime map's seeds; add --map")
+    if getattr(args, "per_prompt", None):
+        raise UsageError("--per-prompt sets the regime map's group size; add --map (else --budget)")
     if getattr(args, "jobs", None) is not None:
         raise UsageError("--jobs runs the regime map's runs in processes; add --map")
     _check_common(args)

@@ -60,6 +60,8 @@ class Cell:
     def regime(self) -> str:
         """The noise / transfer / persistence part of the cell, as a short label."""
         label = f"d{self.dim}-Q{self.batch_prompts}"
+        if self.per_prompt != 8:  # the maps' group size; others are marked (d16-Q32-n4)
+            label += f"-n{self.per_prompt}"
         if self.transfer != 1.0:
             label += f"-t{self.transfer:g}"
         if self.n_prompts != 1000:
