@@ -9,7 +9,7 @@ the true p) over Uniform; then each bound over no bound seed for seed with `boun
 final accuracy at equal cost, and the pooled effect over every cell. `render_fresh_bound`: the bound
 on pilots against no bound on fresh seeds (`FRESH_MAPS`). `render_default_bound`: the default
 (the bound on pilots) against ``flat_chance=None`` and Pilot-Commit on seeds fixed after the switch
-(`DEFAULT_MAPS`)."""
+(`DEFAULT_MAPS`). `render_group_four`: the same at 4 rollouts a prompt (`GROUP_FOUR_MAPS`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ __all__ = [
     "render_fresh_bound",
     "render_default_bound",
     "DEFAULT_MAPS",
+    "GROUP_FOUR_MAPS",
     "NO_BOUND",
+    "render_group_four",
 ]
 
 BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
@@ -50,6 +52,9 @@ BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.jso
 FRESH_MAPS = ("results/map/fresh-bound-a.json", "results/map/fresh-bound-b.json")
 # the default (the bound on pilots) against the rule without it, on seeds 48-79 fixed after the switch
 DEFAULT_MAPS = ("results/map/default-bound-a.json", "results/map/default-bound-b.json")
+# the same cells at 4 rollouts a prompt (`bench --map --per-prompt 4`): the default against the bound
+# on pilots only, where no pilot is left to cut
+GROUP_FOUR_MAPS = ("results/map/group4.json",)
 NO_BOUND = f"{DEFAULT}[flat_chance=None]"
 BOUND = f"{DEFAULT}[flat_chance=0.1]"
 TIGHTER = f"{DEFAULT}[flat_chance=0.05]"  # half the bound: fewer options given up whatever the allowance
@@ -209,11 +214,16 @@ def render_saving_bound(root: Path) -> str:
 
 
 def _check_block(
-    root: Path, maps: tuple[str, ...], bases: tuple[tuple[str, str], ...], bound: tuple[str, str], intro: str
+    root: Path,
+    maps: tuple[str, ...],
+    bases: tuple[tuple[str, str], ...],
+    bound: tuple[str, str],
+    intro: str,
+    rates: str = "the rates as tuned above",
 ) -> str:
     """One check of a bound against base arms: per cell of ``maps``, each arm over Uniform, the bound
     over each base the maps ran, paired, with `bound_reading`; the pooled effects of the null control
-    and every arm."""
+    and every arm. ``rates`` says where the rates were tuned."""
     results = [load_relative(root, rel) for rel in maps]
     ran = set(results[0].data["config"]["methods"])
     bases = tuple(b for b in bases if b[0] in ran)
@@ -236,7 +246,7 @@ def _check_block(
     header = ["cell", *(f"{label} over Uniform" for _, label in arms)]
     header += [x for _, label in bases for x in (f"{bound[1]} over {label}", f"reading ({label})")]
     lines = [
-        f"Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}, paired, chosen before the run; the rates as tuned above), "
+        f"Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}, paired, chosen before the run; {rates}), "
         f"every arm at Uniform's rate; the same statistics as above. {intro}",
         "",
         *table(header, body),
@@ -264,3 +274,18 @@ def render_default_bound(root: Path) -> str:
     intro = "The default is the bound 0.1 on pilots; no bound: `flat_chance=None`, the rule without it."
     bases = ((NO_BOUND, "no bound"), ("pilot-commit", "Pilot-Commit"))
     return _check_block(root, DEFAULT_MAPS, bases, (DEFAULT, "default"), intro)
+
+
+def render_group_four(root: Path) -> str:
+    """The default at 4 rollouts a prompt (the bound per group before generating, where the pilot is
+    the whole group) against the rule that bounds flat pilots only (``bound_skips=False``: at n = 4
+    only its allowance skips), Pilot-Commit and the known-p skip rule, on the `GROUP_FOUR_MAPS`."""
+    intro = (
+        "The default bounds each group before generating where the pilot would be the whole group (here "
+        "every group); pilots only: `bound_skips=False`, the default before, whose bound waits for a flat "
+        "pilot and so never acts at 4 rollouts a prompt. At 4 rollouts the null control draws Uniform's "
+        "groups in one round, exactly as Uniform does: it reads 1.00 by construction here."
+    )
+    bases = ((f"{DEFAULT}[bound_skips=False]", "pilots only"), ("pilot-commit", "Pilot-Commit"), ("oracle-skip", "known-p rule"))
+    rates = "Uniform's rate tuned per cell on the map's tune seeds at 4 rollouts a prompt"
+    return _check_block(root, GROUP_FOUR_MAPS, bases, (DEFAULT, "default"), intro, rates)

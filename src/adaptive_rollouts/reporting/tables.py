@@ -11,7 +11,12 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result
 from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_relative
-from adaptive_rollouts.reporting.bound_tables import render_default_bound, render_fresh_bound, render_saving_bound
+from adaptive_rollouts.reporting.bound_tables import (
+    render_default_bound,
+    render_fresh_bound,
+    render_group_four,
+    render_saving_bound,
+)
 from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
@@ -191,6 +196,7 @@ RENDERERS = {
     "saving-bound": render_saving_bound,
     "saving-bound-fresh": render_fresh_bound,
     "saving-default-bound": render_default_bound,
+    "saving-group-four": render_group_four,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
