@@ -40,7 +40,6 @@ def _map(**changes):
         ({"aggregation": "token-mean"}, "aggregation: 'seq-mean' -> 'token-mean'"),
         ({"n_test": 40}, "n_test: 30 -> 40"),
         ({"grad_var_every": 2}, "grad_var_every: 0 -> 2"),
-        ({"cells": [dataclasses.replace(CELL, per_prompt=4)]}, "'per_prompt': 8"),  # same cell key, other budget
     ],
 )
 def test_a_rerun_with_other_settings_is_refused_naming_the_setting(tmp_path, change, named):
@@ -50,6 +49,20 @@ def test_a_rerun_with_other_settings_is_refused_naming_the_setting(tmp_path, cha
         run_map(_map(**change), tmp_path, progress=False)
     assert named in str(err.value) and str(tmp_path / "runs.jsonl") in str(err.value)
     assert (tmp_path / "runs.jsonl").read_bytes() == before  # nothing added, nothing mixed
+
+
+def test_a_stored_run_of_the_same_cell_key_with_another_budget_is_refused(tmp_path):
+    """A cell of another group size has its own key (its regime marked -n4); a run stored under this key with
+    other cell settings (hand-edited, or from a version that did not mark them) is still refused."""
+    assert dataclasses.replace(CELL, per_prompt=4).key != CELL.key
+    run_map(_map(), tmp_path, progress=False)
+    path = tmp_path / "runs.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[0]["settings"]["cell"]["per_prompt"] = 4
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(ValueError, match="other settings") as err:
+        run_map(_map(), tmp_path, progress=False)
+    assert "'per_prompt': 4" in str(err.value)
 
 
 def test_runs_of_another_default_allocator_are_refused(tmp_path):

@@ -286,6 +286,10 @@ def render_group_four(root: Path) -> str:
         "pilot and so never acts at 4 rollouts a prompt. At 4 rollouts the null control draws Uniform's "
         "groups in one round, exactly as Uniform does: it reads 1.00 by construction here."
     )
-    bases = ((f"{DEFAULT}[bound_skips=False]", "pilots only"), ("pilot-commit", "Pilot-Commit"), ("oracle-skip", "known-p rule"))
+    bases = (
+        (f"{DEFAULT}[bound_skips=False]", "pilots only"),
+        ("pilot-commit", "Pilot-Commit"),
+        ("oracle-skip", "known-p rule"),
+    )
     rates = "Uniform's rate tuned per cell on the map's tune seeds at 4 rollouts a prompt"
     return _check_block(root, GROUP_FOUR_MAPS, bases, (DEFAULT, "default"), intro, rates)
