@@ -171,11 +171,11 @@ def test_at_four_rollouts_a_prompt_the_default_bounds_before_generating():
         assert at_eight[6:] == [8, 8] and at_eight == run(False, seed, 8)
 
 
-def test_the_default_bounds_flat_pilots_only_and_none_turns_the_bound_off():
+def test_the_default_bounds_flat_pilots_shortens_sure_ones_and_none_turns_the_bound_off():
     from adaptive_rollouts.allocators.saving_rule import FLAT_CHANCE
 
     alloc = make_allocator()
-    assert (alloc.flat_chance, alloc.bound_skips) == (FLAT_CHANCE, None) == (0.1, None)
+    assert (alloc.flat_chance, alloc.bound_skips, alloc.short_pilots) == (FLAT_CHANCE, None, True) == (0.1, None, True)
     # a cold start with alike prompts: the allowance alone cuts nothing, the bound cuts every flat pilot
     flat = lambda idx, counts: [np.zeros(c) if i < 6 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]  # noqa: E731
     cut = [len(r) for r in SavingProgressive(estimator="grpo", seed=0).run(list(range(8)), 64, flat)]
@@ -337,3 +337,50 @@ def test_a_resumed_default_continues_identically_with_the_policy_view(predictor)
             counts.append([r.size for r in alloc.run(list(range(24)), 96, _sampler(p, step))])
         assert counts[0] == counts[1]
     assert np.array_equal(a.belief.predict(list(range(24))).mean, b.belief.predict(list(range(24))).mean)
+
+
+def test_settling_pilot_is_the_smallest_pilot_whose_flat_outcome_settles_the_prompt():
+    from adaptive_rollouts.allocators.saving_rule import settling_pilot
+
+    def settles(a, b, m, n, up, bound=0.1):
+        # P(n - m more repeat a flat pilot of m) = E[p^n] / E[p^m] = prod_{i=m}^{n-1} (a + i) / (a + b + i)
+        # for successes (a and b swapped for failures): Beta moments as products, no special functions
+        a, b = (a, b) if up else (b, a)
+        return np.prod([(a + i) / (a + b + i) for i in range(m, n)]) >= 1 - bound
+
+    rng = np.random.default_rng(3)
+    a, b = np.exp(rng.uniform(-2, 2.5, 40)), np.exp(rng.uniform(-2, 2.5, 40))
+    a[:10], b[:10] = 0.3, 12.0  # sure of failures
+    target = rng.choice([4, 6, 8], 40)
+    got = settling_pilot(a, b, target, 4, 0.1)
+    for i in range(40):
+        up = a[i] > b[i]
+        small = [m for m in range(2, min(4, int(target[i]))) if settles(a[i], b[i], m, int(target[i]), up)]
+        assert got[i] == (small[0] if small else min(4, int(target[i]))), (a[i], b[i], target[i])
+    assert (got[:10] < 4).all() and (got[10:] == 4).any()
+
+
+def test_short_pilots_shorten_the_pilot_where_the_belief_is_sure_and_never_at_the_first_step():
+    from adaptive_rollouts.predictors.reference import KnownBelief
+
+    # p = 0.02: a flat pilot of 3 leaves 5 more all-equal with chance 0.98^5 = 0.904 (settled), one
+    # of 2 leaves 6 with 0.886 (not); six such prompts are more than the allowance skips
+    p = np.array([0.02] * 6 + [0.5] * 2)
+    alloc = SavingProgressive(estimator="grpo", short_pilots=True, flat_chance=0.1, seed=0)
+    alloc.belief = KnownBelief(lambda prompts: np.array([p[int(q)] for q in prompts]))
+    pilots: list[dict[int, int]] = []  # per step, the first round's count per prompt drawn
+
+    def sample(idx, counts):
+        if first_round:
+            pilots.append({int(i): int(c) for i, c in zip(idx, counts)})
+            first_round.clear()
+        return [np.zeros(c) if p[i] < 0.1 else np.resize([1.0, 0.0], c) for i, c in zip(idx, counts)]
+
+    for _ in range(3):
+        first_round = [True]
+        sizes = [len(r) for r in alloc.run([str(i) for i in range(8)], 64, sample)]
+        assert sizes[6:] == [8, 8] and all(n < 8 for n in sizes[:6])
+    assert set(pilots[0].values()) == {4}  # the first step: the full pilot everywhere
+    for later in pilots[1:]:
+        flat = [c for i, c in later.items() if i < 6]
+        assert flat and set(flat) == {3} and [later[6], later[7]] == [4, 4]

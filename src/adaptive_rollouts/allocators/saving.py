@@ -33,6 +33,7 @@ from .saving_rule import (
     explore_skipped,
     group_stats,
     realised_signal,
+    settling_pilot,
     uniform_targets,
 )
 from .saving_state import load_saving_state, saving_state
@@ -65,10 +66,14 @@ class SavingProgressive(BaseAllocator):
        belief leaves room for them), and with chance ``EXPLORE_SHARE`` (1/20) in any case (a
        belief that has grown sure still meets drift);
     3. pilot: m = min(``pilot``, n_q) rollouts each (4: a 2-rollout pilot is flat for 81% of the
-       prompts with p = 0.1); at n_q <= 4 the pilot is the group, and step 2 is where it saves: there
-       the bound per group of step 4 acts before any rollout, on the belief alone (a prompt worth less
-       per rollout than the average whose group of n_q is all-equal with chance at least
-       1 - ``flat_chance`` is skipped, its loss charged to the allowance first);
+       prompts with p = 0.1), shortened (``short_pilots``, from a run's second step) to the fewest,
+       from 2, whose flat outcome would settle the prompt by the bound of step 4
+       (`saving_rule.settling_pilot`): a belief sure a prompt is flat confirms it with 2 or 3
+       rollouts, an unsure one gets all 4; at n_q <= 4 the full pilot is the group, and step 2
+       is where it saves most: there the bound per group of step 4 acts before any rollout, on the
+       belief alone (a prompt worth less per rollout than the average whose group of n_q is
+       all-equal with chance at least 1 - ``flat_chance`` is skipped, its loss charged to the
+       allowance first);
     4. rounds: a prompt whose rewards already differ is completed to n_q; of those whose rewards
        are all equal, the ones whose completion is worth least per rollout, E[a | data] / (n_q - k_q)
        under the posterior, are cut while the signal given up (steps 2 and 4 together) stays within
@@ -101,7 +106,8 @@ class SavingProgressive(BaseAllocator):
     ``flat_chance=None`` turns the bound off; ``bound_skips=True`` applies it before any rollout for
     every prompt, among the prompts worth less than the average, on the belief alone instead of each
     prompt's own flat pilot, ``bound_skips=False`` never, not even where the pilot is the group:
-    the rule before it acted there, `saving_rule.bound_before_rollouts`). ``saving=False``
+    the rule before it acted there, `saving_rule.bound_before_rollouts`); ``short_pilots=False``
+    keeps every pilot at ``pilot`` (the rule before). ``saving=False``
     completes every group to n_q through the same rounds: Uniform's counts, the null control of the
     benchmarks. ``predictor``: "beta" (history
     only, `DiscountedBeta`) by default; any other predictor name or object is used as the text source
@@ -147,6 +153,7 @@ class SavingProgressive(BaseAllocator):
         share: float = LOSS_SHARE,
         flat_chance: float | None = FLAT_CHANCE,
         bound_skips: bool | None = None,
+        short_pilots: bool = True,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -161,6 +168,7 @@ class SavingProgressive(BaseAllocator):
         self.share = check_range(share, "share", 0.0, 1.0)
         self.flat_chance = None if flat_chance is None else check_range(flat_chance, "flat_chance", 0.0, 1.0)
         self.bound_skips = None if bound_skips is None else bool(bound_skips)
+        self.short_pilots = bool(short_pilots)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
@@ -281,7 +289,12 @@ class SavingProgressive(BaseAllocator):
             pilot = self.round_plan.pilot_size(pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
         elif self.saving and self.round_plan.awaiting_times:  # rounds will be timed, none priced yet: one
             pilot = max(int(target.max(initial=0)), pilot)
-        collector.draw(np.where(keep, np.minimum(target, pilot), 0))
+        size = np.minimum(target, pilot)
+        if self.short_pilots and self.flat_chance is not None and self.history and not plan and pilot == self.pilot:
+            # a pilot only as long as settles the prompt when it comes back flat (not at a run's first
+            # step: the belief has seen nothing yet, and every prompt gets the full pilot)
+            size = settling_pilot(a0, b0, target, pilot, self.flat_chance)
+        collector.draw(np.where(keep, size, 0))
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
         while True:

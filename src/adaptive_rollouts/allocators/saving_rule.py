@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..checks.rewards import all_equal, group_extremes
+from ..objectives.beta import stays_flat_beta
 from ..objectives.signal import group_signal
 from ..solvers import equal_split
 from ..types import Rewards
@@ -25,6 +26,7 @@ __all__ = [
     "group_stats",
     "next_chunk",
     "realised_signal",
+    "settling_pilot",
     "uniform_targets",
 ]
 
@@ -105,6 +107,30 @@ def bound_before_rollouts(bound_skips: bool | None, target: np.ndarray, pilot: i
     if bound_skips is None:
         return target <= pilot
     return np.full(target.shape, bool(bound_skips))
+
+
+def settling_pilot(
+    alpha: np.ndarray, beta: np.ndarray, target: np.ndarray, pilot: int, flat_chance: float
+) -> np.ndarray:
+    """Per prompt, the smallest pilot (from 2 up to ``pilot``, never more than its group ``target``)
+    whose likelier flat outcome (failures where the belief's mean is below 1/2, else successes)
+    would settle it: leave the rest of the group with at most ``flat_chance`` of showing a reward
+    that differs (`objectives.beta.stays_flat_beta` under the posterior after that pilot). Where no
+    pilot up to ``pilot`` would, ``pilot``. A belief sure that a prompt is flat needs only a short
+    pilot to confirm it; an unsure one gets the full pilot, where a rare success shows.
+
+    >>> settling_pilot(np.array([0.05, 2.0]), np.array([20.0, 2.0]), np.array([8, 8]), 4, 0.1).tolist()
+    [2, 4]
+    """
+    alpha, beta, target = np.asarray(alpha, float), np.asarray(beta, float), np.asarray(target)
+    size = np.minimum(target, pilot).astype(np.int64)
+    up = alpha > beta  # the likelier flat pilot: successes
+    for m in range(pilot - 1, 1, -1):  # the smallest settling m wins: walk down
+        rest = np.maximum(target - m, 1)
+        after_a, after_b = alpha + np.where(up, m, 0), beta + np.where(up, 0, m)
+        settles = (stays_flat_beta(after_a, after_b, up, rest) >= 1.0 - flat_chance) & (target > m)
+        size = np.where(settles & (size > m), m, size)
+    return size
 
 
 def below_average(value: np.ndarray, cost: np.ndarray) -> np.ndarray:
