@@ -43,6 +43,9 @@ __all__ = [
     "render_default_bound",
     "DEFAULT_MAPS",
     "GROUP_FOUR_MAPS",
+    "SHORT_MAPS",
+    "FULL_PILOTS",
+    "render_short_pilots",
     "NO_BOUND",
     "render_group_four",
 ]
@@ -54,7 +57,10 @@ FRESH_MAPS = ("results/map/fresh-bound-a.json", "results/map/fresh-bound-b.json"
 DEFAULT_MAPS = ("results/map/default-bound-a.json", "results/map/default-bound-b.json")
 # the same cells at 4 rollouts a prompt (`bench --map --per-prompt 4`): the default against the bound
 # on pilots only, where no pilot is left to cut
-GROUP_FOUR_MAPS = ("results/map/group4.json",)
+GROUP_FOUR_MAPS = ("results/map/group4.json", "results/map/group4-recurring.json")
+# the default with short pilots against full pilots of 4 (the rule before), on seeds fixed after the switch
+SHORT_MAPS = ("results/map/short-pilots.json",)
+FULL_PILOTS = f"{DEFAULT}[short_pilots=False]"
 NO_BOUND = f"{DEFAULT}[flat_chance=None]"
 BOUND = f"{DEFAULT}[flat_chance=0.1]"
 TIGHTER = f"{DEFAULT}[flat_chance=0.05]"  # half the bound: fewer options given up whatever the allowance
@@ -277,19 +283,31 @@ def render_default_bound(root: Path) -> str:
 
 
 def render_group_four(root: Path) -> str:
-    """The default at 4 rollouts a prompt (the bound per group before generating, where the pilot is
-    the whole group) against the rule that bounds flat pilots only (``bound_skips=False``: at n = 4
-    only its allowance skips), Pilot-Commit and the known-p skip rule, on the `GROUP_FOUR_MAPS`."""
+    """The default at 4 rollouts a prompt (the bound per group before generating, where the full
+    pilot would be the whole group, and short pilots) against the same with full pilots, the rule
+    that bounds flat pilots only (``bound_skips=False``: at n = 4 only its allowance skips),
+    Pilot-Commit and the known-p skip rule, on the `GROUP_FOUR_MAPS`."""
     intro = (
-        "The default bounds each group before generating where the pilot would be the whole group (here "
-        "every group); pilots only: `bound_skips=False`, the default before, whose bound waits for a flat "
-        "pilot and so never acts at 4 rollouts a prompt. At 4 rollouts the null control draws Uniform's "
-        "groups in one round, exactly as Uniform does: it reads 1.00 by construction here."
+        "The default bounds each group before generating where the full pilot would be the whole group "
+        "(here every group), and pilots the rest with 2 or 3 where its belief is sure; full pilots: the same "
+        "with `short_pilots=False`; pilots only: also `bound_skips=False`, the rule before both, whose bound "
+        "waits for a flat pilot and so never acts at 4 rollouts a prompt. The null control draws Uniform's "
+        "groups of 4 in the default's rounds (a short pilot where the default's would be short, then the rest)."
     )
     bases = (
-        (f"{DEFAULT}[bound_skips=False]", "pilots only"),
+        (FULL_PILOTS, "full pilots"),
+        (f"{DEFAULT}[bound_skips=False;short_pilots=False]", "pilots only"),
         ("pilot-commit", "Pilot-Commit"),
         ("oracle-skip", "known-p rule"),
     )
     rates = "Uniform's rate tuned per cell on the map's tune seeds at 4 rollouts a prompt"
     return _check_block(root, GROUP_FOUR_MAPS, bases, (DEFAULT, "default"), intro, rates)
+
+
+def render_short_pilots(root: Path) -> str:
+    """The default (short pilots, `saving_rule.settling_pilot`) against the rule before it (full
+    pilots of 4, ``short_pilots=False``) and Pilot-Commit on the `SHORT_MAPS`, seeds fixed after the
+    switch."""
+    intro = "The default shortens the pilots its belief is sure of; full pilots: `short_pilots=False`, the rule before."
+    bases = ((FULL_PILOTS, "full pilots"), ("pilot-commit", "Pilot-Commit"))
+    return _check_block(root, SHORT_MAPS, bases, (DEFAULT, "default"), intro)

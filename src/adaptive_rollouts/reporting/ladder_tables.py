@@ -14,11 +14,14 @@ from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.saving_tables import speedup_interval
 
 __all__ = [
+    "BEFORE_SHORT",
     "BEFORE_SWITCH",
     "DEMO_LADDER",
     "LADDER_FRESH",
     "LADDER_PROTOCOL",
+    "LADDER_SHORT",
     "LADDER_WIDE",
+    "NOTES",
     "SUBJECTS",
     "ladder_reading",
     "render_demo_ladder",
@@ -28,20 +31,27 @@ __all__ = [
 DEMO_LADDER = "results/demo_ladder/ladder.json"
 LADDER_PROTOCOL = "results/demo_ladder/protocol"
 LADDER_FRESH = "results/demo_ladder/fresh_seeds"  # a variant of the protocol's runs, checked on seeds not seen before
-LADDER_WIDE = "results/demo_ladder/seeds_16_47"  # the default on 32 further seeds, after the switch
+LADDER_WIDE = "results/demo_ladder/seeds_16_47"  # the bound on pilots on 32 further seeds, after that switch
+LADDER_SHORT = "results/demo_ladder/seeds_48_79"  # the default with short pilots on 32 more seeds, after that switch
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
-# is the rule without it, and today's default (with the policy's view) ran under its explicit name.
+# is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
 # The arm each folder's target is read for, the first of these it has.
 SUBJECTS = {
     LADDER_PROTOCOL: ("default[flat_chance=0.1;bound_skips=False]+view", "default"),
     LADDER_FRESH: ("default+view", "default"),
     LADDER_WIDE: ("default", "default+view"),
+    LADDER_SHORT: ("default", "default+view"),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
-    "rule without the bound per group. `default[flat_chance=0.1;bound_skips=False]` is today's default "
-    "(`+view`: with the policy's view)."
+    "rule without the bound per group. `default[flat_chance=0.1;bound_skips=False]` is the rule with the bound "
+    "on pilots, full pilots of 4 (`+view`: with the policy's view)."
 )
+BEFORE_SHORT = (
+    "These runs precede short pilots: their `default` is the rule with full pilots of 4, "
+    "`default[short_pilots=False]` today."
+)
+NOTES = {LADDER_PROTOCOL: BEFORE_SWITCH, LADDER_FRESH: BEFORE_SHORT, LADDER_WIDE: BEFORE_SHORT}
 
 
 def _parts(d: dict) -> list[tuple[str, dict]]:
@@ -151,7 +161,7 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
     >>> ladder_reading(arms)[1]
     "- interval above 1: yes; above the null control's (0.80-1.10): yes; interval clears 1.5: no"
     >>> ladder_reading({**arms, "default@true-p": arm(2.0, 1.5, 2.5)})[-1]
-    "- the default with other sources, speedup and share of the known-p rule's: default@true-p 2.00 (95% 1.50-2.50), 0.80"
+    "- the default's variants (other sources or rules), speedup and share of the known-p rule's: default@true-p 2.00 (95% 1.50-2.50), 0.80"
     """
     if subject not in arms:
         return []
@@ -176,13 +186,13 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
             f"- share of the known-p skip rule's speedup ({fmt(known['speedup'], inf='never')}): {fmt(share)} "
             f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
         )
-        # the default given other sources (the policy's view, similar prompts, the sampled p itself)
+        # the default given other sources (the policy's view, similar prompts, the sampled p itself) or rules
         variants = [(name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != subject]
         if variants:
             shares = "; ".join(
                 f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
             )
-            out.append(f"- the default with other sources, speedup and share of the known-p rule's: {shares}")
+            out.append(f"- the default's variants (other sources or rules), speedup and share of the known-p rule's: {shares}")
     return out
 
 
@@ -191,7 +201,9 @@ def _protocol(root: Path) -> str:
     completion tokens and modelled synchronous time to target, and the ladder target's reading."""
     out = []
     paths = [
-        (f, p) for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE) for p in sorted((root / f).glob("*/summary.json"))
+        (f, p)
+        for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE, LADDER_SHORT)
+        for p in sorted((root / f).glob("*/summary.json"))
     ]
     for folder, path in paths:
         r = load_relative(root, str(path.relative_to(root)))
@@ -223,19 +235,19 @@ def _protocol(root: Path) -> str:
             lines += ["", "Still missing: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
         subject = next((a for a in SUBJECTS[folder] if a in arms), "default")
         reading = ladder_reading(arms, subject)
-        lines += ["", BEFORE_SWITCH] if folder == LADDER_PROTOCOL else []
+        lines += ["", NOTES[folder]] if folder in NOTES else []
         lines += ["", *reading] if reading else []
         out.append(block(lines, [r]))
     return "".join("\n\n" + x for x in out)
 
 
 def render_ladder_summary(root: Path) -> str:
-    """README's line on the tiny LM: the check on 32 further seeds (`LADDER_WIDE`), the default as a
-    trainer gives it against Uniform, with the null control, the rule without the bound and the
-    known-p rule beside it, and the ladder target's reading."""
-    path = root / LADDER_WIDE / "single-pass" / "summary.json"
+    """README's line on the tiny LM: the latest check on 32 further seeds (`LADDER_SHORT`), the default
+    as a trainer gives it against Uniform, with the null control, the rule before it and the known-p
+    rule beside it, and the ladder target's reading."""
+    path = root / LADDER_SHORT / "single-pass" / "summary.json"
     if not path.exists():
-        return f"No result file yet: `benchmarks/demo_protocol.py --task ladder` writes `{LADDER_WIDE}`."
+        return f"No result file yet: `benchmarks/demo_protocol.py --task ladder` writes `{LADDER_SHORT}`."
     r = load_relative(root, str(path.relative_to(root)))
     arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
     seeds = r.header["settings"].get("report_seeds") or []
@@ -243,6 +255,8 @@ def render_ladder_summary(root: Path) -> str:
         "default": "the default",
         "default+view": "with the policy's view",
         "default[flat_chance=None]+view": "the rule without the bound per group (with the view)",
+        "default[short_pilots=False]": "the rule before, with full pilots",
+        "default[short_pilots=False]+view": "the rule before with the view",
         "null": "the null control",
         "oracle-skip": "the known-p skip rule",
     }

@@ -10,7 +10,7 @@ from adaptive_rollouts.experiments.map_config import DEFAULT, map_method
 from adaptive_rollouts.experiments.results import short_commit
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
-from adaptive_rollouts.reporting.bound_tables import NO_BOUND
+from adaptive_rollouts.reporting.bound_tables import FULL_PILOTS, NO_BOUND
 from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.token_tables import overhead_text
@@ -66,9 +66,14 @@ def render_saving_given(root: Path) -> str:
     it gave up (``claimed``), and the given-up signal split by the prompts' true p."""
     r = load_relative(root, SAVING_SIGNAL)
     d = r.data
-    # the default, then (where the run has them) the rule without the bound per group and with it
-    # also before any rollout
-    accounted = {DEFAULT: "", NO_BOUND: " (no bound)", UNSEEN: " (bound also unseen)"}
+    # the default, then (where the run has them) the rule with full pilots, without the bound per
+    # group, and with it also before any rollout
+    accounted = {
+        DEFAULT: "",
+        FULL_PILOTS: " (full pilots)",
+        NO_BOUND: " (no bound)",
+        UNSEEN: " (bound also unseen)",
+    }
     rows = [x for m in accounted for x in d["rows"] if x["method"] == m and x.get("given") is not None]
     if not rows or "p_bins" not in d:
         return block(["The committed saving-signal result holds no given-up ledger (an older benchmark)."], [r])
@@ -110,7 +115,8 @@ def render_saving_given(root: Path) -> str:
         *_bin_names(d["p_bins"]),
     ]
     lines = [
-        f"The default (and, marked, without the bound per group, `flat_chance=None`, and with it also before "
+        f"The default (and, marked, with full pilots, `short_pilots=False`, without the bound per group, "
+        f"`flat_chance=None`, and with it also before "
         f"any rollout, `bound_skips=True`), mean of "
         f"{d['seeds']} seeds: share of Uniform's rollouts spent; share of Uniform's expected "
         "signal kept; given up: the expected signal (with the true p) of what its skips and cuts gave up, at what "

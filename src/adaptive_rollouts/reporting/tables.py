@@ -16,6 +16,7 @@ from adaptive_rollouts.reporting.bound_tables import (
     render_fresh_bound,
     render_group_four,
     render_saving_bound,
+    render_short_pilots,
 )
 from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
@@ -197,6 +198,7 @@ RENDERERS = {
     "saving-bound-fresh": render_fresh_bound,
     "saving-default-bound": render_default_bound,
     "saving-group-four": render_group_four,
+    "saving-short-pilots": render_short_pilots,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
