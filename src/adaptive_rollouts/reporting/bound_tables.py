@@ -186,7 +186,7 @@ def render_saving_bound(root: Path) -> str:
         "Uniform's over the arm's (90% jackknife-t interval over the arm's seeds), and the arm's share of "
         f"Uniform's rollouts. No bound (the rule without the bound, the default when these maps ran) and the "
         f"bounds ran the {len(config['paired_seeds'])} paired seeds, Pilot-Commit and the known-p rule the "
-        f"{len(config['report_seeds'])} report seeds. The bound 0.1 on pilots is the default now.",
+        f"{len(config['report_seeds'])} report seeds. The bound 0.1 on pilots became the default (short pilots came later).",
         "",
         *table(["cell", *(f"{label} over Uniform" for _, label in BOUND_ARMS)], over),
         "",
@@ -277,7 +277,10 @@ def render_default_bound(root: Path) -> str:
     """The default (the bound on pilots) against the rule without the bound (``flat_chance=None``)
     and against Pilot-Commit (where the maps ran it) on the `default-bound` maps, seeds fixed after
     the switch."""
-    intro = "The default is the bound 0.1 on pilots; no bound: `flat_chance=None`, the rule without it."
+    intro = (
+        "The default here is the bound 0.1 on pilots with full pilots of 4 (the default when these maps ran, "
+        "`default[short_pilots=False]` today); no bound: `flat_chance=None`, the rule without it."
+    )
     bases = ((NO_BOUND, "no bound"), ("pilot-commit", "Pilot-Commit"))
     return _check_block(root, DEFAULT_MAPS, bases, (DEFAULT, "default"), intro)
 

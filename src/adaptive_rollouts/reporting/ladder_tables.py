@@ -192,7 +192,9 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
             shares = "; ".join(
                 f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
             )
-            out.append(f"- the default's variants (other sources or rules), speedup and share of the known-p rule's: {shares}")
+            out.append(
+                f"- the default's variants (other sources or rules), speedup and share of the known-p rule's: {shares}"
+            )
     return out
 
 
