@@ -35,7 +35,7 @@ from adaptive_rollouts.experiments.equal_cost import equal_cost_entry
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup, pooled_gain
 from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
-from adaptive_rollouts.experiments.results import command_line, git_commit, load_result, write_result
+from adaptive_rollouts.experiments.results import command_line, load_result, sim_code_version, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     store = {(r["cell"], r["method"], r["loss_rows"], r["seed"], r["lr"]): r for r in read_jsonl(folder / "runs.jsonl")}
-    commit = git_commit()
+    commit = sim_code_version()  # the code and numpy's kernels: runs of others are not mixed in unasked
 
     def get(cell, method: str, loss_rows: str, seed: int, lr: float) -> dict:
         key = (cell.key, method, loss_rows, seed, lr)

@@ -14,7 +14,8 @@ Every share runs the same rule; only the allowance differs (the benchmark sets t
   interval, the share of Uniform's rollouts and the final accuracy minus Uniform's. Pilot-Commit's
   row is read from the same map files (its own seeds there).
 
-Every run is appended to ``runs.jsonl`` in ``--out`` as it ends and reused on a rerun.
+Every run is appended to ``runs.jsonl`` in ``--out`` as it ends, with the code it ran (commit and numpy's
+kernels, `experiments.results.sim_code_version`), and reused on a rerun of the same settings and code.
 
 Run: .venv/bin/python benchmarks/saving_share.py [--shares 0.05,0.1,0.2,0.3] [--seeds 32]
 (writes results/saving_share/saving_share.json, rendered into docs/saving.md by ``make docs``).
@@ -34,7 +35,7 @@ from adaptive_rollouts.allocators import SavingProgressive
 from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup
 from adaptive_rollouts.experiments.map_run import cell_run
 from adaptive_rollouts.experiments.regime_map import SAVING_MAP
-from adaptive_rollouts.experiments.results import load_result, write_result
+from adaptive_rollouts.experiments.results import load_result, sim_code_version, write_result
 from adaptive_rollouts.experiments.run_store import append_jsonl, read_jsonl
 from adaptive_rollouts.experiments.speedup import final_level
 from adaptive_rollouts.progress import progress_bar
@@ -112,8 +113,11 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     store = folder / "runs.jsonl"
     settings = {"shares": shares, "seeds": args.seeds, "ledger_seeds": args.ledger_seeds, "cells": args.cells}
+    code = sim_code_version()  # a run is reused only from the same code and numpy kernels
     done = {
-        (r["part"], r["cell"], r["share"], r["seed"]): r for r in read_jsonl(store) if r.get("settings") == settings
+        (r["part"], r["cell"], r["share"], r["seed"]): r
+        for r in read_jsonl(store)
+        if r.get("settings") == settings and r.get("commit") == code
     }
     maps = map_rows(args.maps.split(","))
     speed_cells = select_cells(SAVING_MAP.cells, args.cells.split(","))
@@ -126,7 +130,8 @@ def main() -> None:
     def get(part: str, cell: str, share: float | None, seed: int, run: Any) -> dict:
         key = (part, cell, share, seed)
         if key not in done:
-            done[key] = {"part": part, "cell": cell, "share": share, "seed": seed, "settings": settings, **run()}
+            done[key] = {"part": part, "cell": cell, "share": share, "seed": seed, "settings": settings}
+            done[key].update(run(), commit=code)
             append_jsonl(store, done[key])
         bar.update(1)
         return done[key]

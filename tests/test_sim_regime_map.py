@@ -152,7 +152,10 @@ def _tiny_map():
     )
 
 
-def test_tiny_map_end_to_end_and_resume(tmp_path):
+def test_tiny_map_end_to_end_and_resume(tmp_path, monkeypatch):
+    import adaptive_rollouts.experiments.results as results
+
+    monkeypatch.setattr(results, "kernel_tag", lambda: "")  # the runs unmarked on any machine; marked below
     cfg = _tiny_map()
     result = run_map(cfg, tmp_path, progress=False)
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
@@ -356,3 +359,13 @@ def test_controls_run_at_uniforms_rate_and_the_replicate_is_uniform_on_other_see
     assert "_draws" not in e  # the bootstrap draws are not saved
     assert set(data["pooled"]) >= {NULL, REPLICATE, "default", "default@uniform-rate"}
     assert "Primary statistic against Uniform" in text and "covers 1.00 in" in text
+
+
+def test_sim_code_version_is_the_commit_with_the_kernels_mark(monkeypatch):
+    import adaptive_rollouts.experiments.results as results
+
+    monkeypatch.setattr(results, "git_commit", lambda cwd=None: "abc123")
+    monkeypatch.setattr(results, "kernel_tag", lambda: AVX512_TAG)
+    assert results.sim_code_version() == "abc123" + AVX512_TAG
+    monkeypatch.setattr(results, "kernel_tag", lambda: "")
+    assert results.sim_code_version() == "abc123"

@@ -31,7 +31,7 @@ same result as an uninterrupted one (each run is a pure function of cell, method
 `run_settings`). Each line records its cell and settings: a rerun into the folder with other
 settings (``--steps``, ``--estimator``, ...) is refused with the differing settings named, never
 mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`). Each run
-also records the commit it ran at (`experiments.results.git_commit`), so a map resumed on other code
+also records the code it ran (`experiments.results.sim_code_version`: the commit and numpy's kernels), so a map resumed on other code
 can be told apart (`reporting.map_report` refuses to summarise runs of several commits unless allowed).
 
 The map's configuration and the method names it gives a meaning (the null control, the replicate,
@@ -66,7 +66,7 @@ from adaptive_rollouts.experiments.map_presets import FULL_MAP, QUICK_MAP, SAVIN
 from adaptive_rollouts.experiments.map_run import one_run
 from adaptive_rollouts.experiments.map_runner import RunPool, check_jobs
 from adaptive_rollouts.experiments.map_store import MapStore, cell_settings, run_settings
-from adaptive_rollouts.experiments.results import git_commit, kernel_tag
+from adaptive_rollouts.experiments.results import sim_code_version
 from adaptive_rollouts.experiments.run_store import read_json, setting_differences, write_json
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, final_level, seed_mean_curve, speedup
 from adaptive_rollouts.experiments.tuning import LearningRateAtEdge, tune_grid
@@ -110,7 +110,7 @@ def run_map(
 
 
 def _run_map(cfg: MapConfig, folder: Path, store: MapStore, pool: RunPool, progress: bool, run_missing: bool) -> dict:
-    commit = git_commit() + kernel_tag()  # the code this invocation runs, and numpy's kernels
+    commit = sim_code_version()  # the code this invocation runs, and numpy's kernels
     n_est = len(cfg.cells) * sum(
         (0 if m in cfg.untuned else len(cfg.tune_seeds) * len(cfg.lr_grid)) + len(seeds_for(cfg, m))
         for m in cfg.methods

@@ -53,6 +53,7 @@ __all__ = [
     "git_commit",
     "AVX512_TAG",
     "kernel_tag",
+    "sim_code_version",
     "short_commit",
     "command_line",
     "check_comparable",
@@ -172,6 +173,12 @@ def kernel_tag() -> str:
     except (KeyError, TypeError):  # another layout
         return ""
     return AVX512_TAG if "X86_V4" in current or "AVX512" in current else ""
+
+
+def sim_code_version(cwd: str | os.PathLike | None = None) -> str:
+    """What a simulator run depends on: the commit of the code (`git_commit`) and numpy's kernels
+    (`kernel_tag`). Run stores record it per run, so runs of other code or kernels are not mixed."""
+    return git_commit(cwd) + kernel_tag()
 
 
 def short_commit(commit: str) -> str:
