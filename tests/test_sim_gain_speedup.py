@@ -191,9 +191,16 @@ def test_committed_jackknife_maps_controls_cover_one_in_85_percent_of_cells():
 def test_the_bound_blocks_pool_each_committed_map_as_the_map_itself_does():
     """`reporting.bound_tables.pooled_arm` pools the stored cell entries over both maps of a block;
     over one map's cells it must give that map's own pooled effect (computed when it ran)."""
-    from adaptive_rollouts.reporting.bound_tables import BOUND_MAPS, DEFAULT_MAPS, FRESH_MAPS, pooled_arm
+    from adaptive_rollouts.reporting.bound_tables import (
+        BOUND_MAPS,
+        DEFAULT_MAPS,
+        FRESH_MAPS,
+        GROUP_FOUR_MAPS,
+        SHORT_MAPS,
+        pooled_arm,
+    )
 
-    for rel in (*BOUND_MAPS, *FRESH_MAPS, *DEFAULT_MAPS):
+    for rel in (*BOUND_MAPS, *FRESH_MAPS, *DEFAULT_MAPS, *SHORT_MAPS, *GROUP_FOUR_MAPS):
         data = json.loads((ROOT / rel).read_text())["data"]
         assert data["pooled"], rel
         for method, expected in data["pooled"].items():
@@ -203,3 +210,12 @@ def test_the_bound_blocks_pool_each_committed_map_as_the_map_itself_does():
             assert got["cells"] == expected["cells"], (rel, method)
             for key in ("effect", "low", "high"):
                 assert got[key] == pytest.approx(expected[key], rel=1e-12, nan_ok=True), (rel, method, key)
+
+
+def test_a_block_over_maps_of_different_arms_pools_each_arm_over_the_cells_it_ran():
+    from adaptive_rollouts.reporting.bound_tables import render_group_four
+
+    text = render_group_four(ROOT)  # 10 cells with every arm, 2 recurring cells with two of them
+    assert "- full pilots: " in text and "over 12 cells" in text.split("- full pilots: ")[1].splitlines()[0]
+    assert "over 10 cells" in text.split("- pilots only: ")[1].splitlines()[0]
+    assert "left out" not in text

@@ -142,13 +142,15 @@ def _cells(
     root: Path, results: list[Any], arms: dict[str, str], entries: dict[str, list[dict | None]]
 ) -> Iterator[tuple[str, dict, dict[tuple[str, str], list[dict]]]]:
     """Each cell of the maps ``results``: its key, its arms' entries by method and the maps' runs by
-    (cell, method); every arm's entry (and the null control's) is also appended to ``entries``, for
-    the pooled effects."""
+    (cell, method); the entry of every arm the map ran (and the null control's) is also appended to
+    ``entries``, for the pooled effects (an arm a map did not run is not counted as left out)."""
     for result in results:
         runs = _records(root, result)
+        ran = set(result.data["config"]["methods"])
         for row in result.data["rows"]:
             for m in (NULL, *arms):
-                entries[m].append(row["methods"].get(m))
+                if m in ran:
+                    entries[m].append(row["methods"].get(m))
             yield row["key"], row["methods"], runs
 
 
