@@ -384,3 +384,31 @@ def test_short_pilots_shorten_the_pilot_where_the_belief_is_sure_and_never_at_th
     for later in pilots[1:]:
         flat = [c for i, c in later.items() if i < 6]
         assert flat and set(flat) == {3} and [later[6], later[7]] == [4, 4]
+
+
+def test_short_pilots_keep_a_step_in_one_round_while_round_times_are_awaited():
+    from adaptive_rollouts.predictors.reference import KnownBelief
+
+    # groups of 4 at p = 0.1: a flat pilot of 3 would settle (0.9^1), so without round times the
+    # second step pilots 3 and completes the varied group in a second round
+    def rounds(awaited: bool) -> list[list[list[int]]]:
+        alloc = SavingProgressive(estimator="grpo", seed=0)
+        alloc.belief = KnownBelief(lambda prompts: np.full(len(prompts), 0.1))
+        if awaited:
+            alloc.expect_round_times()
+        calls: list[list[int]] = []
+
+        def sample(idx, counts):
+            calls.append(counts.tolist())
+            return [np.resize([1.0, 0.0], c) if i == 0 else np.zeros(c) for i, c in zip(idx, counts)]
+
+        steps = []
+        for _ in range(3):
+            calls.clear()
+            alloc.run([str(i) for i in range(8)], 32, sample)
+            steps.append(list(calls))
+        return steps
+
+    free = rounds(False)
+    assert free[0] == [[4] * 8] and free[1] == [[3] * 8, [1]]
+    assert rounds(True) == [[[4] * 8]] * 3  # one round a step until two are timed, as the round plan says

@@ -107,11 +107,11 @@ class SavingProgressive(BaseAllocator):
     every prompt, among the prompts worth less than the average, on the belief alone instead of each
     prompt's own flat pilot, ``bound_skips=False`` never, not even where the pilot is the group:
     the rule before it acted there, `saving_rule.bound_before_rollouts`); ``short_pilots=False``
-    keeps every pilot at ``pilot`` (the rule before). ``saving=False``
-    completes every group to n_q through the same rounds: Uniform's counts, the null control of the
-    benchmarks. ``predictor``: "beta" (history
-    only, `DiscountedBeta`) by default; any other predictor name or object is used as the text source
-    (e.g. "gp" with ``features``), with the history kept beside it.
+    keeps every pilot at ``pilot`` (the rule before; pilots are not shortened either while rounds
+    are planned from round times, or awaited). ``saving=False`` completes every group to n_q
+    through the same rounds: Uniform's counts, the null control of the benchmarks. ``predictor``:
+    "beta" (history only, `DiscountedBeta`) by default; any other predictor name or object is used
+    as the text source (e.g. "gp" with ``features``), with the history kept beside it.
 
     >>> import numpy as np
     >>> def sample(idx, counts):  # odd prompts always fail, even ones alternate
@@ -290,7 +290,8 @@ class SavingProgressive(BaseAllocator):
         elif self.saving and self.round_plan.awaiting_times:  # rounds will be timed, none priced yet: one
             pilot = max(int(target.max(initial=0)), pilot)
         size = np.minimum(target, pilot)
-        if self.short_pilots and self.flat_chance is not None and self.history and not plan and pilot == self.pilot:
+        rounds_free = not plan and not self.round_plan.awaiting_times  # else the round plan owns the pilot
+        if self.short_pilots and self.flat_chance is not None and self.history and rounds_free:
             # a pilot only as long as settles the prompt when it comes back flat (not at a run's first
             # step: the belief has seen nothing yet, and every prompt gets the full pilot)
             size = settling_pilot(a0, b0, target, pilot, self.flat_chance)

@@ -31,8 +31,9 @@ same result as an uninterrupted one (each run is a pure function of cell, method
 `run_settings`). Each line records its cell and settings: a rerun into the folder with other
 settings (``--steps``, ``--estimator``, ...) is refused with the differing settings named, never
 mixed into one map; a line cut by a crash is dropped and its run redone (`run_store`). Each run
-also records the code it ran (`experiments.results.sim_code_version`: the commit and numpy's kernels), so a map resumed on other code
-can be told apart (`reporting.map_report` refuses to summarise runs of several commits unless allowed).
+also records the code it ran (`experiments.results.sim_code_version`: the commit and numpy's
+kernels), so a map resumed on other code can be told apart (`reporting.map_report` refuses to
+summarise runs of several commits unless allowed).
 
 The map's configuration and the method names it gives a meaning (the null control, the replicate,
 ...) are `map_config`'s; the maps themselves (`QUICK_MAP`, `FULL_MAP`, `SAVING_MAP`) `map_presets`';

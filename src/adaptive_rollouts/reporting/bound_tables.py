@@ -9,7 +9,9 @@ the true p) over Uniform; then each bound over no bound seed for seed with `boun
 final accuracy at equal cost, and the pooled effect over every cell. `render_fresh_bound`: the bound
 on pilots against no bound on fresh seeds (`FRESH_MAPS`). `render_default_bound`: the default
 (the bound on pilots) against ``flat_chance=None`` and Pilot-Commit on seeds fixed after the switch
-(`DEFAULT_MAPS`). `render_group_four`: the same at 4 rollouts a prompt (`GROUP_FOUR_MAPS`)."""
+(`DEFAULT_MAPS`). `render_short_pilots`: the default with short pilots against full pilots and
+Pilot-Commit (`SHORT_MAPS`). `render_group_four`: the default at 4 rollouts a prompt against full
+pilots, the rule that bounds flat pilots only, Pilot-Commit and the known-p rule (`GROUP_FOUR_MAPS`)."""
 
 from __future__ import annotations
 
@@ -55,8 +57,8 @@ BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.jso
 FRESH_MAPS = ("results/map/fresh-bound-a.json", "results/map/fresh-bound-b.json")
 # the default (the bound on pilots) against the rule without it, on seeds 48-79 fixed after the switch
 DEFAULT_MAPS = ("results/map/default-bound-a.json", "results/map/default-bound-b.json")
-# the same cells at 4 rollouts a prompt (`bench --map --per-prompt 4`): the default against the bound
-# on pilots only, where no pilot is left to cut
+# the saving map's cells at 4 rollouts a prompt (`bench --map --per-prompt 4`), and its two recurring cells:
+# the default against full pilots and the bound on flat pilots only, which has no pilot left to cut there
 GROUP_FOUR_MAPS = ("results/map/group4.json", "results/map/group4-recurring.json")
 # the default with short pilots against full pilots of 4 (the rule before), on seeds fixed after the switch
 SHORT_MAPS = ("results/map/short-pilots.json",)
