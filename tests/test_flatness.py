@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from adaptive_rollouts.objectives.beta import all_equal_beta
-from adaptive_rollouts.predictors.calibration import calibration_scores
+from adaptive_rollouts.predictors.calibration import auroc, calibration_scores
 from adaptive_rollouts.predictors.flatness import FlatnessPredictor
 from adaptive_rollouts.predictors.probe import OnlineLogistic, RunningScaler
-from adaptive_rollouts.sim.policy_view import PolicyView, sampled_auroc, view_auroc
+from adaptive_rollouts.sim.policy_view import PolicyView, view_auroc
 from adaptive_rollouts.sim.problem import make_problem
 from adaptive_rollouts.types import PolicyAware
 
@@ -59,6 +59,16 @@ def test_calibration_scores_match_brute_force():
     assert s["ece"] == pytest.approx(ece)
     with pytest.raises(ValueError, match="outcome must be 0 or 1"):
         calibration_scores([0.5], [2])
+
+
+def test_auroc_matches_every_pair():
+    rng = np.random.default_rng(2)
+    s, y = rng.integers(0, 6, 80) / 5.0, rng.random(80) < 0.3  # coarse scores: many ties
+    pairs = [(a > b) + 0.5 * (a == b) for a in s[y] for b in s[~y]]
+    assert auroc(s, y) == pytest.approx(np.mean(pairs))
+    assert calibration_scores(s, y)["auroc"] == pytest.approx(np.mean(pairs))
+    assert np.isnan(auroc([0.2, 0.7], [1, 1]))  # one class: undefined
+    assert auroc(np.full(10, 0.3), np.arange(10) % 2) == 0.5  # a constant chance ranks nothing
 
 
 def test_online_logistic_recovers_weights_and_forgets():
@@ -169,7 +179,7 @@ def test_the_simulators_view_has_the_published_auroc_by_monte_carlo():
         v = PolicyView(pb, auroc=0.8, seed=100 + seed)
         scores.append(v.features(idx)[:, 0])
         won.append(rng.random(idx.size) < pb.success(idx))
-    aucs = [sampled_auroc(s, y) for s, y in zip(scores, won)]
+    aucs = [auroc(s, y) for s, y in zip(scores, won)]
     assert np.mean(aucs) == pytest.approx(0.8, abs=0.02)
     easy = make_problem("easy-heavy", n_prompts=300, n_test=10, seed=0)
     assert PolicyView(easy, auroc=0.99).sigma == 0.0  # even the known p ranks worse: no noise

@@ -29,7 +29,7 @@ FLATNESS_TINYLM_FRESH = "results/flatness_calibration/tinylm_fresh.json"
 PROBE_COST = "results/probe_cost/probe_cost.json"
 
 
-POOLED_HEADER = ["predictor", "Brier", "Brier / history's", "log-loss", "ECE", "ECE if calibrated (90% range)"]
+POOLED_HEADER = ["predictor", "Brier", "Brier / history's", "log-loss", "ECE", "ECE if calibrated (90% range)", "AUROC"]
 
 
 def _floor(score: dict) -> str:
@@ -37,8 +37,14 @@ def _floor(score: dict) -> str:
     return "-" if f is None else f"{f['median']:.3f} [{f['low']:.3f}, {f['high']:.3f}]"
 
 
+def _auroc(score: dict) -> str:
+    a = score.get("auroc")  # results made before it was scored: none
+    return "-" if a is None else f"{a:.3f}"
+
+
 def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
-    """Brier, its ratio to the history-only Beta's, log-loss, ECE and the ECE's noise floor per predictor."""
+    """Brier, its ratio to the history-only Beta's, log-loss, ECE, the ECE's noise floor and the
+    AUROC per predictor."""
     history = pooled["history"]["brier"]
     return [
         [
@@ -48,6 +54,7 @@ def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
             f"{pooled[m]['log_loss']:.3f}",
             f"{pooled[m]['ece']:.3f}",
             _floor(pooled[m]),
+            _auroc(pooled[m]),
         ]
         for m in names
     ]

@@ -29,12 +29,11 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import logit, ndtr
-from scipy.stats import rankdata
 
 from adaptive_rollouts.checks.validation import check_range
 from adaptive_rollouts.sim.problem import Problem
 
-__all__ = ["PolicyView", "view_auroc", "sampled_auroc", "PROBE_AUROC"]
+__all__ = ["PolicyView", "view_auroc", "PROBE_AUROC"]
 
 PROBE_AUROC = 0.8
 """The middle of the range published probes reach for success before generation."""
@@ -68,16 +67,6 @@ def _auroc_curve(p: np.ndarray, margin: np.ndarray | None = None) -> Callable[[f
         return float(np.multiply(pairs, win, out=win).sum() / total)
 
     return auroc
-
-
-def sampled_auroc(scores: np.ndarray, successes: np.ndarray) -> float:
-    """The AUROC of ``scores`` for binary ``successes`` (Mann-Whitney, ties counted half)."""
-    s, y = np.asarray(scores, dtype=float), np.asarray(successes, dtype=bool)
-    pos, neg = int(y.sum()), int((~y).sum())
-    if pos == 0 or neg == 0:
-        return float("nan")
-    ranks = rankdata(s)
-    return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 class PolicyView:
