@@ -3,6 +3,7 @@ formula (`objectives.beta.all_equal_beta`), calibration scores and the simulator
 
 import numpy as np
 import pytest
+from conftest import KnownP
 
 from adaptive_rollouts.objectives.beta import all_equal_beta
 from adaptive_rollouts.predictors.calibration import auroc, calibration_scores
@@ -129,6 +130,17 @@ def test_history_gets_weight_when_it_predicts_and_sources_switch_off():
     _steps(blind, p, 25, rng)
     prob, _ = blind.all_equal(range(64), 8)
     assert np.ptp(prob) < 1e-12
+
+
+def test_a_text_source_is_taken_at_its_word_before_any_group():
+    """The text logit's weight starts at 1, the policy's at 0: before any update the belief's mean
+    follows the source's p (a weight of 0 would give every prompt the same mean)."""
+    p = {0: 0.02, 1: 0.3, 2: 0.7, 3: 0.98}
+    model = FlatnessPredictor(history=None, text=KnownP(p))
+    model.observe_policy(list(p), np.zeros((4, 3)))
+    mean = model.predict(list(p)).mean
+    assert np.all(np.diff(mean) > 0.05) and mean[0] < 0.5 < mean[3]
+    assert np.allclose(model.model.mean, [1.0 if i == model.model.dim - 1 else 0.0 for i in range(model.model.dim)])
 
 
 def test_bad_features_are_refused_naming_the_input():

@@ -41,7 +41,9 @@ class FlatnessPredictor:
       by `observe_policy` before the prompts are predicted; projected to at most ``rank`` columns
       (a fixed Gaussian random projection when wider) and standardised by a running scaler;
     - **text**: any predictor of p from the prompt (e.g. `GaussianProcess` on text embeddings,
-      VIP's similar prompts); its mean enters as one input, logit(mean);
+      VIP's similar prompts); its mean enters as one input, logit(mean), whose weight starts at 1
+      (the source taken at its word until the groups say otherwise, as the recalibration starts
+      from the identity; the policy's columns start at 0);
     - **history**: the prompt's own visits, `DiscountedBeta` (discounted per visit), as pseudo-counts
       (s_h, f_h) capped at ``max_history_strength`` rollouts.
 
@@ -102,7 +104,10 @@ class FlatnessPredictor:
         self.max_history_strength = check_range(max_history_strength, "max_history_strength", 0.0)
         self.seed = int(seed)
         dim = 1 + (self.rank if self.policy else 0) + (1 if text is not None else 0)
-        self.model = OnlineLogistic(dim, forget=self.forget)
+        start = np.zeros(dim)
+        if text is not None:  # the text logit is the last input: p = the source's mean, a priori
+            start[-1] = 1.0
+        self.model = OnlineLogistic(dim, forget=self.forget, initial_mean=start)
         self.scaler = RunningScaler(self.rank)
         self.width: int | None = None
         self.scores = np.zeros((len(STRENGTHS), len(TEMPERS)))
