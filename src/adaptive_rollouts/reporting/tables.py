@@ -17,6 +17,7 @@ from adaptive_rollouts.reporting.bound_tables import (
     render_group_four,
     render_saving_bound,
     render_short_pilots,
+    render_skip_unseen,
 )
 from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
@@ -199,6 +200,7 @@ RENDERERS = {
     "saving-default-bound": render_default_bound,
     "saving-group-four": render_group_four,
     "saving-short-pilots": render_short_pilots,
+    "saving-skip-unseen": render_skip_unseen,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
