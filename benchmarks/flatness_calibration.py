@@ -21,9 +21,12 @@ recorded step: ``probe`` reads the trainer model's last-layer hidden state at ea
 token (192 columns, projected to 32), ``text-gp`` the prompts' all-MiniLM-L6-v2 embeddings.
 
 P(all-equal at n) = E[p^n + (1 - p)^n] under each Beta belief (`objectives.beta.all_equal_beta`).
-Scores: Brier, log-loss, ECE (10 bins) and a reliability diagram (PNG), per cell and pooled, and
-the ECE's noise floor: the ECE that a perfectly calibrated predictor giving the same predictions
+Scores: Brier, log-loss, ECE (10 bins), AUROC and a reliability diagram (PNG), per cell and pooled,
+and the ECE's noise floor: the ECE that a perfectly calibrated predictor giving the same predictions
 would read on as many groups (outcomes drawn from the predictions, 200 draws: median and 90% range).
+After a flat pilot: on the groups whose first 2 rewards are equal, each belief's chance that the
+rest repeats them (`objectives.beta.stays_flat_beta` under the belief updated with the pilot: what
+the default's bound per group cuts by), scored the same way.
 
 Run: python benchmarks/flatness_calibration.py [--seeds 3] [--steps 60]
 (writes results/flatness_calibration/flatness_calibration.json and reliability.png);
@@ -39,7 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flatness_predictors import PREDICTORS, QUANTILES, SCORES, TARGETS, PredictorSet, by_half, flat, pooled_scores
+from flatness_predictors import (
+    PREDICTORS,
+    QUANTILES,
+    SCORES,
+    TARGETS,
+    PredictorSet,
+    by_half,
+    flat,
+    pilot_scores,
+    pooled_scores,
+)
 
 from adaptive_rollouts.allocators import Uniform
 from adaptive_rollouts.embeddings import FeatureTable
@@ -70,6 +83,7 @@ class Recorder:
         self.kind = self.inner.kind
         self.pred: dict[str, list] = {m: [] for m in PREDICTORS}
         self.outcome: list = []
+        self.pilot: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
 
     def observe_policy(self, prompts: list, features: np.ndarray) -> None:
         self.predictors.observe_policy(prompts, features)
@@ -80,6 +94,8 @@ class Recorder:
             self.pred[name].append(prob)
         rewards = self.inner.run(prompts, budget, sample)
         self.outcome.append(flat(rewards))
+        for name, got in self.predictors.after_pilot(rewards).items():
+            self.pilot[name].append(got)
         self.predictors.update(prompts, rewards)
         return rewards
 
@@ -91,7 +107,11 @@ def one_trace(cell: Any, seed: int, steps: int) -> dict[str, Any]:
     run = cell_run(cell, SAVING_MAP, seed, lr=0.4, steps=steps)
     rec = Recorder(run.problem, seed)
     train(run.problem, rec, run.config)
-    return {"outcome": np.concatenate(rec.outcome), **{m: np.concatenate(v) for m, v in rec.pred.items()}}
+    return {
+        "outcome": np.concatenate(rec.outcome),
+        **{m: np.concatenate(v) for m, v in rec.pred.items()},
+        "pilot": {m: np.concatenate(v) for m, v in rec.pilot.items()},
+    }
 
 
 def replay_trace(trace: Any) -> dict[str, Any]:
@@ -102,6 +122,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
     predictors = PredictorSet(FeatureTable(list(range(len(trace.prompts))), trace.text), seed=0)
     pred: dict[str, list] = {m: [] for m in PREDICTORS}
     outcome, means = [], []
+    pilot: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
     for ids, rewards, features in trace.steps():
         prompts = ids.tolist()
         predictors.observe_policy(prompts, features)
@@ -110,6 +131,8 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         a, b = predictors.models["default"].belief(prompts, recalibrate=False)
         means.append(a / (a + b))
         outcome.append(flat(rewards))
+        for name, got in predictors.after_pilot(rewards).items():
+            pilot[name].append(got)
         predictors.update(prompts, rewards)
     steps = np.concatenate([np.full(o.size, t) for t, o in enumerate(outcome)])
     diagnostics = {
@@ -121,6 +144,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         "step": steps,
         "diagnostics": diagnostics,
         **{m: np.concatenate(v) for m, v in pred.items()},
+        "pilot": {m: np.concatenate(v) for m, v in pilot.items()},
     }
 
 
@@ -132,12 +156,15 @@ def score_traces(folder: Path, out: Path) -> None:
     if not stems:
         raise SystemExit(f"no traces in {folder} (record them: python benchmarks/tinylm_traces.py)")
     per_trace, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome", "step")}
+    pilot_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
     settings: dict[str, Any] = {}
     for stem in stems:
         trace, meta = load_trace(stem)
         got = replay_trace(trace)
         for m in pooled_data:
             pooled_data[m].append(got[m])
+        for m in pilot_data:
+            pilot_data[m].append(got["pilot"][m])
         row: dict[str, Any] = {"trace": stem.name, "groups": int(got["outcome"].size)}
         row["all_equal_share"] = float(got["outcome"].mean())
         row["default"] = got["diagnostics"]  # scores added below
@@ -157,7 +184,12 @@ def score_traces(folder: Path, out: Path) -> None:
         "targets": TARGETS,
         "quantiles": list(QUANTILES),
     }
-    data = {"traces": per_trace, "pooled": pooled, "halves": by_half(pooled_data)}
+    data = {
+        "traces": per_trace,
+        "pooled": pooled,
+        "halves": by_half(pooled_data),
+        "after_pilot": pilot_scores(pilot_data),
+    }
     path = write_result(out / f"{folder.name}.json", data, settings=settings)
     print(f"wrote {path}")
 
@@ -203,6 +235,7 @@ def main() -> None:
     cells = select_cells(SAVING_MAP.cells, args.cells.split(","))
     bar = progress_bar(len(cells) * args.seeds, not args.no_progress)
     per_cell, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome")}
+    pilot_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
     for cell in cells:
         traces = []
         for seed in range(args.seeds):
@@ -210,6 +243,8 @@ def main() -> None:
             bar.update(1)
         y = np.concatenate([t["outcome"] for t in traces])
         pooled_data["outcome"].append(y)
+        for m in pilot_data:
+            pilot_data[m].extend(t["pilot"][m] for t in traces)
         row: dict[str, Any] = {"cell": cell.key, "groups": int(y.size), "all_equal_share": float(y.mean())}
         for m in PREDICTORS:
             p = np.concatenate([t[m] for t in traces])
@@ -232,7 +267,8 @@ def main() -> None:
         "predictors": list(PREDICTORS),
         "targets": TARGETS,
     }
-    path = write_result(out / "flatness_calibration.json", {"cells": per_cell, "pooled": pooled}, settings=settings)
+    data = {"cells": per_cell, "pooled": pooled, "after_pilot": pilot_scores(pilot_data)}
+    path = write_result(out / "flatness_calibration.json", data, settings=settings)
     print(f"wrote {path}")
 
 

@@ -1,5 +1,6 @@
 """The predictors `benchmarks/flatness_calibration.py` scores, fed alike, and its scores: the ECE's
-noise floor, pooled and per-half scores (see that script's docstring for the predictors)."""
+noise floor, pooled and per-half scores, and the chance after a flat pilot (see that script's
+docstring for the predictors)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from adaptive_rollouts.allocators.posterior_progressive import beta_prior
 from adaptive_rollouts.checks.rewards import all_equal
 from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.fingerprints import RegimeTracker
-from adaptive_rollouts.objectives.beta import all_equal_beta, beta_from_moments
+from adaptive_rollouts.objectives.beta import all_equal_beta, beta_from_moments, stays_flat_beta
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess
 from adaptive_rollouts.predictors.calibration import calibration_scores
 from adaptive_rollouts.predictors.flatness import FlatnessPredictor
@@ -22,6 +23,7 @@ SCORES = ("brier", "log_loss", "ece")
 TARGETS = {"ece": 0.05, "brier_ratio": 0.8}  # the default's: ECE at most, Brier at most this times the history's
 FLOOR_DRAWS = 200
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)  # of the default's (unrecalibrated) mean of p, per trace
+PILOT = 2  # the flat pilot after which the chance that the rest repeats it is scored (the shortest pilot)
 
 
 def ece_floor(prob: np.ndarray, draws: int = FLOOR_DRAWS, seed: int = 0) -> dict[str, float]:
@@ -40,6 +42,19 @@ def pooled_scores(pooled_data: dict[str, list]) -> dict[str, dict]:
     for m in PREDICTORS:
         p = np.concatenate(pooled_data[m])
         out[m] = calibration_scores(p, y) | {"ece_floor": ece_floor(p)}
+    return out
+
+
+def pilot_scores(pooled_data: dict[str, list]) -> dict[str, Any]:
+    """`calibration_scores` of every predictor's chance that the rest of a group repeats its flat
+    pilot (`PredictorSet.after_pilot`), with the share of such groups whose rest did."""
+    y = np.concatenate(pooled_data["outcome"])
+    out: dict[str, Any] = {"pilot": PILOT, "groups": int(y.size), "repeated_share": float(y.mean()) if y.size else None}
+    for m in PREDICTORS:
+        p = np.concatenate(pooled_data[m])
+        out[m] = {k: v for k, v in calibration_scores(p, y).items() if k in (*SCORES, "auroc")} | {
+            "mean": float(p.mean())
+        }
     return out
 
 
@@ -95,6 +110,7 @@ class PredictorSet:
             "default-before": DefaultBefore(),
         }
         self.choices: list[tuple[float, float]] = []  # the default's (kappa, t) at each step
+        self._betas: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # each belief before the step
 
     def observe_policy(self, prompts: list, features: np.ndarray) -> None:
         for model in self.models.values():
@@ -105,11 +121,27 @@ class PredictorSet:
         """Each predictor's P(all-equal) for groups of ``n`` (one size per prompt)."""
         out = {}
         for name, model in self.models.items():
-            a, b = model.belief(prompts) if hasattr(model, "belief") else _beta_of(model.predict(prompts))
-            out[name] = all_equal_beta(a, b, n)[0]
-        a, b = self.models["default"].belief(prompts, recalibrate=False)
-        out["default-raw"] = all_equal_beta(a, b, n)[0]
+            self._betas[name] = model.belief(prompts) if hasattr(model, "belief") else _beta_of(model.predict(prompts))
+        self._betas["default-raw"] = self.models["default"].belief(prompts, recalibrate=False)
+        for name in PREDICTORS:
+            out[name] = all_equal_beta(*self._betas[name], n)[0]
         self.choices.append(self.models["default"].choice())
+        return out
+
+    def after_pilot(self, rewards: list) -> dict[str, np.ndarray]:
+        """On the groups of the last `all_equal` call whose first `PILOT` rewards are equal and that
+        go on past them: each predictor's chance that the rest repeats the pilot's reward (what the
+        bound per group cuts by, `objectives.beta.stays_flat_beta` under the belief updated with the
+        pilot), and under ``outcome`` whether it did."""
+        rows = [i for i, r in enumerate(rewards) if r.size > PILOT and np.ptp(r[:PILOT]) == 0 and r[0] in (0.0, 1.0)]
+        idx = np.array(rows, dtype=np.int64)
+        passed = np.array([rewards[i][0] == 1.0 for i in rows], dtype=bool)
+        rest = np.array([rewards[i].size - PILOT for i in rows])
+        out = {"outcome": np.array([float(np.all(rewards[i][PILOT:] == rewards[i][0])) for i in rows])}
+        for name in PREDICTORS:
+            a, b = self._betas[name]
+            s = np.where(passed, float(PILOT), 0.0)
+            out[name] = stays_flat_beta(a[idx] + s, b[idx] + PILOT - s, passed, rest) if rows else np.zeros(0)
         return out
 
     def update(self, prompts: list, rewards: list) -> None:

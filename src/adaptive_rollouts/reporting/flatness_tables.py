@@ -60,6 +60,25 @@ def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
     ]
 
 
+def _after_pilot(data: dict, names: list[str]) -> list[str]:
+    """The table of each belief's chance that a group repeats its flat pilot (results made before
+    it was scored: none)."""
+    a = data.get("after_pilot")
+    if a is None or not a["groups"]:
+        return []
+    rows = [
+        [m, f"{a[m]['mean']:.3f}", f"{a[m]['brier']:.3f}", f"{a[m]['ece']:.3f}", f"{a[m]['auroc']:.3f}"] for m in names
+    ]
+    return [
+        f"After a flat pilot of {a['pilot']}: on the {a['groups']} groups whose first {a['pilot']} rewards were equal, "
+        f"the chance each belief gave that the rest would repeat them, the chance the bound per group cuts by "
+        f"(the rest did in {a['repeated_share']:.0%} of them):",
+        "",
+        *table(["predictor", "mean chance", "Brier", "ECE", "AUROC"], rows),
+        "",
+    ]
+
+
 def _by(value: float, target: float, digits: int = 3) -> str:
     """'met by d' when value <= target, else 'missed by d'."""
     return f"{'met' if value <= target else 'missed'} by {abs(target - value):.{digits}f}"
@@ -102,6 +121,7 @@ def render_flatness_calibration(root: Path) -> str:
         *table(POOLED_HEADER, pooled),
         "",
         *_targets(d["pooled"], s),
+        *_after_pilot(d, names),
         "ECE per cell (share of groups that were all-equal in the second column):",
         "",
         *table(["cell", "all-equal", *names], cells),
@@ -149,6 +169,7 @@ def _render_traces(root: Path, path: str) -> str:
         *table(POOLED_HEADER, _pooled_rows(d["pooled"], names)),
         "",
         *_targets(d["pooled"], s),
+        *_after_pilot(d, names),
         "ECE per trace:",
         "",
         *table(["trace", "groups", "all-equal", *names], per_trace),
