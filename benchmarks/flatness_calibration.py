@@ -26,7 +26,8 @@ and the ECE's noise floor: the ECE that a perfectly calibrated predictor giving 
 would read on as many groups (outcomes drawn from the predictions, 200 draws: median and 90% range).
 After a flat pilot: on the groups whose first 2 rewards are equal, each belief's chance that the
 rest repeats them (`objectives.beta.stays_flat_beta` under the belief updated with the pilot: what
-the default's bound per group cuts by), scored the same way.
+the default's bound per group cuts by), scored the same way; and the AUROC of each belief's mean of
+p for the success of each rollout.
 
 Run: python benchmarks/flatness_calibration.py [--seeds 3] [--steps 60]
 (writes results/flatness_calibration/flatness_calibration.json and reliability.png);
@@ -52,6 +53,7 @@ from flatness_predictors import (
     flat,
     pilot_scores,
     pooled_scores,
+    success_auroc,
 )
 
 from adaptive_rollouts.allocators import Uniform
@@ -84,6 +86,7 @@ class Recorder:
         self.pred: dict[str, list] = {m: [] for m in PREDICTORS}
         self.outcome: list = []
         self.pilot: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+        self.success: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
 
     def observe_policy(self, prompts: list, features: np.ndarray) -> None:
         self.predictors.observe_policy(prompts, features)
@@ -96,6 +99,8 @@ class Recorder:
         self.outcome.append(flat(rewards))
         for name, got in self.predictors.after_pilot(rewards).items():
             self.pilot[name].append(got)
+        for name, got in self.predictors.successes(rewards).items():
+            self.success[name].append(got)
         self.predictors.update(prompts, rewards)
         return rewards
 
@@ -111,6 +116,7 @@ def one_trace(cell: Any, seed: int, steps: int) -> dict[str, Any]:
         "outcome": np.concatenate(rec.outcome),
         **{m: np.concatenate(v) for m, v in rec.pred.items()},
         "pilot": {m: np.concatenate(v) for m, v in rec.pilot.items()},
+        "success": {m: np.concatenate(v) for m, v in rec.success.items()},
     }
 
 
@@ -123,6 +129,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
     pred: dict[str, list] = {m: [] for m in PREDICTORS}
     outcome, means = [], []
     pilot: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+    success: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
     for ids, rewards, features in trace.steps():
         prompts = ids.tolist()
         predictors.observe_policy(prompts, features)
@@ -133,6 +140,8 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         outcome.append(flat(rewards))
         for name, got in predictors.after_pilot(rewards).items():
             pilot[name].append(got)
+        for name, got in predictors.successes(rewards).items():
+            success[name].append(got)
         predictors.update(prompts, rewards)
     steps = np.concatenate([np.full(o.size, t) for t, o in enumerate(outcome)])
     diagnostics = {
@@ -145,6 +154,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         "diagnostics": diagnostics,
         **{m: np.concatenate(v) for m, v in pred.items()},
         "pilot": {m: np.concatenate(v) for m, v in pilot.items()},
+        "success": {m: np.concatenate(v) for m, v in success.items()},
     }
 
 
@@ -157,6 +167,7 @@ def score_traces(folder: Path, out: Path) -> None:
         raise SystemExit(f"no traces in {folder} (record them: python benchmarks/tinylm_traces.py)")
     per_trace, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome", "step")}
     pilot_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+    success_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
     settings: dict[str, Any] = {}
     for stem in stems:
         trace, meta = load_trace(stem)
@@ -165,6 +176,7 @@ def score_traces(folder: Path, out: Path) -> None:
             pooled_data[m].append(got[m])
         for m in pilot_data:
             pilot_data[m].append(got["pilot"][m])
+            success_data[m].append(got["success"][m])
         row: dict[str, Any] = {"trace": stem.name, "groups": int(got["outcome"].size)}
         row["all_equal_share"] = float(got["outcome"].mean())
         row["default"] = got["diagnostics"]  # scores added below
@@ -189,6 +201,7 @@ def score_traces(folder: Path, out: Path) -> None:
         "pooled": pooled,
         "halves": by_half(pooled_data),
         "after_pilot": pilot_scores(pilot_data),
+        "success_auroc": success_auroc(success_data),
     }
     path = write_result(out / f"{folder.name}.json", data, settings=settings)
     print(f"wrote {path}")
@@ -236,6 +249,7 @@ def main() -> None:
     bar = progress_bar(len(cells) * args.seeds, not args.no_progress)
     per_cell, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome")}
     pilot_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+    success_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
     for cell in cells:
         traces = []
         for seed in range(args.seeds):
@@ -245,6 +259,7 @@ def main() -> None:
         pooled_data["outcome"].append(y)
         for m in pilot_data:
             pilot_data[m].extend(t["pilot"][m] for t in traces)
+            success_data[m].extend(t["success"][m] for t in traces)
         row: dict[str, Any] = {"cell": cell.key, "groups": int(y.size), "all_equal_share": float(y.mean())}
         for m in PREDICTORS:
             p = np.concatenate([t[m] for t in traces])
@@ -267,7 +282,12 @@ def main() -> None:
         "predictors": list(PREDICTORS),
         "targets": TARGETS,
     }
-    data = {"cells": per_cell, "pooled": pooled, "after_pilot": pilot_scores(pilot_data)}
+    data = {
+        "cells": per_cell,
+        "pooled": pooled,
+        "after_pilot": pilot_scores(pilot_data),
+        "success_auroc": success_auroc(success_data),
+    }
     path = write_result(out / "flatness_calibration.json", data, settings=settings)
     print(f"wrote {path}")
 

@@ -15,7 +15,7 @@ from adaptive_rollouts.embeddings import FeatureTable
 from adaptive_rollouts.fingerprints import RegimeTracker
 from adaptive_rollouts.objectives.beta import all_equal_beta, beta_from_moments, stays_flat_beta
 from adaptive_rollouts.predictors import DiscountedBeta, GaussianProcess
-from adaptive_rollouts.predictors.calibration import calibration_scores
+from adaptive_rollouts.predictors.calibration import auroc, calibration_scores
 from adaptive_rollouts.predictors.flatness import FlatnessPredictor
 
 PREDICTORS = ("history", "text-gp", "probe", "combined", "default", "default-raw", "default-before")
@@ -43,6 +43,12 @@ def pooled_scores(pooled_data: dict[str, list]) -> dict[str, dict]:
         p = np.concatenate(pooled_data[m])
         out[m] = calibration_scores(p, y) | {"ece_floor": ece_floor(p)}
     return out
+
+
+def success_auroc(pooled_data: dict[str, list]) -> dict[str, float]:
+    """Every predictor's AUROC of its mean of p for the rollouts' successes (`PredictorSet.successes`)."""
+    y = np.concatenate(pooled_data["outcome"])
+    return {m: auroc(np.concatenate(pooled_data[m]), y) for m in PREDICTORS}
 
 
 def pilot_scores(pooled_data: dict[str, list]) -> dict[str, Any]:
@@ -126,6 +132,19 @@ class PredictorSet:
         for name in PREDICTORS:
             out[name] = all_equal_beta(*self._betas[name], n)[0]
         self.choices.append(self.models["default"].choice())
+        return out
+
+    def successes(self, rewards: list) -> dict[str, np.ndarray]:
+        """Per rollout of the last `all_equal` call's groups, each predictor's mean of p for its prompt,
+        and under ``outcome`` the rollout's reward (binary rewards only): how well each belief tells
+        success from failure, beside how well it tells which groups will be all-equal."""
+        rows = [i for i, r in enumerate(rewards) if np.all((r == 0.0) | (r == 1.0))]
+        out = {"outcome": np.concatenate([rewards[i] for i in rows]) if rows else np.zeros(0)}
+        for name in PREDICTORS:
+            a, b = self._betas[name]
+            out[name] = (
+                np.concatenate([np.full(rewards[i].size, a[i] / (a[i] + b[i])) for i in rows]) if rows else np.zeros(0)
+            )
         return out
 
     def after_pilot(self, rewards: list) -> dict[str, np.ndarray]:

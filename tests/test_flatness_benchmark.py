@@ -41,3 +41,20 @@ def test_after_a_flat_pilot_each_chance_is_the_beliefs_by_monte_carlo(monkeypatc
             p = rng.beta(a[i] + s, b[i] + PILOT - s, 400_000)
             mc = np.mean(p**rest if up else (1 - p) ** rest)
             assert got[name][row] == pytest.approx(mc, abs=0.01), name
+
+
+def test_successes_pair_each_rollout_with_its_prompts_mean(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from flatness_predictors import PREDICTORS, PredictorSet
+
+    rng = np.random.default_rng(1)
+    table = FeatureTable(list(range(3)), rng.normal(size=(3, 4)))
+    predictors = PredictorSet(table, seed=0)
+    predictors.observe_policy([0, 1, 2], rng.normal(size=(3, 2)))
+    predictors.all_equal([0, 1, 2], np.full(3, 4))
+    got = predictors.successes([np.array([1.0, 0.0]), np.array([0.5, 1.0]), np.ones(3)])  # the graded one left out
+    assert got["outcome"].tolist() == [1.0, 0.0, 1.0, 1.0, 1.0]
+    for name in PREDICTORS:
+        a, b = predictors._betas[name]
+        mean = a / (a + b)
+        assert got[name].tolist() == pytest.approx([mean[0]] * 2 + [mean[2]] * 3)

@@ -29,7 +29,16 @@ FLATNESS_TINYLM_FRESH = "results/flatness_calibration/tinylm_fresh.json"
 PROBE_COST = "results/probe_cost/probe_cost.json"
 
 
-POOLED_HEADER = ["predictor", "Brier", "Brier / history's", "log-loss", "ECE", "ECE if calibrated (90% range)", "AUROC"]
+POOLED_HEADER = [
+    "predictor",
+    "Brier",
+    "Brier / history's",
+    "log-loss",
+    "ECE",
+    "ECE if calibrated (90% range)",
+    "AUROC",
+    "AUROC of the mean for success",
+]
 
 
 def _floor(score: dict) -> str:
@@ -42,9 +51,10 @@ def _auroc(score: dict) -> str:
     return "-" if a is None else f"{a:.3f}"
 
 
-def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
-    """Brier, its ratio to the history-only Beta's, log-loss, ECE, the ECE's noise floor and the
-    AUROC per predictor."""
+def _pooled_rows(pooled: dict, names: list[str], success: dict | None = None) -> list[list[str]]:
+    """Brier, its ratio to the history-only Beta's, log-loss, ECE, the ECE's noise floor, the
+    AUROC and (``success``: results that scored it) the AUROC of the belief's mean for a rollout's
+    success, per predictor."""
     history = pooled["history"]["brier"]
     return [
         [
@@ -55,6 +65,7 @@ def _pooled_rows(pooled: dict, names: list[str]) -> list[list[str]]:
             f"{pooled[m]['ece']:.3f}",
             _floor(pooled[m]),
             _auroc(pooled[m]),
+            "-" if success is None else f"{success[m]:.3f}",
         ]
         for m in names
     ]
@@ -110,7 +121,7 @@ def render_flatness_calibration(root: Path) -> str:
     r = load_relative(root, FLATNESS_CALIBRATION)
     d, s = r.data, r.settings
     names = list(s["predictors"])
-    pooled = _pooled_rows(d["pooled"], names)
+    pooled = _pooled_rows(d["pooled"], names, d.get("success_auroc"))
     cells = [[c["cell"], f"{c['all_equal_share']:.2f}", *(f"{c[m]['ece']:.3f}" for m in names)] for c in d["cells"]]
     groups = d["pooled"][names[0]]["n"]
     lines = [
@@ -166,7 +177,7 @@ def _render_traces(root: Path, path: str) -> str:
         "The policy view is the trainer model's last-layer hidden state at each prompt's last token; "
         "the text GP reads all-MiniLM-L6-v2 embeddings. Pooled:",
         "",
-        *table(POOLED_HEADER, _pooled_rows(d["pooled"], names)),
+        *table(POOLED_HEADER, _pooled_rows(d["pooled"], names, d.get("success_auroc"))),
         "",
         *_targets(d["pooled"], s),
         *_after_pilot(d, names),
