@@ -70,6 +70,8 @@ def test_auroc_matches_every_pair():
     assert calibration_scores(s, y)["auroc"] == pytest.approx(np.mean(pairs))
     assert np.isnan(auroc([0.2, 0.7], [1, 1]))  # one class: undefined
     assert auroc(np.full(10, 0.3), np.arange(10) % 2) == 0.5  # a constant chance ranks nothing
+    with pytest.raises(ValueError, match="scores must be finite"):
+        auroc([0.2, np.nan], [1, 0])
 
 
 def test_online_logistic_recovers_weights_and_forgets():

@@ -25,6 +25,10 @@ def auroc(scores: Any, outcome: Any) -> float:
     s, y = np.asarray(scores, dtype=float).ravel(), np.asarray(outcome).ravel().astype(bool)
     if s.shape != y.shape:
         raise ValueError(f"scores and outcome must be of one length, got {s.shape} and {y.shape}")
+    if not np.isfinite(s).all():
+        raise ValueError(
+            f"scores must be finite (NaN or inf at positions {np.flatnonzero(~np.isfinite(s))[:5].tolist()})"
+        )
     pos, neg = int(y.sum()), int((~y).sum())
     if pos == 0 or neg == 0:
         return float("nan")
