@@ -53,6 +53,7 @@ __all__ = [
     "SKIP_UNSEEN_MAPS",
     "SKIP_UNSEEN",
     "render_skip_unseen",
+    "render_fresh_pilot_commit",
 ]
 
 BOUND_MAPS = ("results/map/saving-bound-a.json", "results/map/saving-bound-b.json")
@@ -335,3 +336,10 @@ def render_skip_unseen(root: Path) -> str:
         "the default bounds there only flat pilots (short ones where its belief is sure)."
     )
     return _check_block(root, SKIP_UNSEEN_MAPS, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
+
+
+def render_fresh_pilot_commit(root: Path) -> str:
+    """The default against Pilot-Commit on the `SKIP_UNSEEN_MAPS` (fresh seeds, Pilot-Commit added to
+    the map after its other arms): where Pilot-Commit is ahead, by how much."""
+    intro = "Pilot-Commit ran on the same seeds, added to the map after the arms above."
+    return _check_block(root, SKIP_UNSEEN_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)

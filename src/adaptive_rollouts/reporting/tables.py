@@ -14,6 +14,7 @@ from adaptive_rollouts.reporting.blocks import block, fmt_ms, load_note, load_re
 from adaptive_rollouts.reporting.bound_tables import (
     render_default_bound,
     render_fresh_bound,
+    render_fresh_pilot_commit,
     render_group_four,
     render_saving_bound,
     render_short_pilots,
@@ -201,6 +202,7 @@ RENDERERS = {
     "saving-group-four": render_group_four,
     "saving-short-pilots": render_short_pilots,
     "saving-skip-unseen": render_skip_unseen,
+    "saving-fresh-pilot-commit": render_fresh_pilot_commit,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
     "demo-saving": render_demo_saving,
