@@ -88,6 +88,30 @@ def test_online_logistic_recovers_weights_and_forgets():
     assert model.mean[1] == pytest.approx(1.5, abs=0.2)
 
 
+def test_online_logistic_finds_the_batch_maximum_where_a_full_newton_step_overshoots():
+    """33 inputs, 8 groups all solved or all failed (nearly separable): an undamped Newton step
+    overshoots there. Each update must land on the maximum of its objective, checked against scipy."""
+    from scipy.optimize import minimize
+    from scipy.special import log_expit
+
+    rng = np.random.default_rng(11)
+    model = OnlineLogistic(33, forget=1.0)
+    for _ in range(3):
+        z = np.hstack([np.ones((8, 1)), rng.normal(size=(8, 32))])
+        n = np.full(8, 8.0)
+        s = np.where(rng.random(8) < 0.5, 0.0, 8.0)
+        mean0, prec0 = model.mean.copy(), model.precision.copy()
+
+        def loss(w, z=z, s=s, n=n, mean0=mean0, prec0=prec0):
+            g = z @ w
+            return -np.sum(s * log_expit(g) + (n - s) * log_expit(-g)) + 0.5 * (w - mean0) @ prec0 @ (w - mean0)
+
+        best = minimize(loss, mean0, method="BFGS", options={"gtol": 1e-10, "maxiter": 10_000}).x
+        model.update(z, s, n)
+        assert loss(model.mean) <= loss(best) + 1e-6
+        assert np.allclose(model.mean, best, atol=1e-3)
+
+
 def test_running_scaler_matches_the_pooled_moments():
     rng = np.random.default_rng(3)
     batches = [rng.normal(2.0, 3.0, (32, 2)) for _ in range(5)]

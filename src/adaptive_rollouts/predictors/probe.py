@@ -13,7 +13,8 @@ from ..types import StateDict
 
 __all__ = ["OnlineLogistic", "RunningScaler"]
 
-_NEWTON_STEPS = 8
+_NEWTON_STEPS = 50  # at most; each step is damped (halved until the objective rises), so it converges
+_HALVINGS = 30
 
 
 class OnlineLogistic:
@@ -30,7 +31,8 @@ class OnlineLogistic:
     sum_q c_q n_q sigma_q (1 - sigma_q) z_q z_q^T. c_q weighs a group: 1 for independent rollouts,
     less when rollouts of one prompt share a p that varies between prompts (a group of n is then
     worth fewer independent rollouts). ``predict(z)`` returns the latent logit's mean z . mean and
-    variance z precision^-1 z^T.
+    variance z precision^-1 z^T. The maximum is found by Newton's method with each step halved until
+    the objective rises: a full step overshoots on a small batch in many dimensions.
 
     ``batch``: that many independent regressions updated at once (inputs, counts and outputs gain a
     leading axis of that length); ``initial_mean``: the weights' mean before any data (zeros).
@@ -78,6 +80,14 @@ class OnlineLogistic:
             raise ValueError(f"successes, trials, weight need one entry per row of z ({z.shape[:-1]})")
         prior_prec = self.forget * self.precision + (1.0 - self.forget) * np.eye(self.dim) / self.prior_var
         prior_mean, w = self.mean, self.mean.copy()
+
+        def objective(x: np.ndarray) -> np.ndarray:
+            g = np.einsum("...rd,...d->...r", z, x)
+            fit = np.sum(c * (s * log_expit(g) + (n - s) * log_expit(-g)), axis=-1)
+            gap = x - prior_mean
+            return fit - 0.5 * np.einsum("...d,...de,...e->...", gap, prior_prec, gap)
+
+        value = objective(w)
         for _ in range(_NEWTON_STEPS):
             sig = expit(np.einsum("...rd,...d->...r", z, w))
             grad = np.einsum("...rd,...r->...d", z, c * (s - n * sig)) - np.einsum(
@@ -85,8 +95,18 @@ class OnlineLogistic:
             )
             hess = prior_prec + np.einsum("...rd,...r,...re->...de", z, c * n * sig * (1.0 - sig), z)
             step = np.linalg.solve(hess, grad[..., None])[..., 0]
-            w = w + step
-            if float(np.abs(step).max()) < 1e-10:
+            # a full Newton step can overshoot on a small batch in many dimensions (the objective is
+            # concave but far from quadratic): halve it, per regression, until the objective rises
+            scale = np.ones(step.shape[:-1])
+            for _ in range(_HALVINGS):
+                trial = objective(w + scale[..., None] * step)
+                worse = trial < value - 1e-12 * np.abs(value)
+                if not worse.any():
+                    break
+                scale = np.where(worse, 0.5 * scale, scale)
+            w = w + scale[..., None] * step
+            value = objective(w)
+            if float(np.abs(scale[..., None] * step).max()) < 1e-10:
                 break
         sig = expit(np.einsum("...rd,...d->...r", z, w))
         self.mean = w
