@@ -48,12 +48,11 @@ from flatness_predictors import (
     QUANTILES,
     SCORES,
     TARGETS,
+    Events,
     PredictorSet,
     by_half,
     flat,
-    pilot_scores,
     pooled_scores,
-    success_auroc,
 )
 
 from adaptive_rollouts.allocators import Uniform
@@ -85,8 +84,7 @@ class Recorder:
         self.kind = self.inner.kind
         self.pred: dict[str, list] = {m: [] for m in PREDICTORS}
         self.outcome: list = []
-        self.pilot: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
-        self.success: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+        self.events = Events()
 
     def observe_policy(self, prompts: list, features: np.ndarray) -> None:
         self.predictors.observe_policy(prompts, features)
@@ -97,10 +95,7 @@ class Recorder:
             self.pred[name].append(prob)
         rewards = self.inner.run(prompts, budget, sample)
         self.outcome.append(flat(rewards))
-        for name, got in self.predictors.after_pilot(rewards).items():
-            self.pilot[name].append(got)
-        for name, got in self.predictors.successes(rewards).items():
-            self.success[name].append(got)
+        self.events.record(self.predictors, rewards)
         self.predictors.update(prompts, rewards)
         return rewards
 
@@ -115,8 +110,7 @@ def one_trace(cell: Any, seed: int, steps: int) -> dict[str, Any]:
     return {
         "outcome": np.concatenate(rec.outcome),
         **{m: np.concatenate(v) for m, v in rec.pred.items()},
-        "pilot": {m: np.concatenate(v) for m, v in rec.pilot.items()},
-        "success": {m: np.concatenate(v) for m, v in rec.success.items()},
+        "events": rec.events,
     }
 
 
@@ -128,8 +122,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
     predictors = PredictorSet(FeatureTable(list(range(len(trace.prompts))), trace.text), seed=0)
     pred: dict[str, list] = {m: [] for m in PREDICTORS}
     outcome, means = [], []
-    pilot: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
-    success: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+    events = Events()
     for ids, rewards, features in trace.steps():
         prompts = ids.tolist()
         predictors.observe_policy(prompts, features)
@@ -138,10 +131,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         a, b = predictors.models["default"].belief(prompts, recalibrate=False)
         means.append(a / (a + b))
         outcome.append(flat(rewards))
-        for name, got in predictors.after_pilot(rewards).items():
-            pilot[name].append(got)
-        for name, got in predictors.successes(rewards).items():
-            success[name].append(got)
+        events.record(predictors, rewards)
         predictors.update(prompts, rewards)
     steps = np.concatenate([np.full(o.size, t) for t, o in enumerate(outcome)])
     diagnostics = {
@@ -153,8 +143,7 @@ def replay_trace(trace: Any) -> dict[str, Any]:
         "step": steps,
         "diagnostics": diagnostics,
         **{m: np.concatenate(v) for m, v in pred.items()},
-        "pilot": {m: np.concatenate(v) for m, v in pilot.items()},
-        "success": {m: np.concatenate(v) for m, v in success.items()},
+        "events": events,
     }
 
 
@@ -166,17 +155,14 @@ def score_traces(folder: Path, out: Path) -> None:
     if not stems:
         raise SystemExit(f"no traces in {folder} (record them: python benchmarks/tinylm_traces.py)")
     per_trace, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome", "step")}
-    pilot_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
-    success_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+    events = Events()
     settings: dict[str, Any] = {}
     for stem in stems:
         trace, meta = load_trace(stem)
         got = replay_trace(trace)
         for m in pooled_data:
             pooled_data[m].append(got[m])
-        for m in pilot_data:
-            pilot_data[m].append(got["pilot"][m])
-            success_data[m].append(got["success"][m])
+        events.extend(got["events"])
         row: dict[str, Any] = {"trace": stem.name, "groups": int(got["outcome"].size)}
         row["all_equal_share"] = float(got["outcome"].mean())
         row["default"] = got["diagnostics"]  # scores added below
@@ -200,8 +186,7 @@ def score_traces(folder: Path, out: Path) -> None:
         "traces": per_trace,
         "pooled": pooled,
         "halves": by_half(pooled_data),
-        "after_pilot": pilot_scores(pilot_data),
-        "success_auroc": success_auroc(success_data),
+        **events.scores(),
     }
     path = write_result(out / f"{folder.name}.json", data, settings=settings)
     print(f"wrote {path}")
@@ -248,8 +233,7 @@ def main() -> None:
     cells = select_cells(SAVING_MAP.cells, args.cells.split(","))
     bar = progress_bar(len(cells) * args.seeds, not args.no_progress)
     per_cell, pooled_data = [], {m: [] for m in (*PREDICTORS, "outcome")}
-    pilot_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
-    success_data: dict[str, list] = {m: [] for m in (*PREDICTORS, "outcome")}
+    events = Events()
     for cell in cells:
         traces = []
         for seed in range(args.seeds):
@@ -257,9 +241,8 @@ def main() -> None:
             bar.update(1)
         y = np.concatenate([t["outcome"] for t in traces])
         pooled_data["outcome"].append(y)
-        for m in pilot_data:
-            pilot_data[m].extend(t["pilot"][m] for t in traces)
-            success_data[m].extend(t["success"][m] for t in traces)
+        for t in traces:
+            events.extend(t["events"])
         row: dict[str, Any] = {"cell": cell.key, "groups": int(y.size), "all_equal_share": float(y.mean())}
         for m in PREDICTORS:
             p = np.concatenate([t[m] for t in traces])
@@ -285,8 +268,7 @@ def main() -> None:
     data = {
         "cells": per_cell,
         "pooled": pooled,
-        "after_pilot": pilot_scores(pilot_data),
-        "success_auroc": success_auroc(success_data),
+        **events.scores(),
     }
     path = write_result(out / "flatness_calibration.json", data, settings=settings)
     print(f"wrote {path}")

@@ -139,12 +139,11 @@ class PredictorSet:
         and under ``outcome`` the rollout's reward (binary rewards only): how well each belief tells
         success from failure, beside how well it tells which groups will be all-equal."""
         rows = [i for i, r in enumerate(rewards) if np.all((r == 0.0) | (r == 1.0))]
+        sizes = [rewards[i].size for i in rows]
         out = {"outcome": np.concatenate([rewards[i] for i in rows]) if rows else np.zeros(0)}
         for name in PREDICTORS:
             a, b = self._betas[name]
-            out[name] = (
-                np.concatenate([np.full(rewards[i].size, a[i] / (a[i] + b[i])) for i in rows]) if rows else np.zeros(0)
-            )
+            out[name] = np.repeat((a / (a + b))[rows], sizes)
         return out
 
     def after_pilot(self, rewards: list) -> dict[str, np.ndarray]:
@@ -157,15 +156,38 @@ class PredictorSet:
         passed = np.array([rewards[i][0] == 1.0 for i in rows], dtype=bool)
         rest = np.array([rewards[i].size - PILOT for i in rows])
         out = {"outcome": np.array([float(np.all(rewards[i][PILOT:] == rewards[i][0])) for i in rows])}
+        won = np.where(passed, float(PILOT), 0.0)  # the pilot's successes
         for name in PREDICTORS:
             a, b = self._betas[name]
-            s = np.where(passed, float(PILOT), 0.0)
-            out[name] = stays_flat_beta(a[idx] + s, b[idx] + PILOT - s, passed, rest) if rows else np.zeros(0)
+            out[name] = stays_flat_beta(a[idx] + won, b[idx] + PILOT - won, passed, rest) if rows else np.zeros(0)
         return out
 
     def update(self, prompts: list, rewards: list) -> None:
         for model in self.models.values():
             model.update(prompts, rewards)
+
+
+class Events:
+    """Every step's after-pilot and success events per predictor (`PredictorSet.after_pilot`,
+    `PredictorSet.successes`), gathered over steps and traces, and their scores."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, dict[str, list]] = {
+            k: {m: [] for m in (*PREDICTORS, "outcome")} for k in ("pilot", "success")
+        }
+
+    def record(self, predictors: PredictorSet, rewards: list) -> None:
+        for kind, events in (("pilot", predictors.after_pilot(rewards)), ("success", predictors.successes(rewards))):
+            for name, got in events.items():
+                self.got[kind][name].append(got)
+
+    def extend(self, other: Events) -> None:
+        for kind, by_name in other.got.items():
+            for name, got in by_name.items():
+                self.got[kind][name].extend(got)
+
+    def scores(self) -> dict[str, Any]:
+        return {"after_pilot": pilot_scores(self.got["pilot"]), "success_auroc": success_auroc(self.got["success"])}
 
 
 def flat(rewards: list) -> np.ndarray:

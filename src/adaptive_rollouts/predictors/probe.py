@@ -97,16 +97,15 @@ class OnlineLogistic:
             step = np.linalg.solve(hess, grad[..., None])[..., 0]
             # a full Newton step can overshoot on a small batch in many dimensions (the objective is
             # concave but far from quadratic): halve it, per regression, until the objective rises
-            scale = np.ones(step.shape[:-1])
+            step_taken, trial = step, objective(w + step)
             for _ in range(_HALVINGS):
-                trial = objective(w + scale[..., None] * step)
                 worse = trial < value - 1e-12 * np.abs(value)
                 if not worse.any():
                     break
-                scale = np.where(worse, 0.5 * scale, scale)
-            w = w + scale[..., None] * step
-            value = objective(w)
-            if float(np.abs(scale[..., None] * step).max()) < 1e-10:
+                step_taken = np.where(worse[..., None], 0.5 * step_taken, step_taken)
+                trial = objective(w + step_taken)
+            w, value = w + step_taken, trial
+            if float(np.abs(step_taken).max()) < 1e-10:
                 break
         sig = expit(np.einsum("...rd,...d->...r", z, w))
         self.mean = w
