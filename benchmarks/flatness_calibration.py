@@ -18,7 +18,7 @@ the same groups. Predictors:
 On tiny-LM traces (``--traces``: the tiny LM trained by TRL with Uniform on the ladder task,
 recorded by ``benchmarks/tinylm_traces.py``, `demo.traces`) the same predictors replay each
 recorded step: ``probe`` reads the trainer model's last-layer hidden state at each prompt's last
-token (192 columns, projected to 32), ``text-gp`` the prompts' all-MiniLM-L6-v2 embeddings.
+token (192 columns, all of them), ``text-gp`` the prompts' all-MiniLM-L6-v2 embeddings.
 
 P(all-equal at n) = E[p^n + (1 - p)^n] under each Beta belief (`objectives.beta.all_equal_beta`).
 Scores: Brier, log-loss, ECE (10 bins), AUROC and a reliability diagram (PNG), per cell and pooled,

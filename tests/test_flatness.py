@@ -166,7 +166,7 @@ def test_a_text_source_is_taken_at_its_word_before_any_group():
     model.observe_policy(list(p), np.zeros((4, 3)))
     mean = model.predict(list(p)).mean
     assert np.all(np.diff(mean) > 0.05) and mean[0] < 0.5 < mean[3]
-    assert np.allclose(model.model.mean, [1.0 if i == model.model.dim - 1 else 0.0 for i in range(model.model.dim)])
+    assert np.allclose(model.model.mean, [0.0, 1.0, 0.0, 0.0, 0.0])  # [1, text logit, 3 policy columns]
 
 
 def test_bad_features_are_refused_naming_the_input():
@@ -182,6 +182,35 @@ def test_bad_features_are_refused_naming_the_input():
     with pytest.raises(ValueError, match="policy source off"):
         FlatnessPredictor(policy=False).observe_policy(["a"], np.ones((1, 3)))
     assert repr(model.state_dict()) == before
+
+
+def test_online_logistic_gains_inputs_at_the_prior_independent_of_what_it_learned():
+    """Appending inputs is a regression over more inputs whose new weights were never updated: the
+    learned block is kept, the new one is the prior, and the predictions on the old inputs hold."""
+    rng = np.random.default_rng(12)
+    model = OnlineLogistic(2, forget=0.9, prior_var=2.0)
+    z = np.c_[np.ones(16), rng.normal(size=16)]
+    model.update(z, rng.binomial(8, 0.3, 16).astype(float), np.full(16, 8.0))
+    before = model.predict(z)
+    mean, precision = model.mean.copy(), model.precision.copy()
+    model.add_inputs(3)
+    assert model.dim == 5 and np.array_equal(model.mean, np.r_[mean, 0.0, 0.0, 0.0])
+    assert np.array_equal(model.precision[:2, :2], precision) and not model.precision[:2, 2:].any()
+    assert np.array_equal(model.precision[2:, 2:], np.eye(3) / 2.0)
+    wide = np.c_[z, np.zeros((16, 3))]
+    assert np.allclose(model.predict(wide)[0], before[0]) and np.allclose(model.predict(wide)[1], before[1])
+
+
+def test_policy_columns_join_when_the_width_is_known_and_narrow_features_enter_whole():
+    """Before any features the regression has only its intercept; a view of 3 columns adds 3 (not
+    ``rank``), a view wider than ``rank`` adds ``rank`` (projected)."""
+    narrow, wide = FlatnessPredictor(), FlatnessPredictor(rank=8)
+    narrow.update(["a", "b"], [np.ones(4), np.zeros(4)])  # groups before any features: learned all the same
+    assert narrow.model.dim == 1 and narrow.columns == 0
+    narrow.observe_policy(["a", "b"], np.array([[1.0, 2.0, 3.0], [0.0, 1.0, 5.0]]))
+    wide.observe_policy(["a", "b"], np.arange(40.0).reshape(2, 20))
+    assert (narrow.model.dim, narrow.columns, wide.model.dim, wide.columns) == (4, 3, 9, 8)
+    assert np.allclose(narrow._inputs(["a", "b"])[:, 1:], [[1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]])
 
 
 def test_wide_features_are_projected_and_a_resumed_predictor_continues_identically():
@@ -204,6 +233,9 @@ def test_wide_features_are_projected_and_a_resumed_predictor_continues_identical
     bad = {**a.state_dict(), "scores": np.zeros((2, 2))}
     with pytest.raises(ValueError, match="scores"):
         b.load_state_dict(bad)
+    other_layout = {**a.state_dict(), "width": 20}  # min(20, rank) columns, not what the model was saved with
+    with pytest.raises(ValueError, match="model.*needs 21 inputs"):
+        b.load_state_dict(other_layout)
 
 
 def test_the_simulators_view_has_the_published_auroc_by_monte_carlo():
@@ -230,3 +262,18 @@ def test_the_default_takes_the_policys_view():
     assert isinstance(alloc, PolicyAware)
     with pytest.raises(ValueError, match="contain NaN"):
         alloc.observe_policy([0, 1], np.array([[np.nan], [0.0]]))
+
+
+def test_the_beliefs_mean_is_the_regressions_point_estimate_however_unsure_its_weights():
+    """mu = sigmoid(z . w) at the weights' mean, also where their variance along z is large (many
+    columns, few groups): the weights' variance does not pull the mean toward 1/2."""
+    rng = np.random.default_rng(13)
+    model = FlatnessPredictor(history=None)
+    hidden = rng.normal(size=(16, 64))
+    for _ in range(3):
+        model.observe_policy(range(16), hidden)
+        model.update(range(16), [rng.binomial(1, 0.9, 8).astype(float) for _ in range(16)])
+    model.observe_policy(range(16), hidden)
+    m, v = model.model.predict(model._inputs(list(range(16))))
+    assert v.min() > 1.0  # unsure enough that a logistic-normal mean would differ
+    assert np.allclose(model.predict(range(16)).mean, 1.0 / (1.0 + np.exp(-m)))

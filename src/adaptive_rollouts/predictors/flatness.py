@@ -8,14 +8,14 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import logit
+from scipy.special import expit, logit
 
 from ..checks.rewards import all_equal
 from ..checks.validation import check_integer, check_prompts, check_range, names
 from ..objectives.beta import all_equal_beta, beta_from_moments
 from ..state.checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
-from ._common import check_batch, logistic_normal_moments
+from ._common import check_batch
 from .discounted_beta import DiscountedBeta
 from .probe import OnlineLogistic, RunningScaler
 from .recalibration import AllEqualCalibration, match_all_equal
@@ -38,8 +38,9 @@ class FlatnessPredictor:
 
     - **policy**: a feature vector per prompt from the policy itself (the trainer's hidden state at
       the prompt's last token; the simulator's noisy view of its own logit margin), given each step
-      by `observe_policy` before the prompts are predicted; projected to at most ``rank`` columns
-      (a fixed Gaussian random projection when wider) and standardised by a running scaler;
+      by `observe_policy` before the prompts are predicted; projected to ``rank`` columns when
+      wider (a fixed Gaussian random projection; narrower features enter whole) and standardised
+      by a running scaler;
     - **text**: any predictor of p from the prompt (e.g. `GaussianProcess` on text embeddings,
       VIP's similar prompts); its mean enters as one input, logit(mean), whose weight starts at 1
       (the source taken at its word until the groups say otherwise, as the recalibration starts
@@ -48,10 +49,10 @@ class FlatnessPredictor:
       (s_h, f_h) capped at ``max_history_strength`` rollouts.
 
     Model: an `OnlineLogistic` regression (forgetting ``forget`` per step) of successes on
-    z = [1, policy columns, text logit] gives a latent logit g ~ N(m, v), so E[p | z] = mu and the
-    parameters' uncertainty Var[p | z] = v_p (Gauss-Hermite); prompts that share z still differ in
-    p, by a spread kappa: the belief before history is the Beta with mean mu and variance
-    mu (1 - mu) / (kappa + 1) + v_p, and the prompt's history enters by Bayes' rule, tempered by t:
+    z = [1, text logit, policy columns] gives each prompt's mean of p, mu = sigmoid(z . w) at the
+    weights' mean w; prompts that share z still differ in p, by a spread kappa: the belief before
+    history is the Beta with mean mu and variance mu (1 - mu) / (kappa + 1), and the prompt's
+    history enters by Bayes' rule, tempered by t:
 
         p ~ Beta(alpha_0 + t s_h, beta_0 + t f_h).
 
@@ -65,7 +66,11 @@ class FlatnessPredictor:
     that stopped predicting (p drifted) loses its weight. A group of n counts
     (kappa + 1) / (kappa + n) rollouts' worth in the regression (rollouts that share a p carry less
     information about the mean than independent ones). With every source off the model is the
-    population: the mean and spread of p across prompts.
+    population: the mean and spread of p across prompts. The weights' own posterior variance is
+    left out of the belief: with many policy columns under forgetting it stays near the prior in the
+    directions little seen, so it measures how unusual a prompt's features are rather than how
+    uncertain its p is, and on the tiny LM's traces adding it ranked the groups worse
+    (docs/flatness.md); the spread kappa the candidates fit carries the belief's uncertainty.
 
     >>> model = FlatnessPredictor(text=None)
     >>> rng = np.random.default_rng(0)
@@ -85,7 +90,7 @@ class FlatnessPredictor:
         history: Any = True,
         text: Any = None,
         policy: bool = True,
-        rank: int = 32,
+        rank: int = 256,
         forget: float = 0.95,
         max_history_strength: float = 32.0,
         seed: int = 0,
@@ -103,12 +108,12 @@ class FlatnessPredictor:
         self.forget = check_range(forget, "forget", 0.0, 1.0, high_closed=True)
         self.max_history_strength = check_range(max_history_strength, "max_history_strength", 0.0)
         self.seed = int(seed)
-        dim = 1 + (self.rank if self.policy else 0) + (1 if text is not None else 0)
-        start = np.zeros(dim)
-        if text is not None:  # the text logit is the last input: p = the source's mean, a priori
-            start[-1] = 1.0
-        self.model = OnlineLogistic(dim, forget=self.forget, initial_mean=start)
-        self.scaler = RunningScaler(self.rank)
+        start = np.zeros(1 + (1 if text is not None else 0))
+        if text is not None:  # the text logit's weight is 1: p = the source's mean, a priori
+            start[1] = 1.0
+        # the policy's columns join the regression (last) when the first features give their width
+        self.model = OnlineLogistic(start.size, forget=self.forget, initial_mean=start)
+        self.scaler: RunningScaler | None = None
         self.width: int | None = None
         self.scores = np.zeros((len(STRENGTHS), len(TEMPERS)))
         self.calibration = AllEqualCalibration(self.scores.size, forget=self.forget)
@@ -134,16 +139,24 @@ class FlatnessPredictor:
             raise ValueError(f"features of prompts {names([prompts[i] for i in bad])} contain NaN/inf")
         if self.width is None:
             self.width = int(x.shape[1])
+            self.model.add_inputs(self.columns)
+            self.scaler = RunningScaler(self.columns)
+        assert self.scaler is not None  # set with the width
         cols = self._project(x)
         self.scaler.observe(cols)
         self._pending = dict(zip(prompts, self.scaler.transform(cols)))
 
+    @property
+    def columns(self) -> int:
+        """The policy's columns in the regression: min(width, ``rank``), 0 before the first features."""
+        return 0 if self.width is None else min(self.width, self.rank)
+
     def _project(self, x: np.ndarray) -> np.ndarray:
         """At most ``rank`` columns: a fixed Gaussian random projection (seeded) when wider, the
-        columns themselves padded with zeros otherwise."""
+        columns themselves otherwise."""
         width = x.shape[1]
         if width <= self.rank:
-            return np.pad(x, ((0, 0), (0, self.rank - width)))
+            return x
         if self._projection is None:
             rng = np.random.default_rng([self.seed, width])
             self._projection = rng.standard_normal((width, self.rank)) / np.sqrt(self.rank)
@@ -152,12 +165,12 @@ class FlatnessPredictor:
     # -- belief ---------------------------------------------------------------------------------
     def _inputs(self, prompts: list) -> np.ndarray:
         parts = [np.ones((len(prompts), 1))]
-        if self.policy:
-            zero = np.zeros(self.rank)
-            parts.append(np.array([self._pending.get(p, zero) for p in prompts]).reshape(len(prompts), self.rank))
         if self.text is not None:
             mean = np.asarray(self.text.predict(prompts).mean, dtype=float)
             parts.append(logit(np.clip(mean, _TEXT_CLIP, 1.0 - _TEXT_CLIP))[:, None])
+        if self.columns:  # a prompt without this step's features sits at the features' mean (0)
+            zero = np.zeros(self.columns)
+            parts.append(np.array([self._pending.get(p, zero) for p in prompts]).reshape(len(prompts), self.columns))
         return np.hstack(parts)
 
     def _history(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
@@ -173,11 +186,9 @@ class FlatnessPredictor:
 
     def _candidates(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
         """alpha, beta of every (kappa, t) candidate: arrays [kappa, t, prompt]."""
-        m, v = self.model.predict(self._inputs(prompts))
-        mu, var_param = logistic_normal_moments(m, v)
-        mu = np.clip(mu, 1e-6, 1.0 - 1e-6)
+        mu = np.clip(expit(self.model.predict(self._inputs(prompts))[0]), 1e-6, 1.0 - 1e-6)
         kappa = np.asarray(STRENGTHS)[:, None]
-        var = np.minimum(mu * (1.0 - mu) / (kappa + 1.0) + var_param, 0.999 * mu * (1.0 - mu))
+        var = mu * (1.0 - mu) / (kappa + 1.0)
         a0, b0 = beta_from_moments(np.broadcast_to(mu, var.shape), var, min_strength=1e-3)
         s, f = self._history(prompts)
         t = np.asarray(TEMPERS)[None, :, None]
@@ -272,7 +283,7 @@ class FlatnessPredictor:
             "calibration": self.calibration.state_dict(),
             "group_size": -1 if self.group_size is None else self.group_size,
             "model": self.model.state_dict(),
-            "scaler": self.scaler.state_dict(),
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
         }
         if sources:
             state["history"] = None if self.history is None else self.history.state_dict()
@@ -292,9 +303,17 @@ class FlatnessPredictor:
         if "calibration" in state:
             calibration.load_state_dict(state["calibration"])
         group_size = reader.integer("group_size", low=-1) if "group_size" in state else -1
-        model, scaler = OnlineLogistic(self.model.dim), RunningScaler(self.rank)
+        columns = 0 if width < 0 else min(width, self.rank)
+        dim = 1 + (1 if self.text is not None else 0) + columns
+        if not isinstance(state["model"], dict) or state["model"].get("dim") != dim:
+            raise reader.error(
+                "model", f"needs {dim} inputs (1, the text logit if any, min(width, rank) policy columns)"
+            )
+        model = OnlineLogistic(dim)
         model.load_state_dict(state["model"])
-        scaler.load_state_dict(state["scaler"])
+        scaler = None if not columns else RunningScaler(columns)
+        if scaler is not None:
+            scaler.load_state_dict(state["scaler"])
         with restore_on_error(self):
             for key, source in (("history", self.history), ("text", self.text)):
                 if key in state and (state[key] is None) != (source is None):

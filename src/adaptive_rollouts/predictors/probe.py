@@ -65,6 +65,16 @@ class OnlineLogistic:
         self.mean = np.broadcast_to(start, self.batch + (self.dim,)).copy()
         self.precision = np.broadcast_to(np.eye(self.dim) / self.prior_var, self.batch + (self.dim,) * 2).copy()
 
+    def add_inputs(self, extra: int) -> None:
+        """Append ``extra`` inputs (last) whose weights start at the prior, mean 0 and variance
+        ``prior_var``, independent of the others: inputs about which nothing has been learned."""
+        extra = check_integer(extra, "extra", least=0)
+        mean = np.concatenate([self.mean, np.zeros(self.batch + (extra,))], axis=-1)
+        precision = np.zeros(self.batch + (self.dim + extra,) * 2)
+        precision[..., : self.dim, : self.dim] = self.precision
+        precision[..., self.dim :, self.dim :] = np.eye(extra) / self.prior_var
+        self.dim, self.mean, self.precision = self.dim + extra, mean, precision
+
     def predict(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         z = self._check(z)
         cov = np.linalg.inv(self.precision)

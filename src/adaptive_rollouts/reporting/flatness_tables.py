@@ -15,10 +15,12 @@ __all__ = [
     "FLATNESS_CALIBRATION",
     "FLATNESS_TINYLM",
     "FLATNESS_TINYLM_FRESH",
+    "FLATNESS_TINYLM_HELDOUT",
     "PROBE_COST",
     "render_flatness_calibration",
     "render_flatness_tinylm",
     "render_flatness_tinylm_fresh",
+    "render_flatness_tinylm_heldout",
     "render_probe_cost",
     "render_saving_pool",
 ]
@@ -26,6 +28,7 @@ __all__ = [
 FLATNESS_CALIBRATION = "results/flatness_calibration/flatness_calibration.json"
 FLATNESS_TINYLM = "results/flatness_calibration/tinylm.json"
 FLATNESS_TINYLM_FRESH = "results/flatness_calibration/tinylm_fresh.json"
+FLATNESS_TINYLM_HELDOUT = "results/flatness_calibration/tinylm_heldout.json"
 PROBE_COST = "results/probe_cost/probe_cost.json"
 
 
@@ -158,6 +161,10 @@ def render_flatness_tinylm(root: Path) -> str:
 
 def render_flatness_tinylm_fresh(root: Path) -> str:
     return _render_traces(root, FLATNESS_TINYLM_FRESH)
+
+
+def render_flatness_tinylm_heldout(root: Path) -> str:
+    return _render_traces(root, FLATNESS_TINYLM_HELDOUT)
 
 
 def _render_traces(root: Path, path: str) -> str:

@@ -25,6 +25,7 @@ from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
     render_flatness_tinylm,
     render_flatness_tinylm_fresh,
+    render_flatness_tinylm_heldout,
     render_probe_cost,
     render_saving_pool,
 )
@@ -47,6 +48,7 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_saving_signal,
 )
 from adaptive_rollouts.reporting.share_tables import render_pool_beliefs, render_saving_share
+from adaptive_rollouts.reporting.sharpness_tables import render_flatness_sharper
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
 from adaptive_rollouts.reporting.view_tables import render_flatness_view
@@ -209,6 +211,8 @@ RENDERERS = {
     "flatness-calibration": render_flatness_calibration,
     "flatness-tinylm": render_flatness_tinylm,
     "flatness-tinylm-fresh": render_flatness_tinylm_fresh,
+    "flatness-tinylm-heldout": render_flatness_tinylm_heldout,
+    "flatness-sharper": render_flatness_sharper,
     "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
