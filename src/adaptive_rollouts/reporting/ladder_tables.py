@@ -19,6 +19,8 @@ __all__ = [
     "DEMO_LADDER",
     "LADDER_FRESH",
     "LADDER_PROTOCOL",
+    "LADDER_LATEST",
+    "LADDER_SHARP",
     "LADDER_SHORT",
     "LADDER_WIDE",
     "NOTES",
@@ -33,6 +35,10 @@ LADDER_PROTOCOL = "results/demo_ladder/protocol"
 LADDER_FRESH = "results/demo_ladder/fresh_seeds"  # a variant of the protocol's runs, checked on seeds not seen before
 LADDER_WIDE = "results/demo_ladder/seeds_16_47"  # the bound on pilots on 32 further seeds, after that switch
 LADDER_SHORT = "results/demo_ladder/seeds_48_79"  # the default with short pilots on 32 more seeds, after that switch
+LADDER_SHARP = (
+    "results/demo_ladder/seeds_112_143"  # the probe on the whole hidden state, 32 more seeds, after that switch
+)
+LADDER_LATEST = LADDER_SHARP  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
 # The arm each folder's target is read for, the first of these it has.
@@ -41,6 +47,7 @@ SUBJECTS = {
     LADDER_FRESH: ("default+view", "default"),
     LADDER_WIDE: ("default", "default+view"),
     LADDER_SHORT: ("default", "default+view"),
+    LADDER_SHARP: ("default", "default+view"),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -51,7 +58,16 @@ BEFORE_SHORT = (
     "These runs precede short pilots: their `default` is the rule with full pilots of 4, "
     "`default[short_pilots=False]` today."
 )
-NOTES = {LADDER_PROTOCOL: BEFORE_SWITCH, LADDER_FRESH: BEFORE_SHORT, LADDER_WIDE: BEFORE_SHORT}
+BEFORE_SHARP = (
+    "These runs precede the probe on the whole hidden state: their belief saw a random projection of it to "
+    "32 columns and added the probe weights' variance to the spread of p."
+)
+NOTES = {
+    LADDER_PROTOCOL: BEFORE_SWITCH,
+    LADDER_FRESH: BEFORE_SHORT,
+    LADDER_WIDE: BEFORE_SHORT,
+    LADDER_SHORT: BEFORE_SHARP,
+}
 
 
 def _parts(d: dict) -> list[tuple[str, dict]]:
@@ -204,7 +220,7 @@ def _protocol(root: Path) -> str:
     out = []
     paths = [
         (f, p)
-        for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE, LADDER_SHORT)
+        for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE, LADDER_SHORT, LADDER_SHARP)
         for p in sorted((root / f).glob("*/summary.json"))
     ]
     for folder, path in paths:
@@ -244,12 +260,12 @@ def _protocol(root: Path) -> str:
 
 
 def render_ladder_summary(root: Path) -> str:
-    """README's line on the tiny LM: the latest check on 32 further seeds (`LADDER_SHORT`), the default
+    """README's line on the tiny LM: the latest check on 32 further seeds (`LADDER_LATEST`), the default
     as a trainer gives it against Uniform, with the null control, the rule before it and the known-p
     rule beside it, and the ladder target's reading."""
-    path = root / LADDER_SHORT / "single-pass" / "summary.json"
+    path = root / LADDER_LATEST / "single-pass" / "summary.json"
     if not path.exists():
-        return f"No result file yet: `benchmarks/demo_protocol.py --task ladder` writes `{LADDER_SHORT}`."
+        return f"No result file yet: `benchmarks/demo_protocol.py --task ladder` writes `{LADDER_LATEST}`."
     r = load_relative(root, str(path.relative_to(root)))
     arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
     seeds = r.header["settings"].get("report_seeds") or []

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.experiments.results import provenance
+from adaptive_rollouts.reporting.blocks import load_relative
 from adaptive_rollouts.reporting.flatness_tables import FLATNESS_TINYLM_HELDOUT
 from adaptive_rollouts.reporting.markdown import table
 
@@ -48,4 +49,4 @@ def render_flatness_sharper(root: Path) -> str:
         "",
         *table(header, rows),
     ]
-    return block(lines, [before, now])
+    return "\n".join([*lines, "", provenance([before]), provenance([now])])  # two commits: one line each
