@@ -79,10 +79,12 @@ def test_the_trainer_gives_a_policy_aware_allocator_hidden_states_before_it_plan
     assert all(0.0 <= s <= 1.0 for s in logged(trainer, "adaptive/policy_share"))
 
 
-def test_the_default_allocator_trains_on_the_policy_features(tmp_path):
+@pytest.mark.parametrize("spec", [True, None])
+def test_the_default_allocator_trains_on_the_policy_features(tmp_path, spec):
     """The saving default reads the hidden states under the prompts' keys (the rows the pass reads
-    are dicts, not keys), and the trainer keeps the last step's pass time."""
-    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, reward=reward_length, policy_features=True)
+    are dicts, not keys), and the trainer keeps the last step's pass time; ``None`` (the trainer's
+    default) gives the view as ``True`` does where the model can."""
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, reward=reward_length, policy_features=spec)
     trainer.train()
     assert trainer.allocator.belief.width == trainer.model.config.hidden_size
     assert len(logged(trainer, "adaptive/policy_seconds")) == 2
@@ -99,6 +101,36 @@ def test_bad_features_from_a_users_callable_are_refused_naming_the_input(tmp_pat
     )
     with pytest.raises(ValueError, match=f"policy_features.*{match}"):
         trainer.train()
+
+
+def test_the_default_gives_no_view_where_the_trainer_cannot_and_says_why_once(tmp_path, caplog):
+    """``policy_features=None``: no pass (and one log line) for a model whose forward takes no
+    ``output_hidden_states`` and under ``policy_features=False``; silent for an allocator that
+    does not read the view."""
+    from types import SimpleNamespace
+
+    from adaptive_rollouts.allocators import SavingProgressive
+    from adaptive_rollouts.integrations.trl.policy import policy_features_for
+
+    class Plain(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            return input_ids
+
+    def fake(allocator, model):
+        return SimpleNamespace(allocator=allocator, model=model, accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+
+    with caplog.at_level("WARNING", logger="adaptive_rollouts.integrations.trl.policy"):
+        assert policy_features_for(fake(SavingProgressive(), Plain()), None) is None
+        assert policy_features_for(fake(Uniform(), Plain()), None) is None
+        assert policy_features_for(fake(SavingProgressive(policy=False), tiny_model(_tok())), None) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "policy_features: the allocator gets no policy view (the model's forward takes no output_hidden_states); "
+        "its belief uses the rest"
+    ]
+    assert callable(policy_features_for(fake(SavingProgressive(), tiny_model(_tok())), None))
+    trainer = make_trainer(AdaptiveGRPOTrainer, tmp_path, reward=reward_length, policy_features=False)
+    trainer.train()
+    assert trainer.allocator.belief.width is None and not logged(trainer, "adaptive/policy_seconds")
 
 
 def test_uniform_runs_no_policy_pass(tmp_path):

@@ -28,3 +28,12 @@ def fmt_ms(x: float | None) -> str:
     if x is None:
         return "not run"
     return f"{x:,.0f}" if x >= 100 else f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def pooled_interval(pooled: dict) -> str:
+    """A pooled effect's 90% interval as text, or why it has none (a cell without a standard error:
+    its statistic undefined on some seeds makes the pooled t interval undefined)."""
+    low, high = pooled["low"], pooled["high"]
+    if low == low and high == high and abs(low) != float("inf") and abs(high) != float("inf"):
+        return f"{low:.2f}-{high:.2f}"
+    return "interval undefined: a cell without a standard error"

@@ -26,7 +26,7 @@ from adaptive_rollouts.experiments.gain_speedup import pooled_effect_t
 from adaptive_rollouts.experiments.map_config import DEFAULT, NULL
 from adaptive_rollouts.experiments.map_records import read_run_records, records_path
 from adaptive_rollouts.experiments.results import provenance
-from adaptive_rollouts.reporting.blocks import load_relative
+from adaptive_rollouts.reporting.blocks import load_relative, pooled_interval
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.versus_tables import _over_uniform, _paired, head_to_head
 
@@ -39,6 +39,8 @@ __all__ = [
     "BOUNDS",
     "BOUND_ARMS",
     "bound_reading",
+    "map_runs",
+    "paired_check_block",
     "pooled_arm",
     "render_saving_bound",
     "render_fresh_bound",
@@ -132,15 +134,11 @@ def _pooled_line(label: str, pooled: dict[str, float]) -> str:
     if not np.isfinite(pooled["effect"]):
         return f"- {label}: undefined"
     left = f"; {pooled['left_out']} left out (no statistic)" if pooled["left_out"] else ""
-    interval = (
-        f"{pooled['low']:.2f}-{pooled['high']:.2f}"
-        if np.isfinite([pooled["low"], pooled["high"]]).all()
-        else "interval undefined: a cell without a standard error"
-    )
-    return f"- {label}: {pooled['effect']:.2f} ({interval}) over {pooled['cells']} cells{left}"
+    return f"- {label}: {pooled['effect']:.2f} ({pooled_interval(pooled)}) over {pooled['cells']} cells{left}"
 
 
-def _records(root: Path, result: Any) -> dict[tuple[str, str], list[dict]]:
+def map_runs(root: Path, result: Any) -> dict[tuple[str, str], list[dict]]:
+    """A map result's run records by (cell, method)."""
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in read_run_records(records_path(root / result.path)):
         runs[(r["cell"], r["method"])].append(r)
@@ -154,7 +152,7 @@ def _cells(
     (cell, method); the entry of every arm the map ran (and the null control's) is also appended to
     ``entries``, for the pooled effects (an arm a map did not run is not counted as left out)."""
     for result in results:
-        runs = _records(root, result)
+        runs = map_runs(root, result)
         ran = set(result.data["config"]["methods"])
         for row in result.data["rows"]:
             for m in (NULL, *arms):
@@ -230,7 +228,7 @@ def render_saving_bound(root: Path) -> str:
     return "\n".join(lines)
 
 
-def _check_block(
+def paired_check_block(
     root: Path,
     maps: tuple[str, ...],
     bases: tuple[tuple[str, str], ...],
@@ -281,7 +279,7 @@ def render_fresh_bound(root: Path) -> str:
     """The check on fresh seeds before the switch: per cell of the `fresh-bound` maps, no bound (then
     the default) and the bound on pilots (the default now)."""
     intro = "No bound: the rule without the bound, the default when these maps ran."
-    return _check_block(root, FRESH_MAPS, ((DEFAULT, "no bound"),), (ON_PILOTS, "bound 0.1 on pilots"), intro)
+    return paired_check_block(root, FRESH_MAPS, ((DEFAULT, "no bound"),), (ON_PILOTS, "bound 0.1 on pilots"), intro)
 
 
 def render_default_bound(root: Path) -> str:
@@ -293,7 +291,7 @@ def render_default_bound(root: Path) -> str:
         "`default[short_pilots=False]` today); no bound: `flat_chance=None`, the rule without it."
     )
     bases = ((NO_BOUND, "no bound"), ("pilot-commit", "Pilot-Commit"))
-    return _check_block(root, DEFAULT_MAPS, bases, (DEFAULT, "default"), intro)
+    return paired_check_block(root, DEFAULT_MAPS, bases, (DEFAULT, "default"), intro)
 
 
 def render_group_four(root: Path) -> str:
@@ -315,7 +313,7 @@ def render_group_four(root: Path) -> str:
         ("oracle-skip", "known-p rule"),
     )
     rates = "Uniform's rate tuned per cell on the map's tune seeds at 4 rollouts a prompt"
-    return _check_block(root, GROUP_FOUR_MAPS, bases, (DEFAULT, "default"), intro, rates)
+    return paired_check_block(root, GROUP_FOUR_MAPS, bases, (DEFAULT, "default"), intro, rates)
 
 
 def render_short_pilots(root: Path) -> str:
@@ -324,7 +322,7 @@ def render_short_pilots(root: Path) -> str:
     switch."""
     intro = "The default shortens the pilots its belief is sure of; full pilots: `short_pilots=False`, the rule before."
     bases = ((FULL_PILOTS, "full pilots"), ("pilot-commit", "Pilot-Commit"))
-    return _check_block(root, SHORT_MAPS, bases, (DEFAULT, "default"), intro)
+    return paired_check_block(root, SHORT_MAPS, bases, (DEFAULT, "default"), intro)
 
 
 def render_skip_unseen(root: Path) -> str:
@@ -335,11 +333,11 @@ def render_skip_unseen(root: Path) -> str:
         "Skip unseen: `bound_skips=True`, the bound also before any rollout at 8 rollouts a prompt; "
         "the default bounds there only flat pilots (short ones where its belief is sure)."
     )
-    return _check_block(root, SKIP_UNSEEN_MAPS, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
+    return paired_check_block(root, SKIP_UNSEEN_MAPS, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
 
 
 def render_fresh_pilot_commit(root: Path) -> str:
     """The default against Pilot-Commit on the `SKIP_UNSEEN_MAPS` (fresh seeds, Pilot-Commit added to
     the map after its other arms): where Pilot-Commit is ahead, by how much."""
     intro = "Pilot-Commit ran on the same seeds, added to the map after the arms above."
-    return _check_block(root, SKIP_UNSEEN_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)
+    return paired_check_block(root, SKIP_UNSEEN_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)

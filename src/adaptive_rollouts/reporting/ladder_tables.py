@@ -47,7 +47,7 @@ SUBJECTS = {
     LADDER_FRESH: ("default+view", "default"),
     LADDER_WIDE: ("default", "default+view"),
     LADDER_SHORT: ("default", "default+view"),
-    LADDER_SHARP: ("default", "default+view"),
+    LADDER_SHARP: ("default+view", "default"),  # the trainer's default now gives the view where it can
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -269,8 +269,9 @@ def render_ladder_summary(root: Path) -> str:
     r = load_relative(root, str(path.relative_to(root)))
     arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
     seeds = r.header["settings"].get("report_seeds") or []
-    names = {
-        "default": "the default",
+    subject = next((a for a in SUBJECTS[LADDER_LATEST] if a in arms), "default")
+    others = {
+        "default": "without the policy's view",
         "default+view": "with the policy's view",
         "default[flat_chance=None]+view": "the rule without the bound per group (with the view)",
         "default[short_pilots=False]": "the rule before, with full pilots",
@@ -278,12 +279,14 @@ def render_ladder_summary(root: Path) -> str:
         "null": "the null control",
         "oracle-skip": "the known-p skip rule",
     }
+    label = "the default as the trainer gives it" + (" (with the policy's view)" if "+view" in subject else "")
+    names = {subject: label, **{n: x for n, x in others.items() if n != subject}}
     parts = [f"{label} {speedup_interval(arms[n]['rollouts'])}" for n, label in names.items() if n in arms]
     lines = [
         f"A tiny LM trained through TRL on the difficulty ladder (single pass, {len(seeds)} report seeds fixed "
         "before the run, every arm at Uniform's tuned rate, every generated rollout counted): Uniform's "
         "rollouts to its targets over the arm's, " + "; ".join(parts) + ".",
         "",
-        *ladder_reading(arms, "default"),
+        *ladder_reading(arms, subject),
     ]
     return block(lines, [r])

@@ -17,6 +17,7 @@ from adaptive_rollouts.experiments.results import (
     provenance,
     short_commit,
 )
+from adaptive_rollouts.reporting.blocks import pooled_interval
 from adaptive_rollouts.reporting.gain_report import coverage, interval_words, targets_with_verdicts
 from adaptive_rollouts.reporting.map_report import map_markdown
 
@@ -53,7 +54,7 @@ def render_map(root: Path) -> str:
 
 
 def _interval(p: dict | None) -> str:
-    return "-" if not p else f"{p['effect']:.2f}x ({p['low']:.2f}-{p['high']:.2f})"
+    return "-" if not p else f"{p['effect']:.2f}x ({pooled_interval(p)})"
 
 
 def render_saving_summary(root: Path) -> str:

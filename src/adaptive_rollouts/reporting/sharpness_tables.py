@@ -6,14 +6,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaptive_rollouts.experiments.map_config import DEFAULT
 from adaptive_rollouts.experiments.results import provenance
 from adaptive_rollouts.reporting.blocks import load_relative
+from adaptive_rollouts.reporting.bound_tables import bound_reading, map_runs, paired_check_block
 from adaptive_rollouts.reporting.flatness_tables import FLATNESS_TINYLM_HELDOUT
 from adaptive_rollouts.reporting.markdown import table
+from adaptive_rollouts.reporting.versus_tables import _over_uniform, _paired, head_to_head
 
-__all__ = ["FLATNESS_HELDOUT_BEFORE", "render_flatness_sharper"]
+__all__ = [
+    "FLATNESS_HELDOUT_BEFORE",
+    "SHARPER_BEFORE_MAP",
+    "SHARPER_MAPS",
+    "render_flatness_sharper",
+    "render_sharper_before",
+    "render_sharper_map",
+]
 
 FLATNESS_HELDOUT_BEFORE = "results/flatness_calibration/before/tinylm_heldout.json"
+SHARPER_MAPS = ("results/map/sharper.json",)  # the default with the sharper probe, fresh seeds fixed before the run
+SHARPER_BEFORE_MAP = "results/map/sharper-before.json"  # the default before the change, the same seeds
 SHOWN = ("probe", "combined", "default")  # the predictors the change is about (the others are unchanged)
 
 
@@ -50,3 +62,41 @@ def render_flatness_sharper(root: Path) -> str:
         *table(header, rows),
     ]
     return "\n".join([*lines, "", provenance([before]), provenance([now])])  # two commits: one line each
+
+
+def render_sharper_map(root: Path) -> str:
+    """The default with the sharper probe against Pilot-Commit on the `SHARPER_MAPS` (fresh seeds):
+    per cell each over Uniform, the default over Pilot-Commit paired, and the pooled effects."""
+    intro = "The default here has the probe on the whole view and the belief's mean at the regression's estimate."
+    return paired_check_block(root, SHARPER_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)
+
+
+def render_sharper_before(root: Path) -> str:
+    """The default before and after the sharper probe on the same seeds (the `SHARPER_MAPS` and the
+    `SHARPER_BEFORE_MAP`, each at its commit): per cell each over Uniform and now over before, paired."""
+    now, before = load_relative(root, SHARPER_MAPS[0]), load_relative(root, SHARPER_BEFORE_MAP)
+    runs_now, runs_before = map_runs(root, now), map_runs(root, before)
+    before_rows = {row["key"]: row["methods"] for row in before.data["rows"]}
+    body, readings = [], []
+    for row in now.data["rows"]:
+        key = row["key"]
+        versus = head_to_head(runs_before[(key, DEFAULT)], runs_now[(key, DEFAULT)])
+        readings.append(bound_reading(versus, "before", "now"))
+        old = before_rows.get(key, {}).get(DEFAULT)
+        body.append(
+            (key, _over_uniform(old), _over_uniform(row["methods"].get(DEFAULT)), _paired(versus), readings[-1])
+        )
+    counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
+    lines = [
+        f"The default before the change (commit {before.commit[:7]}) ran again on the same seeds and cells, "
+        "beside Uniform; its runs paired with the default's above, seed by seed (the same statistic, "
+        "before in Uniform's place):",
+        "",
+        *table(["cell", "before over Uniform", "now over Uniform", "now over before", "reading"], body),
+        "",
+        f"Readings over the {len(body)} cells: {counts}.",
+        "",
+        provenance([now]),
+        provenance([before]),
+    ]
+    return "\n".join(lines)

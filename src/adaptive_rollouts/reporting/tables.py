@@ -48,7 +48,11 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_saving_signal,
 )
 from adaptive_rollouts.reporting.share_tables import render_pool_beliefs, render_saving_share
-from adaptive_rollouts.reporting.sharpness_tables import render_flatness_sharper
+from adaptive_rollouts.reporting.sharpness_tables import (
+    render_flatness_sharper,
+    render_sharper_before,
+    render_sharper_map,
+)
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
 from adaptive_rollouts.reporting.view_tables import render_flatness_view
@@ -213,6 +217,8 @@ RENDERERS = {
     "flatness-tinylm-fresh": render_flatness_tinylm_fresh,
     "flatness-tinylm-heldout": render_flatness_tinylm_heldout,
     "flatness-sharper": render_flatness_sharper,
+    "saving-sharper-map": render_sharper_map,
+    "saving-sharper-before": render_sharper_before,
     "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,

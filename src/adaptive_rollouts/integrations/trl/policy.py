@@ -11,13 +11,17 @@ finite row per prompt, one width for the run) and times the pass.
 
 from __future__ import annotations
 
+import inspect
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["last_token_hidden_states", "policy_features_for"]
+__all__ = ["last_token_hidden_states", "policy_features_for", "reads_policy"]
+
+logger = logging.getLogger(__name__)
 
 
 def last_token_hidden_states(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> np.ndarray:
@@ -58,10 +62,23 @@ def _left_pad(ids: Sequence[Sequence[int]], pad_id: int, device: Any) -> tuple[t
 
 
 def policy_features_for(trainer: Any, spec: Any) -> Callable[[list[dict]], np.ndarray] | None:
-    """The trainer's ``policy_features`` argument as ``rows -> [len(rows), width]``: None / False:
-    none; True: `last_token_hidden_states` of the trainer's model over TRL's tokenisation of the
-    rows' prompts; a callable: itself. Anything else raises ValueError naming the argument."""
-    if spec is None or spec is False:
+    """The trainer's ``policy_features`` argument as ``rows -> [len(rows), width]``: False: none;
+    True: `last_token_hidden_states` of the trainer's model over TRL's tokenisation of the rows'
+    prompts; a callable: itself; None (the default): as True where the trainer can give it (its
+    allocator reads the view, `reads_policy`, its model's forward takes ``output_hidden_states``
+    and no ``environment_factory`` renders the prompts), else none, said once in the log when the
+    allocator would have read it. Anything else raises ValueError naming the argument."""
+    if spec is None:
+        reason = _why_no_view(trainer)
+        if reason is None:
+            spec = True
+        else:
+            if reads_policy(trainer.allocator):
+                logger.warning(
+                    "policy_features: the allocator gets no policy view (%s); its belief uses the rest", reason
+                )
+            return None
+    if spec is False:
         return None
     if callable(spec):
         return spec
@@ -78,3 +95,24 @@ def policy_features_for(trainer: Any, spec: Any) -> Callable[[list[dict]], np.nd
         return last_token_hidden_states(model, input_ids, mask)
 
     return hidden_states
+
+
+def reads_policy(allocator: Any) -> bool:
+    """Whether an allocator reads the policy's view (`types.PolicyAware`, and not built with its
+    policy source off, ``policy=False``)."""
+    return callable(getattr(allocator, "observe_policy", None)) and getattr(allocator, "policy", True) is not False
+
+
+def _why_no_view(trainer: Any) -> str | None:
+    """Why the default (``policy_features=None``) gives no view; None when it gives one."""
+    if not reads_policy(trainer.allocator):
+        return "the allocator does not read it"
+    if getattr(trainer, "environment_factories", None) is not None:
+        return "environment_factory renders prompts per environment"
+    forward = getattr(trainer.accelerator.unwrap_model(trainer.model), "forward", None)
+    try:
+        params = inspect.signature(forward).parameters if forward is not None else {}
+    except (TypeError, ValueError):
+        params = {}
+    takes = "output_hidden_states" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return None if takes else "the model's forward takes no output_hidden_states"

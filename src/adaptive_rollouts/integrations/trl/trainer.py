@@ -11,7 +11,8 @@ One training step (one TRL *generation batch* of C rows = Q dataset rows x ``num
    (`rounds.RoundsMixin.run_round`: TRL's own ``_generate`` and ``_calculate_rewards``); the allocator
    gets each rollout's reward as a success signal in [0, 1] (`SuccessSignal`), without the rollouts
    no reward function could score; an allocator that reads the policy (`types.PolicyAware`) first
-   gets each prompt's last-layer hidden state (``policy_features=True``, `policy`);
+   gets each prompt's last-layer hidden state (``policy_features``, on by default where the trainer
+   can give it, `policy`);
 3. the N rollouts (N = C, or N <= C for an allocator of kind ``"save"``; groups of unequal size) are
    laid out on processes, padded with zero-weight copies to equal rows (`layout.padded_rows`), and
    replayed through TRL's ``_generate_and_score_completions`` (`replay.ReplayMixin`: log-probs,
@@ -103,7 +104,10 @@ class AdaptiveGRPOTrainer(RoundsMixin, LogsMixin, ReplayMixin, GRPOTrainer):
             policy's last-layer hidden state at each prompt's last token (one no-grad forward pass of
             the trainer's own model over the step's prompts, each process its own;
             `policy.last_token_hidden_states`), or a callable ``rows -> [len(rows), width]`` of your
-            own. Ignored (nothing runs) for an allocator without ``observe_policy``, e.g. ``"uniform"``.
+            own; ``False`` gives none. ``None`` (the default): as ``True`` where the trainer can give
+            it (the model's forward takes ``output_hidden_states``, no ``environment_factory``), else
+            none, said once in the log (`policy.policy_features_for`). Ignored (nothing runs) for an
+            allocator without ``observe_policy``, e.g. ``"uniform"``.
         loss_rows: what the loss is normalised by when a step trains on fewer rows than the
             generation batch (a saving allocator): ``"kept"`` (TRL's own mean over the rows trained
             on) or ``"uniform"`` (Uniform's rows: a cut or skipped group counts as rows of advantage
