@@ -11,7 +11,7 @@ from adaptive_rollouts.predictors.flatness import FlatnessPredictor
 from adaptive_rollouts.predictors.probe import OnlineLogistic, RunningScaler
 from adaptive_rollouts.sim.policy_view import PolicyView, view_auroc
 from adaptive_rollouts.sim.problem import make_problem
-from adaptive_rollouts.types import PolicyAware
+from adaptive_rollouts.types import PolicyAware, reads_policy
 
 
 def test_stays_flat_beta_matches_monte_carlo_of_the_pilot_and_its_completion():
@@ -259,7 +259,8 @@ def test_the_default_takes_the_policys_view():
     from adaptive_rollouts.allocators import make_allocator
 
     alloc = make_allocator()
-    assert isinstance(alloc, PolicyAware)
+    assert isinstance(alloc, PolicyAware) and reads_policy(alloc)
+    assert not reads_policy(make_allocator("default", policy=False)) and not reads_policy(make_allocator("uniform"))
     with pytest.raises(ValueError, match="contain NaN"):
         alloc.observe_policy([0, 1], np.array([[np.nan], [0.0]]))
 

@@ -192,6 +192,12 @@ class PolicyAware(Protocol):
     def observe_policy(self, prompts: Sequence[Prompt], features: np.ndarray) -> None: ...
 
 
+def reads_policy(allocator: Any) -> bool:
+    """Whether an allocator reads the policy's view: it is `PolicyAware` and was not built with its
+    policy source off (``policy=False``)."""
+    return isinstance(allocator, PolicyAware) and getattr(allocator, "policy", True) is not False
+
+
 def allocator_kind(allocator: Any) -> AllocatorKind:
     """The declared kind of an allocator object or class; "fill" when it declares none."""
     kind = getattr(allocator, "kind", "fill")

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["last_token_hidden_states", "policy_features_for", "reads_policy"]
+from adaptive_rollouts.types import reads_policy
+
+__all__ = ["last_token_hidden_states", "policy_features_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ def last_token_hidden_states(model: Any, input_ids: torch.Tensor, attention_mask
     if not hidden:
         raise ValueError(
             f"policy_features: the model ({type(model).__name__}) returned no hidden states for "
-            "output_hidden_states=True; pass policy_features=<callable> of your own instead"
+            "output_hidden_states=True; pass policy_features=<callable> of your own, or policy_features=False"
         )
     last = hidden[-1]
     width = int(attention_mask.shape[1])
@@ -65,7 +67,7 @@ def policy_features_for(trainer: Any, spec: Any) -> Callable[[list[dict]], np.nd
     """The trainer's ``policy_features`` argument as ``rows -> [len(rows), width]``: False: none;
     True: `last_token_hidden_states` of the trainer's model over TRL's tokenisation of the rows'
     prompts; a callable: itself; None (the default): as True where the trainer can give it (its
-    allocator reads the view, `reads_policy`, its model's forward takes ``output_hidden_states``
+    allocator reads the view, `types.reads_policy`, its model's forward takes ``output_hidden_states``
     and no ``environment_factory`` renders the prompts), else none, said once in the log when the
     allocator would have read it. Anything else raises ValueError naming the argument."""
     if spec is None:
@@ -95,12 +97,6 @@ def policy_features_for(trainer: Any, spec: Any) -> Callable[[list[dict]], np.nd
         return last_token_hidden_states(model, input_ids, mask)
 
     return hidden_states
-
-
-def reads_policy(allocator: Any) -> bool:
-    """Whether an allocator reads the policy's view (`types.PolicyAware`, and not built with its
-    policy source off, ``policy=False``)."""
-    return callable(getattr(allocator, "observe_policy", None)) and getattr(allocator, "policy", True) is not False
 
 
 def _why_no_view(trainer: Any) -> str | None:
