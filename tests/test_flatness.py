@@ -278,3 +278,22 @@ def test_the_beliefs_mean_is_the_regressions_point_estimate_however_unsure_its_w
     m, v = model.model.predict(model._inputs(list(range(16))))
     assert v.min() > 1.0  # unsure enough that a logistic-normal mean would differ
     assert np.allclose(model.predict(range(16)).mean, 1.0 / (1.0 + np.exp(-m)))
+
+
+def test_weight_variance_widens_the_belief_and_pulls_its_mean_to_one_half():
+    """``weight_variance=True`` (the belief before): the same regression gives a mean of p nearer
+    1/2 where the weights are unsure; a state saved with the other setting is refused."""
+    rng = np.random.default_rng(14)
+    hidden = rng.normal(size=(16, 64))
+    model = FlatnessPredictor(history=None)
+    for _ in range(3):
+        model.observe_policy(range(16), hidden)
+        model.update(range(16), [rng.binomial(1, 0.9, 8).astype(float) for _ in range(16)])
+    model.observe_policy(range(16), hidden)
+    a, b = model.belief(range(16), recalibrate=False)
+    state = model.state_dict()
+    model.weight_variance = True  # the same regression, read the old way
+    c, d = model.belief(range(16), recalibrate=False)
+    assert np.all(np.abs(c / (c + d) - 0.5) < np.abs(a / (a + b) - 0.5))
+    with pytest.raises(ValueError, match="weight_variance"):
+        model.load_state_dict(state)

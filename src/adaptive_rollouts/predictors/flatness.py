@@ -15,7 +15,7 @@ from ..checks.validation import check_integer, check_prompts, check_range, names
 from ..objectives.beta import all_equal_beta, beta_from_moments
 from ..state.checks import StateReader, restore_on_error
 from ..types import Prediction, StateDict
-from ._common import check_batch
+from ._common import check_batch, logistic_normal_moments
 from .discounted_beta import DiscountedBeta
 from .probe import OnlineLogistic, RunningScaler
 from .recalibration import AllEqualCalibration, match_all_equal
@@ -71,6 +71,8 @@ class FlatnessPredictor:
     directions little seen, so it measures how unusual a prompt's features are rather than how
     uncertain its p is, and on the tiny LM's traces adding it ranked the groups worse
     (docs/flatness.md); the spread kappa the candidates fit carries the belief's uncertainty.
+    ``weight_variance=True`` adds it back (mean and variance of p by Gauss-Hermite over the latent
+    logit's N(z . w, z Sigma z)), the belief as it was, for comparisons.
 
     >>> model = FlatnessPredictor(text=None)
     >>> rng = np.random.default_rng(0)
@@ -94,6 +96,7 @@ class FlatnessPredictor:
         forget: float = 0.95,
         max_history_strength: float = 32.0,
         seed: int = 0,
+        weight_variance: bool = False,
     ):
         if history is True:
             history = DiscountedBeta()
@@ -108,6 +111,7 @@ class FlatnessPredictor:
         self.forget = check_range(forget, "forget", 0.0, 1.0, high_closed=True)
         self.max_history_strength = check_range(max_history_strength, "max_history_strength", 0.0)
         self.seed = int(seed)
+        self.weight_variance = bool(weight_variance)
         start = np.zeros(1 + (1 if text is not None else 0))
         if text is not None:  # the text logit's weight is 1: p = the source's mean, a priori
             start[1] = 1.0
@@ -186,9 +190,15 @@ class FlatnessPredictor:
 
     def _candidates(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
         """alpha, beta of every (kappa, t) candidate: arrays [kappa, t, prompt]."""
-        mu = np.clip(expit(self.model.predict(self._inputs(prompts))[0]), 1e-6, 1.0 - 1e-6)
+        m, v = self.model.predict(self._inputs(prompts))
         kappa = np.asarray(STRENGTHS)[:, None]
-        var = mu * (1.0 - mu) / (kappa + 1.0)
+        if self.weight_variance:  # the belief before: the weights' variance widens p, pulls mu to 1/2
+            mu, var_param = logistic_normal_moments(m, v)
+            mu = np.clip(mu, 1e-6, 1.0 - 1e-6)
+            var = np.minimum(mu * (1.0 - mu) / (kappa + 1.0) + var_param, 0.999 * mu * (1.0 - mu))
+        else:
+            mu = np.clip(expit(m), 1e-6, 1.0 - 1e-6)
+            var = mu * (1.0 - mu) / (kappa + 1.0)
         a0, b0 = beta_from_moments(np.broadcast_to(mu, var.shape), var, min_strength=1e-3)
         s, f = self._history(prompts)
         t = np.asarray(TEMPERS)[None, :, None]
@@ -278,6 +288,7 @@ class FlatnessPredictor:
             "rank": self.rank,
             "forget": self.forget,
             "seed": self.seed,
+            "weight_variance": self.weight_variance,
             "width": -1 if self.width is None else self.width,
             "scores": self.scores.copy(),
             "calibration": self.calibration.state_dict(),
@@ -295,6 +306,8 @@ class FlatnessPredictor:
         reader = StateReader(state, "FlatnessPredictor", ["policy", "rank", "width", "scores", "model", "scaler"])
         if bool(state["policy"]) != self.policy or reader.integer("rank") != self.rank:
             raise reader.error("policy", "saved with another policy source or rank than this predictor has")
+        if bool(state.get("weight_variance", False)) != self.weight_variance:
+            raise reader.error("weight_variance", f"saved with weight_variance={not self.weight_variance}")
         width = reader.integer("width", low=-1)
         seed = reader.integer("seed") if "seed" in state else self.seed  # the projection's seed
         scores = reader.array("scores", self.scores.shape)
