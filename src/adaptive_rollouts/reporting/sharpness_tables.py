@@ -18,7 +18,9 @@ __all__ = [
     "FLATNESS_HELDOUT_BEFORE",
     "SHARPER_BEFORE_MAP",
     "SHARPER_MAPS",
+    "PROBE_VARIANTS",
     "render_flatness_sharper",
+    "render_probe_variants",
     "render_sharper_before",
     "render_sharper_map",
 ]
@@ -26,6 +28,7 @@ __all__ = [
 FLATNESS_HELDOUT_BEFORE = "results/flatness_calibration/before/tinylm_heldout.json"
 SHARPER_MAPS = ("results/map/sharper.json",)  # the default with the sharper probe, fresh seeds fixed before the run
 SHARPER_BEFORE_MAP = "results/map/sharper-before.json"  # the default before the change, the same seeds
+PROBE_VARIANTS = ("results/probe_variants/tinylm_dev.json", "results/probe_variants/tinylm_heldout.json")
 SHOWN = ("probe", "combined", "default")  # the predictors the change is about (the others are unchanged)
 
 
@@ -98,5 +101,47 @@ def render_sharper_before(root: Path) -> str:
         "",
         provenance([now]),
         provenance([before]),
+    ]
+    return "\n".join(lines)
+
+
+def render_probe_variants(root: Path) -> str:
+    """The probe's belief before the change and the changes one at a time, on the development and
+    the held-out traces (``benchmarks/probe_variants.py``): each variant's AUROC, within a step,
+    ECE, Brier over the history's, and its AUROC minus the belief before's (paired bootstrap)."""
+    results = [load_relative(root, rel) for rel in PROBE_VARIANTS]
+    header = ["traces", "source", "variant", "AUROC", "AUROC within a step", "ECE", "Brier / history's"]
+    header.append("AUROC minus before's (90% interval)")
+    rows = []
+    for r in results:
+        scores, sources = r.data["scores"], r.settings["sources"]
+        name = f"{Path(r.path).stem} ({len(r.settings['traces'])} traces, {r.data['groups']} groups)"
+        for source in sources:
+            for variant in r.settings["variants"]:
+                x = scores[f"{source}/{variant}"]
+                d = x["auroc_minus_before"]
+                delta = "-" if variant == "before" else f"{d['mean']:+.3f} ({d['low']:+.3f} to {d['high']:+.3f})"
+                rows.append(
+                    [
+                        name,
+                        source,
+                        variant,
+                        f"{x['auroc']:.3f}",
+                        f"{x['within_step_auroc']:.3f}",
+                        f"{x['ece']:.3f}",
+                        f"{x['brier_ratio']:.2f}x",
+                        delta,
+                    ]
+                )
+    lines = [
+        "P(all-equal at n) of the probe alone and of the default (probe and history), replayed through "
+        "every recorded step. Variants: before = 32 columns (random projection) and the weights' variance "
+        "in the belief; 32 columns = the projection kept, the mean the regression's point estimate; whole "
+        "view, weight variance = every column, the variance kept; now = every column, the point estimate. "
+        "The interval: a paired bootstrap over whole traces.",
+        "",
+        *table(header, rows),
+        "",
+        *(provenance([r]) for r in results),
     ]
     return "\n".join(lines)

@@ -50,6 +50,7 @@ from adaptive_rollouts.reporting.saving_tables import (
 from adaptive_rollouts.reporting.share_tables import render_pool_beliefs, render_saving_share
 from adaptive_rollouts.reporting.sharpness_tables import (
     render_flatness_sharper,
+    render_probe_variants,
     render_sharper_before,
     render_sharper_map,
 )
@@ -217,6 +218,7 @@ RENDERERS = {
     "flatness-tinylm-fresh": render_flatness_tinylm_fresh,
     "flatness-tinylm-heldout": render_flatness_tinylm_heldout,
     "flatness-sharper": render_flatness_sharper,
+    "flatness-probe-variants": render_probe_variants,
     "saving-sharper-map": render_sharper_map,
     "saving-sharper-before": render_sharper_before,
     "flatness-view": render_flatness_view,
