@@ -21,6 +21,7 @@ __all__ = [
     "LADDER_PROTOCOL",
     "LADDER_LATEST",
     "LADDER_SHARP",
+    "LADDER_SHARP_BEFORE",
     "LADDER_SHORT",
     "LADDER_WIDE",
     "NOTES",
@@ -38,6 +39,7 @@ LADDER_SHORT = "results/demo_ladder/seeds_48_79"  # the default with short pilot
 LADDER_SHARP = (
     "results/demo_ladder/seeds_112_143"  # the probe on the whole hidden state, 32 more seeds, after that switch
 )
+LADDER_SHARP_BEFORE = "results/demo_ladder/seeds_112_143_before"  # the same seeds, the default+view before that switch
 LADDER_LATEST = LADDER_SHARP  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
@@ -48,6 +50,7 @@ SUBJECTS = {
     LADDER_WIDE: ("default", "default+view"),
     LADDER_SHORT: ("default", "default+view"),
     LADDER_SHARP: ("default+view", "default"),  # the trainer's default now gives the view where it can
+    LADDER_SHARP_BEFORE: ("default+view",),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -67,6 +70,8 @@ NOTES = {
     LADDER_FRESH: BEFORE_SHORT,
     LADDER_WIDE: BEFORE_SHORT,
     LADDER_SHORT: BEFORE_SHARP,
+    LADDER_SHARP_BEFORE: BEFORE_SHARP
+    + " They ran on the seeds of the table above, beside the same Uniform runs (copied, not re-run).",
 }
 
 
@@ -220,7 +225,7 @@ def _protocol(root: Path) -> str:
     out = []
     paths = [
         (f, p)
-        for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE, LADDER_SHORT, LADDER_SHARP)
+        for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE, LADDER_SHORT, LADDER_SHARP, LADDER_SHARP_BEFORE)
         for p in sorted((root / f).glob("*/summary.json"))
     ]
     for folder, path in paths:
