@@ -20,7 +20,7 @@ from adaptive_rollouts.checks.arguments import (
 )
 from adaptive_rollouts.integrations.trl.settings import LOSS_TYPE_AGGREGATION
 
-from .allocation import known_arms
+from .allocation import POLICY_VIEW_MARK, known_arms
 from .jobs import run_all
 from .report import write_report
 from .run import DemoConfig, config_dict
@@ -35,7 +35,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         type=name_list("arms such as uniform,default"),
         default=",".join(d.methods),
         help="comma list of arms (uniform, default, null, oracle, oracle-skip, default@true-p, vip-paper, uniform-drgrpo, vigor, "
-        "or any allocator name): Uniform vs the saving default",
+        "or any allocator name; +view: the trainer gives the arm the policy's view): Uniform vs the saving default "
+        "as the trainer gives it",
     )
     parser.add_argument(
         "--seeds", type=positive_int, default=1, help="number of seeds: first-seed .. first-seed + seeds - 1"
@@ -89,7 +90,8 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
     methods = tuple(
         name_list("arms such as uniform,default")(args.methods) if isinstance(args.methods, str) else args.methods
     )
-    unknown = [m for m in methods if m not in known_arms()]
+    # an arm may read the policy's view ("default+view"): the base name must be known
+    unknown = [m for m in methods if m.removesuffix(POLICY_VIEW_MARK) not in known_arms()]
     if unknown or not methods:
         raise UsageError(f"--methods: unknown {unknown or methods}; choose from {list(known_arms())}")
     for name in ("seeds", "steps", "workers", "prompts_per_step", "eval_every"):  # when not parsed by argparse

@@ -29,7 +29,7 @@ from .tokenizer import build_tokenizer
 
 @dataclass
 class DemoConfig:
-    methods: tuple[str, ...] = ("uniform", "default")
+    methods: tuple[str, ...] = ("uniform", "default+view")  # the default as the trainer gives it: with the view
     seeds: tuple[int, ...] = (0,)
     steps: int = 30
     prompts_per_step: int = 16

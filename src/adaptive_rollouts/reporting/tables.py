@@ -55,6 +55,7 @@ from adaptive_rollouts.reporting.sharpness_tables import (
     render_sharper_map,
 )
 from adaptive_rollouts.reporting.token_tables import render_tokens
+from adaptive_rollouts.reporting.tune_tables import render_demo_tune
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
 from adaptive_rollouts.reporting.view_tables import render_flatness_view
 
@@ -228,6 +229,7 @@ RENDERERS = {
     "pool-beliefs": render_pool_beliefs,
     "saving-equal-cost": render_equal_cost_summary,
     "demo-ladder": render_demo_ladder,
+    "demo-tune": render_demo_tune,
     "ladder-summary": render_ladder_summary,
     "tokens": render_tokens,
     **RELIABILITY_RENDERERS,
