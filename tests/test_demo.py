@@ -338,3 +338,18 @@ def test_demo_docstring_examples_run(name):
     module = importlib.import_module(f"adaptive_rollouts.demo.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_make_demos_rates_are_the_committed_grids_best():
+    """`LEARNING_RATES` holds, for every method the tune ran, its best rate in
+    results/demo_tune/tune.json (the file docs/demo.md renders), and `make demo` runs Uniform
+    against the default with the policy's view, each at a tuned rate."""
+    from pathlib import Path
+
+    from adaptive_rollouts.demo.allocation import LEARNING_RATES
+    from adaptive_rollouts.demo.run import DemoConfig
+
+    tune = json.loads((Path(__file__).resolve().parents[1] / "results/demo_tune/tune.json").read_text())["data"]
+    assert {m: b["lr"] for m, b in tune["best"].items()} == LEARNING_RATES
+    assert DemoConfig().methods == ("uniform", "default+view")
+    assert all(m in LEARNING_RATES for m in DemoConfig().methods)
