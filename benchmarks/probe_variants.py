@@ -71,14 +71,14 @@ def replay(stem: Path) -> dict[str, np.ndarray]:
 
 
 def within_step_auroc(score: np.ndarray, outcome: np.ndarray, group: np.ndarray) -> float:
-    """AUROC over the pairs (all-equal, varied) of the same step only: the chance that an all-equal
-    group of a step scored above a varied one of that step (ties half)."""
+    """AUROC over the pairs (all-equal, varied) of the same step only: each step's `auroc` weighted
+    by its number of such pairs."""
     hits = pairs = 0.0
     for g in np.unique(group):
         s, y = score[group == g], outcome[group == g]
-        diff = s[y == 1][:, None] - s[y == 0][None, :]
-        hits += float((diff > 0).sum() + 0.5 * (diff == 0).sum())
-        pairs += diff.size
+        n = float((y == 1).sum() * (y == 0).sum())
+        if n:
+            hits, pairs = hits + auroc(s, y) * n, pairs + n
     return hits / pairs if pairs else float("nan")
 
 

@@ -190,14 +190,14 @@ class FlatnessPredictor:
 
     def _candidates(self, prompts: list) -> tuple[np.ndarray, np.ndarray]:
         """alpha, beta of every (kappa, t) candidate: arrays [kappa, t, prompt]."""
-        m, v = self.model.predict(self._inputs(prompts))
+        z = self._inputs(prompts)
         kappa = np.asarray(STRENGTHS)[:, None]
         if self.weight_variance:  # the belief before: the weights' variance widens p, pulls mu to 1/2
-            mu, var_param = logistic_normal_moments(m, v)
+            mu, var_param = logistic_normal_moments(*self.model.predict(z))
             mu = np.clip(mu, 1e-6, 1.0 - 1e-6)
             var = np.minimum(mu * (1.0 - mu) / (kappa + 1.0) + var_param, 0.999 * mu * (1.0 - mu))
         else:
-            mu = np.clip(expit(m), 1e-6, 1.0 - 1e-6)
+            mu = np.clip(expit(self.model.logit_mean(z)), 1e-6, 1.0 - 1e-6)
             var = mu * (1.0 - mu) / (kappa + 1.0)
         a0, b0 = beta_from_moments(np.broadcast_to(mu, var.shape), var, min_strength=1e-3)
         s, f = self._history(prompts)

@@ -75,10 +75,14 @@ class OnlineLogistic:
         precision[..., self.dim :, self.dim :] = np.eye(extra) / self.prior_var
         self.dim, self.mean, self.precision = self.dim + extra, mean, precision
 
+    def logit_mean(self, z: np.ndarray) -> np.ndarray:
+        """The latent logit's mean z . mean alone (no inverse of the precision)."""
+        return np.einsum("...rd,...d->...r", self._check(z), self.mean)
+
     def predict(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         z = self._check(z)
         cov = np.linalg.inv(self.precision)
-        return np.einsum("...rd,...d->...r", z, self.mean), np.einsum("...rd,...de,...re->...r", z, cov, z)
+        return self.logit_mean(z), np.einsum("...rd,...de,...re->...r", z, cov, z)
 
     def update(
         self, z: np.ndarray, successes: np.ndarray, trials: np.ndarray, weight: np.ndarray | None = None

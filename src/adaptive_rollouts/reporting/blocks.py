@@ -3,6 +3,7 @@ repository, a block ending in its source line, the load-average note and the for
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result, load_result, provenance
@@ -34,6 +35,6 @@ def pooled_interval(pooled: dict) -> str:
     """A pooled effect's 90% interval as text, or why it has none (a cell without a standard error:
     its statistic undefined on some seeds makes the pooled t interval undefined)."""
     low, high = pooled["low"], pooled["high"]
-    if low == low and high == high and abs(low) != float("inf") and abs(high) != float("inf"):
+    if math.isfinite(low) and math.isfinite(high):
         return f"{low:.2f}-{high:.2f}"
     return "interval undefined: a cell without a standard error"

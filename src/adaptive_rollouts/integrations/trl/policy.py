@@ -71,15 +71,13 @@ def policy_features_for(trainer: Any, spec: Any) -> Callable[[list[dict]], np.nd
     and no ``environment_factory`` renders the prompts), else none, said once in the log when the
     allocator would have read it. Anything else raises ValueError naming the argument."""
     if spec is None:
-        reason = _why_no_view(trainer)
-        if reason is None:
-            spec = True
-        else:
-            if reads_policy(trainer.allocator):
-                logger.warning(
-                    "policy_features: the allocator gets no policy view (%s); its belief uses the rest", reason
-                )
+        if not reads_policy(trainer.allocator):
             return None
+        reason = _why_no_view(trainer)
+        if reason is not None:
+            logger.warning("policy_features: the allocator gets no policy view (%s); its belief uses the rest", reason)
+            return None
+        spec = True
     if spec is False:
         return None
     if callable(spec):
@@ -100,9 +98,8 @@ def policy_features_for(trainer: Any, spec: Any) -> Callable[[list[dict]], np.nd
 
 
 def _why_no_view(trainer: Any) -> str | None:
-    """Why the default (``policy_features=None``) gives no view; None when it gives one."""
-    if not reads_policy(trainer.allocator):
-        return "the allocator does not read it"
+    """Why the default (``policy_features=None``) gives an allocator that reads it no view; None
+    when it gives one."""
     if getattr(trainer, "environment_factories", None) is not None:
         return "environment_factory renders prompts per environment"
     forward = getattr(trainer.accelerator.unwrap_model(trainer.model), "forward", None)
