@@ -76,6 +76,17 @@ def test_pooled_effect_leaves_out_cells_without_gain_and_refuses_mixed_kinds():
     assert set(gain_interval(u, m, interval="percentile", resamples=50)) == {"low", "high", "draws"}
 
 
+def test_pooled_effect_t_reads_effect_and_interval_over_the_cells_with_a_standard_error():
+    # a cell without a standard error used to leave the whole interval undefined
+    full = pooled_effect_t([2.0, 0.5], [0.1, 0.1], [15, 15])
+    p = pooled_effect_t([2.0, 0.5, 9.0], [0.1, 0.1, float("nan")], [15, 15, 15])
+    assert p["no_se"] == 1 and p["left_out"] == 1 and p["cells"] == 2
+    for key in ("effect", "low", "high"):
+        assert p[key] == pytest.approx(full[key])
+    gone = pooled_effect_t([2.0, float("nan")], [float("nan"), 0.1], [15, 15])
+    assert gone["cells"] == 0 and gone["no_se"] == 1 and gone["left_out"] == 2 and np.isnan(gone["effect"])
+
+
 def test_the_16_seed_percentile_bootstrap_undercovers_and_the_jackknife_t_does_not():
     """Twin curves (true speedup 1.00), 16 paired seeds, 300 draws: the 90% percentile-bootstrap
     interval covers 1 measurably less often than 90% (the committed 16-seed maps' controls covered

@@ -223,19 +223,30 @@ def pooled_effect_t(
 ) -> dict[str, float]:
     """The geometric mean over cells of their statistics and its Welch-Satterthwaite t interval
     from the cells' jackknife standard errors on log speedup (`intervals.pooled_t`; independent seeds
-    per cell). Cells whose estimate is not finite (no gain) are left out and counted; a kept cell
-    without a standard error leaves the interval undefined (nan)."""
+    per cell). Cells whose estimate is not finite (no gain) are left out and counted in
+    ``left_out``; so are cells without a standard error (their statistic undefined on some
+    leave-one-seed-out subset: seeds that never reach a target), counted also in ``no_se``: the
+    effect and its interval are read over the same cells, the rest said by number.
+
+    >>> p = pooled_effect_t([2.0, 3.0, 8.0], [0.1, float("nan"), 0.1], [15, 15, 15])
+    >>> round(p["effect"], 6), p["cells"], p["left_out"], p["no_se"]
+    (4.0, 2, 1, 1)
+    """
     est = np.asarray(estimates, dtype=float)
-    ok = np.isfinite(est) & (est > 0)
+    se = np.asarray(ses, dtype=float)
+    has_stat = np.isfinite(est) & (est > 0)
+    ok = has_stat & np.isfinite(se)
+    no_se = int(np.sum(has_stat & ~ok))
     if not ok.any():
-        return _no_cells(est.size)
-    mean, lo, hi = pooled_t(np.log(est[ok]), np.asarray(ses, float)[ok], np.asarray(dfs, float)[ok], level)
+        return {**_no_cells(est.size), "no_se": no_se}
+    mean, lo, hi = pooled_t(np.log(est[ok]), se[ok], np.asarray(dfs, float)[ok], level)
     return {
         "effect": float(np.exp(mean)),
         "low": float(np.exp(lo)),
         "high": float(np.exp(hi)),
         "cells": int(ok.sum()),
         "left_out": int((~ok).sum()),
+        "no_se": no_se,
     }
 
 

@@ -8,13 +8,19 @@ from typing import Any
 import numpy as np
 
 from adaptive_rollouts.experiments.equal_cost import equal_cost_entry
-from adaptive_rollouts.experiments.gain_speedup import gain_interval, gain_speedup, gain_speedup_parts, pooled_gain
+from adaptive_rollouts.experiments.gain_speedup import (
+    gain_interval,
+    gain_speedup,
+    gain_speedup_parts,
+    pooled_effect_t,
+    pooled_gain,
+)
 from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.regime_map import DEFAULT, NULL, seeds_for
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, speedup
 from adaptive_rollouts.fingerprints import batch_noise_to_signal
 
-__all__ = ["summarize_map", "uniform_fingerprints", "NOISE_DOMINATED"]
+__all__ = ["summarize_map", "uniform_fingerprints", "pooled_arm", "NOISE_DOMINATED"]
 
 NOISE_DOMINATED = 1.0  # batch noise-to-signal of Uniform's step (resampled) at or above this
 
@@ -184,6 +190,26 @@ def _pooled(rows: list[dict], methods: Sequence[str]) -> dict[str, dict[str, flo
         if es:
             out[name] = pooled_gain([e[f"{prefix}gain_speedup"] for e in es], [e[f"_{prefix}interval"] for e in es])
     return out
+
+
+def pooled_arm(entries: Sequence[dict | None], prefix: str = "") -> dict[str, float]:
+    """The pooled effect re-read from stored cell entries of a jackknife-t map: the geometric mean
+    over cells of the primary statistic over Uniform (``prefix`` "same_rate_": at Uniform's rate)
+    and its 90% t interval from the cells' jackknife standard errors (`pooled_effect_t`); cells
+    without the statistic or its standard error are left out and counted.
+
+    >>> e = {"gain_speedup": 2.0, "gain_log_se": 0.1, "gain_per_seed": [2.0] * 8}
+    >>> round(pooled_arm([e, {**e, "gain_speedup": 0.5}])["effect"], 6)
+    1.0
+    """
+    kept = [e for e in entries if e and e.get(f"{prefix}gain_log_se") is not None]
+    pooled = pooled_effect_t(
+        [e[f"{prefix}gain_speedup"] for e in kept],
+        [e[f"{prefix}gain_log_se"] for e in kept],
+        [len(e[f"{prefix}gain_per_seed"]) - 1 for e in kept],
+    )
+    pooled["left_out"] = int(pooled.get("left_out", 0)) + len(entries) - len(kept)
+    return pooled
 
 
 SAVING_FLAT = 0.3  # cells where at least this share of Uniform's groups is all-equal

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from adaptive_rollouts.experiments.results import Result, load_result, provenance
 
-__all__ = ["load_relative", "block", "load_note", "fmt_ms"]
+__all__ = ["load_relative", "block", "load_note", "fmt_ms", "left_out_reason", "pooled_interval"]
 
 
 def load_relative(root: Path, rel: str) -> Result:
@@ -38,3 +38,18 @@ def pooled_interval(pooled: dict) -> str:
     if math.isfinite(low) and math.isfinite(high):
         return f"{low:.2f}-{high:.2f}"
     return "interval undefined: a cell without a standard error"
+
+
+def left_out_reason(pooled: dict, no_statistic: str = "no statistic") -> str:
+    """Why cells are left out of a pooled effect (`experiments.gain_speedup.pooled_effect_t`): no
+    statistic (``no_statistic`` says it), or a statistic without a standard error (``no_se``).
+
+    >>> left_out_reason({"left_out": 3, "no_se": 1}), left_out_reason({"left_out": 1, "no_se": 1})
+    ('2 no statistic, 1 no standard error', 'no standard error')
+    """
+    no_se, left = int(pooled.get("no_se", 0)), int(pooled["left_out"])
+    if no_se == 0:
+        return no_statistic
+    if no_se == left:
+        return "no standard error"
+    return f"{left - no_se} {no_statistic}, {no_se} no standard error"

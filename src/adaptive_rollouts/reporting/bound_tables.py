@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from adaptive_rollouts.experiments.gain_speedup import pooled_effect_t
 from adaptive_rollouts.experiments.map_config import DEFAULT, NULL
 from adaptive_rollouts.experiments.map_records import read_run_records, records_path
+from adaptive_rollouts.experiments.map_summary import pooled_arm
 from adaptive_rollouts.experiments.results import provenance
-from adaptive_rollouts.reporting.blocks import load_relative, pooled_interval
+from adaptive_rollouts.reporting.blocks import left_out_reason, load_relative, pooled_interval
 from adaptive_rollouts.reporting.markdown import table
 from adaptive_rollouts.reporting.versus_tables import _over_uniform, _paired, head_to_head
 
@@ -41,7 +41,6 @@ __all__ = [
     "bound_reading",
     "map_runs",
     "paired_check_block",
-    "pooled_arm",
     "render_saving_bound",
     "render_fresh_bound",
     "render_default_bound",
@@ -104,25 +103,6 @@ def bound_reading(bound_over_default: dict | None, other: str = "no bound", this
     return "not separated"
 
 
-def pooled_arm(entries: list[dict | None]) -> dict[str, float]:
-    """The geometric mean over cells of an arm's primary statistic over Uniform and its 90% t
-    interval from the cells' jackknife standard errors (`pooled_effect_t`); cells without the
-    statistic are left out and counted.
-
-    >>> e = {"gain_speedup": 2.0, "gain_log_se": 0.1, "gain_per_seed": [2.0] * 8}
-    >>> round(pooled_arm([e, {**e, "gain_speedup": 0.5}])["effect"], 6)
-    1.0
-    """
-    kept = [e for e in entries if e and e.get("gain_log_se") is not None]
-    pooled = pooled_effect_t(
-        [e["gain_speedup"] for e in kept],
-        [e["gain_log_se"] for e in kept],
-        [len(e["gain_per_seed"]) - 1 for e in kept],
-    )
-    pooled["left_out"] = int(pooled.get("left_out", 0)) + len(entries) - len(kept)
-    return pooled
-
-
 def _equal_cost(entry: dict | None) -> str:
     if not entry or entry.get("final_gap_equal_cost") is None:
         return "-"
@@ -133,7 +113,7 @@ def _equal_cost(entry: dict | None) -> str:
 def _pooled_line(label: str, pooled: dict[str, float]) -> str:
     if not np.isfinite(pooled["effect"]):
         return f"- {label}: undefined"
-    left = f"; {pooled['left_out']} left out (no statistic)" if pooled["left_out"] else ""
+    left = f"; {pooled['left_out']} left out ({left_out_reason(pooled)})" if pooled["left_out"] else ""
     return f"- {label}: {pooled['effect']:.2f} ({pooled_interval(pooled)}) over {pooled['cells']} cells{left}"
 
 

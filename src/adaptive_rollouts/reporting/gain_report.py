@@ -12,6 +12,7 @@ import numpy as np
 
 from adaptive_rollouts.experiments.intervals import OLD_INTERVAL
 from adaptive_rollouts.experiments.map_summary import verdict
+from adaptive_rollouts.reporting.blocks import left_out_reason
 from adaptive_rollouts.reporting.markdown import fmt, section, table
 
 __all__ = [
@@ -96,7 +97,11 @@ def gain_lines(data: dict, level: int) -> list[str]:
         label = "default at its own best rate" if name == "default" else name.replace("@uniform-rate", "")
         lines.append(
             f"- {label}: {fmt(p['effect'])} ({fmt(p['low'])}-{fmt(p['high'])}) over {p['cells']} cells"
-            + (f" ({p['left_out']} cells left out: statistic 0 or undefined)" if p["left_out"] else "")
+            + (
+                f" ({p['left_out']} cells left out: {left_out_reason(p, 'statistic 0 or undefined')})"
+                if p["left_out"]
+                else ""
+            )
         )
     own = data.get("pooled", {}).get(_DEFAULT)
     if own and own_rate:

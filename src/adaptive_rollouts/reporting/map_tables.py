@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaptive_rollouts.experiments.map_summary import pooled_arm
 from adaptive_rollouts.experiments.results import (
     MixedResultsError,
     Result,
@@ -17,7 +18,7 @@ from adaptive_rollouts.experiments.results import (
     provenance,
     short_commit,
 )
-from adaptive_rollouts.reporting.blocks import pooled_interval
+from adaptive_rollouts.reporting.blocks import left_out_reason, pooled_interval
 from adaptive_rollouts.reporting.gain_report import coverage, interval_words, targets_with_verdicts
 from adaptive_rollouts.reporting.map_report import map_markdown
 
@@ -53,6 +54,27 @@ def render_map(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _repooled(data: dict) -> dict:
+    """A map's pooled effects, re-read from its stored cells where they carry jackknife standard
+    errors (`map_summary.pooled_arm`: a cell without one is left out and counted), else as stored."""
+    pooled = dict(data.get("pooled") or {})
+    for name in pooled:
+        base, _, at = name.partition("@")
+        prefix = "same_rate_" if at == "uniform-rate" else ""
+        entries = [row["methods"].get(base) for row in data["rows"]]
+        entries = [e for e in entries if e and f"{prefix}gain_speedup" in e]
+        if entries and all(f"{prefix}gain_log_se" in e for e in entries):
+            pooled[name] = pooled_arm(entries, prefix)
+    return pooled
+
+
+def _cells(p: dict | None, cells: int) -> str:
+    """How many cells a pooled effect is read over, and why any are left out."""
+    if not p or not p.get("left_out"):
+        return f"{cells} cells"
+    return f"{p['cells']} of {cells} cells ({p['left_out']} left out: {left_out_reason(p)})"
+
+
 def _interval(p: dict | None) -> str:
     return "-" if not p else f"{p['effect']:.2f}x ({pooled_interval(p)})"
 
@@ -77,7 +99,7 @@ def render_saving_summary(root: Path) -> str:
         counts = {v: sum(t["verdict"] == v for t in targets) for v in ("met", "below", "unresolved")}
         commits = ", ".join(short_commit(c) for c in data.get("run_commits", {}))
         text = f"  - `{path.stem}` (runs at {commits}; {len(data['config']['paired_seeds'])} paired seeds): "
-        pooled = data.get("pooled")
+        pooled = _repooled(data)
         if pooled:
             # the controls the map ran (a check on fresh seeds may run the null control alone)
             controls = [
@@ -88,7 +110,7 @@ def render_saving_summary(root: Path) -> str:
             hits = [coverage(data, a) for a, _ in controls]
             text += (
                 f"the default at Uniform's rate {_interval(pooled.get('default@uniform-rate'))} pooled over "
-                f"{len(targets)} cells, "
+                f"{_cells(pooled.get('default@uniform-rate'), len(targets))}, "
                 + ", ".join(f"the {n} {_interval(pooled.get(a))}" for a, n in controls)
                 + f"; {' / '.join(n for _, n in controls)} intervals cover 1.00 in "
                 f"{' / '.join(str(h[0]) for h in hits)} of {hits[0][1] if hits else len(targets)} cells; "
