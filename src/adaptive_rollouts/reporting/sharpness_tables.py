@@ -19,16 +19,19 @@ __all__ = [
     "SHARPER_BEFORE_MAP",
     "SHARPER_MAPS",
     "PROBE_VARIANTS",
+    "VIEW_INFORMATION",
     "render_flatness_sharper",
     "render_probe_variants",
     "render_sharper_before",
     "render_sharper_map",
+    "render_view_information",
 ]
 
 FLATNESS_HELDOUT_BEFORE = "results/flatness_calibration/before/tinylm_heldout.json"
 SHARPER_MAPS = ("results/map/sharper.json",)  # the default with the sharper probe, fresh seeds fixed before the run
 SHARPER_BEFORE_MAP = "results/map/sharper-before.json"  # the default before the change, the same seeds
 PROBE_VARIANTS = ("results/probe_variants/tinylm_dev.json", "results/probe_variants/tinylm_heldout.json")
+VIEW_INFORMATION = "results/view_information/view_information.json"
 SHOWN = ("probe", "combined", "default")  # the predictors the change is about (the others are unchanged)
 
 
@@ -143,5 +146,32 @@ def render_probe_variants(root: Path) -> str:
         *table(header, rows),
         "",
         *(provenance([r]) for r in results),
+    ]
+    return "\n".join(lines)
+
+
+def render_view_information(root: Path) -> str:
+    """What the policy's view can tell against what the online probe learns of it
+    (``benchmarks/view_information.py``): each predictor's AUROC, within a step, ECE, and its AUROC
+    minus the online probe's (paired bootstrap over traces)."""
+    r = load_relative(root, VIEW_INFORMATION)
+    d = r.data
+    rows = []
+    for label, x in d["scores"].items():
+        m = x["minus_online"]
+        delta = "-" if label == "online probe" else f"{m['mean']:+.3f} ({m['low']:+.3f} to {m['high']:+.3f})"
+        rows.append([label, f"{x['auroc']:.3f}", f"{x['within_step_auroc']:.3f}", f"{x['ece']:.3f}", delta])
+    header = ["predictor (the view alone)", "AUROC", "AUROC within a step", "ECE", "minus the online probe's (90%)"]
+    ridge = d["ridge"]
+    lines = [
+        f"P(all-equal at n) from the policy's view alone ({d['view_width']} columns), on the "
+        f"{len(r.settings['heldout'])} held-out traces ({d['groups']} groups, {d['all_equal_share']:.2f} of them "
+        f"all-equal); the regressions' ridge chosen on the {len(r.settings['dev'])} development traces "
+        f"(refit {ridge['refit']:g}, other runs {ridge['other runs']:g}). The interval: a paired bootstrap over "
+        "whole traces.",
+        "",
+        *table(header, rows),
+        "",
+        provenance([r]),
     ]
     return "\n".join(lines)

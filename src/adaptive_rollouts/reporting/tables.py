@@ -53,6 +53,7 @@ from adaptive_rollouts.reporting.sharpness_tables import (
     render_probe_variants,
     render_sharper_before,
     render_sharper_map,
+    render_view_information,
 )
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.tune_tables import render_demo_tune
@@ -220,6 +221,7 @@ RENDERERS = {
     "flatness-tinylm-heldout": render_flatness_tinylm_heldout,
     "flatness-sharper": render_flatness_sharper,
     "flatness-probe-variants": render_probe_variants,
+    "flatness-view-information": render_view_information,
     "saving-sharper-map": render_sharper_map,
     "saving-sharper-before": render_sharper_before,
     "flatness-view": render_flatness_view,
