@@ -269,7 +269,8 @@ def test_the_beliefs_mean_is_the_regressions_point_estimate_however_unsure_its_w
     """mu = sigmoid(z . w) at the weights' mean, also where their variance along z is large (many
     columns, few groups): the weights' variance does not pull the mean toward 1/2."""
     rng = np.random.default_rng(13)
-    model = FlatnessPredictor(history=None)
+    # a unit prior keeps the logits moderate: the recalibrated chance stays reachable at the mean
+    model = FlatnessPredictor(history=None, prior_var=1.0)
     hidden = rng.normal(size=(16, 64))
     for _ in range(3):
         model.observe_policy(range(16), hidden)
@@ -278,6 +279,8 @@ def test_the_beliefs_mean_is_the_regressions_point_estimate_however_unsure_its_w
     m, v = model.model.predict(model._inputs(list(range(16))))
     assert v.min() > 1.0  # unsure enough that a logistic-normal mean would differ
     assert np.allclose(model.predict(range(16)).mean, 1.0 / (1.0 + np.exp(-m)))
+    a, b = model.belief(range(16), recalibrate=False)
+    assert np.allclose(a / (a + b), 1.0 / (1.0 + np.exp(-m)))
 
 
 def test_weight_variance_widens_the_belief_and_pulls_its_mean_to_one_half():
@@ -297,3 +300,41 @@ def test_weight_variance_widens_the_belief_and_pulls_its_mean_to_one_half():
     assert np.all(np.abs(c / (c + d) - 0.5) < np.abs(a / (a + b) - 0.5))
     with pytest.raises(ValueError, match="weight_variance"):
         model.load_state_dict(state)
+
+
+def test_a_weaker_prior_spreads_the_prompts_means_sooner_and_a_state_keeps_its_own_prior():
+    """The regression's prior variance per weight (`PRIOR_VAR`): after a few steps on a wide view a
+    weaker prior spreads the prompts' means of p further apart; a state carries the prior it was
+    learned under, so a run saved before the change resumes as it would have gone on."""
+    from adaptive_rollouts.predictors.flatness import PRIOR_VAR
+
+    rng = np.random.default_rng(21)
+    hidden = rng.normal(size=(16, 48))
+    p = 1.0 / (1.0 + np.exp(-hidden[:, 0]))
+    groups = [[rng.binomial(1, x, 8).astype(float) for x in p] for _ in range(4)]
+
+    def trained(**kw):
+        model = FlatnessPredictor(history=None, **kw)
+        for g in groups[:3]:
+            model.observe_policy(range(16), hidden)
+            model.update(range(16), g)
+        return model
+
+    means = {}
+    for v in (1.0, 10.0):
+        model = trained(prior_var=v)
+        model.observe_policy(range(16), hidden)
+        means[v] = model.model.logit_mean(model._inputs(list(range(16))))
+    assert np.std(means[10.0]) > np.std(means[1.0])
+    assert FlatnessPredictor().prior_var == PRIOR_VAR == FlatnessPredictor().model.prior_var
+    old = trained(prior_var=1.0)  # saved at a step's end, as a checkpoint is
+    resumed = FlatnessPredictor(history=None)
+    resumed.load_state_dict(old.state_dict())
+    assert resumed.prior_var == 1.0
+    for model in (old, resumed):
+        model.observe_policy(range(16), hidden)
+        model.update(range(16), groups[3])
+        model.observe_policy(range(16), hidden)
+    assert np.array_equal(old.all_equal(range(16), 8)[0], resumed.all_equal(range(16), 8)[0])
+    with pytest.raises(ValueError, match="prior_var"):
+        FlatnessPredictor(prior_var=0.0)

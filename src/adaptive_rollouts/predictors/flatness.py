@@ -20,12 +20,17 @@ from .discounted_beta import DiscountedBeta
 from .probe import OnlineLogistic, RunningScaler
 from .recalibration import AllEqualCalibration, match_all_equal
 
-__all__ = ["FlatnessPredictor", "STRENGTHS", "TEMPERS"]
+__all__ = ["FlatnessPredictor", "PRIOR_VAR", "STRENGTHS", "TEMPERS"]
 
 STRENGTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 """Candidate spreads of p around the model's mean: Beta strength kappa (pseudo-rollouts)."""
 TEMPERS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 """Candidate weights of a prompt's own (discounted) history in its belief."""
+PRIOR_VAR = 10.0
+"""The prior variance of each weight of the regression (its inputs standardised): a weak prior, so
+that a few steps' groups already spread the prompts' means. On the tiny LM's development traces the
+probe ranked the groups better the weaker the prior (docs/flatness.md, "A weaker prior"); 10 was
+checked on the held-out traces and on exploration seeds of the ladder."""
 _SCORE_DECAY = 0.99  # per update: the candidates are scored on the recent run
 _TEXT_CLIP = 1e-3  # the text model's mean enters as logit(clip(mean)): finite at 0 and 1
 
@@ -48,7 +53,8 @@ class FlatnessPredictor:
     - **history**: the prompt's own visits, `DiscountedBeta` (discounted per visit), as pseudo-counts
       (s_h, f_h) capped at ``max_history_strength`` rollouts.
 
-    Model: an `OnlineLogistic` regression (forgetting ``forget`` per step) of successes on
+    Model: an `OnlineLogistic` regression (forgetting ``forget`` per step, prior variance
+    ``prior_var`` per weight, `PRIOR_VAR`) of successes on
     z = [1, text logit, policy columns] gives each prompt's mean of p, mu = sigmoid(z . w) at the
     weights' mean w; prompts that share z still differ in p, by a spread kappa: the belief before
     history is the Beta with mean mu and variance mu (1 - mu) / (kappa + 1), and the prompt's
@@ -94,6 +100,7 @@ class FlatnessPredictor:
         policy: bool = True,
         rank: int = 256,
         forget: float = 0.95,
+        prior_var: float = PRIOR_VAR,
         max_history_strength: float = 32.0,
         seed: int = 0,
         weight_variance: bool = False,
@@ -109,6 +116,7 @@ class FlatnessPredictor:
         self.policy = bool(policy)
         self.rank = check_integer(rank, "rank", least=1)
         self.forget = check_range(forget, "forget", 0.0, 1.0, high_closed=True)
+        self.prior_var = check_range(prior_var, "prior_var", 0.0)
         self.max_history_strength = check_range(max_history_strength, "max_history_strength", 0.0)
         self.seed = int(seed)
         self.weight_variance = bool(weight_variance)
@@ -116,7 +124,7 @@ class FlatnessPredictor:
         if text is not None:  # the text logit's weight is 1: p = the source's mean, a priori
             start[1] = 1.0
         # the policy's columns join the regression (last) when the first features give their width
-        self.model = OnlineLogistic(start.size, forget=self.forget, initial_mean=start)
+        self.model = OnlineLogistic(start.size, forget=self.forget, prior_var=self.prior_var, initial_mean=start)
         self.scaler: RunningScaler | None = None
         self.width: int | None = None
         self.scores = np.zeros((len(STRENGTHS), len(TEMPERS)))
@@ -323,7 +331,8 @@ class FlatnessPredictor:
                 "model", f"needs {dim} inputs (1, the text logit if any, min(width, rank) policy columns)"
             )
         model = OnlineLogistic(dim)
-        model.load_state_dict(state["model"])
+        model.load_state_dict(state["model"])  # with the prior it was learned under (a state before
+        # the weaker prior continues under its own: a resumed run goes on as it would have)
         scaler = None if not columns else RunningScaler(columns)
         if scaler is not None:
             scaler.load_state_dict(state["scaler"])
@@ -335,5 +344,6 @@ class FlatnessPredictor:
                     source.load_state_dict(state[key])
             self.width, self.seed = (None if width < 0 else width), seed
             self.scores, self.model, self.scaler = scores, model, scaler
+            self.prior_var = model.prior_var
             self.calibration, self.group_size = calibration, (None if group_size < 0 else group_size)
             self._pending, self._projection = {}, None
