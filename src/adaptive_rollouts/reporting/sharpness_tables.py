@@ -19,8 +19,13 @@ __all__ = [
     "SHARPER_BEFORE_MAP",
     "SHARPER_MAPS",
     "PROBE_VARIANTS",
+    "PRIOR_BEFORE_MAP",
+    "PRIOR_MAPS",
     "VIEW_INFORMATION",
+    "before_after_block",
     "render_flatness_sharper",
+    "render_prior_before",
+    "render_prior_map",
     "render_probe_variants",
     "render_sharper_before",
     "render_sharper_map",
@@ -29,7 +34,9 @@ __all__ = [
 
 FLATNESS_HELDOUT_BEFORE = "results/flatness_calibration/before/tinylm_heldout.json"
 SHARPER_MAPS = ("results/map/sharper.json",)  # the default with the sharper probe, fresh seeds fixed before the run
-SHARPER_BEFORE_MAP = "results/map/sharper-before.json"  # the default before the change, the same seeds
+SHARPER_BEFORE_MAP = "results/map/sharper-before.json"
+PRIOR_MAPS = ("results/map/prior10.json",)  # the default with the weaker prior, fresh seeds fixed before the run
+PRIOR_BEFORE_MAP = "results/map/prior10-before.json"  # the default before the weaker prior, the same seeds  # the default before the change, the same seeds
 PROBE_VARIANTS = ("results/probe_variants/tinylm_dev.json", "results/probe_variants/tinylm_heldout.json")
 VIEW_INFORMATION = "results/view_information/view_information.json"
 SHOWN = ("probe", "combined", "default")  # the predictors the change is about (the others are unchanged)
@@ -78,9 +85,26 @@ def render_sharper_map(root: Path) -> str:
 
 
 def render_sharper_before(root: Path) -> str:
-    """The default before and after the sharper probe on the same seeds (the `SHARPER_MAPS` and the
-    `SHARPER_BEFORE_MAP`, each at its commit): per cell each over Uniform and now over before, paired."""
-    now, before = load_relative(root, SHARPER_MAPS[0]), load_relative(root, SHARPER_BEFORE_MAP)
+    """The default before and after the sharper probe on the same seeds (`SHARPER_MAPS`,
+    `SHARPER_BEFORE_MAP`)."""
+    return before_after_block(root, SHARPER_MAPS[0], SHARPER_BEFORE_MAP)
+
+
+def render_prior_map(root: Path) -> str:
+    """The default with the weaker prior against Pilot-Commit on the `PRIOR_MAPS` (fresh seeds)."""
+    intro = "The default here has the weaker prior on the probe's weights (prior variance 10 per weight, was 1)."
+    return paired_check_block(root, PRIOR_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)
+
+
+def render_prior_before(root: Path) -> str:
+    """The default before and after the weaker prior on the same seeds (`PRIOR_MAPS`, `PRIOR_BEFORE_MAP`)."""
+    return before_after_block(root, PRIOR_MAPS[0], PRIOR_BEFORE_MAP)
+
+
+def before_after_block(root: Path, now_rel: str, before_rel: str) -> str:
+    """The default at two commits on the same seeds and cells (two map files, each at its commit): per
+    cell each over Uniform and now over before, paired seed by seed, with `bound_reading`."""
+    now, before = load_relative(root, now_rel), load_relative(root, before_rel)
     runs_now, runs_before = map_runs(root, now), map_runs(root, before)
     before_rows = {row["key"]: row["methods"] for row in before.data["rows"]}
     body, readings = [], []
@@ -115,6 +139,7 @@ def render_probe_variants(root: Path) -> str:
     results = [load_relative(root, rel) for rel in PROBE_VARIANTS]
     header = ["traces", "source", "variant", "AUROC", "AUROC within a step", "ECE", "Brier / history's"]
     header.append("AUROC minus before's (90% interval)")
+    header.append("minus the unit prior's (90%)")
     rows = []
     for r in results:
         scores, sources = r.data["scores"], r.settings["sources"]
@@ -124,6 +149,12 @@ def render_probe_variants(root: Path) -> str:
                 x = scores[f"{source}/{variant}"]
                 d = x["auroc_minus_before"]
                 delta = "-" if variant == "before" else f"{d['mean']:+.3f} ({d['low']:+.3f} to {d['high']:+.3f})"
+                u = x.get("auroc_minus_unit_prior")
+                unit = (
+                    "-"
+                    if u is None or variant == "unit prior"
+                    else f"{u['mean']:+.3f} ({u['low']:+.3f} to {u['high']:+.3f})"
+                )
                 rows.append(
                     [
                         name,
@@ -134,14 +165,17 @@ def render_probe_variants(root: Path) -> str:
                         f"{x['ece']:.3f}",
                         f"{x['brier_ratio']:.2f}x",
                         delta,
+                        unit,
                     ]
                 )
     lines = [
         "P(all-equal at n) of the probe alone and of the default (probe and history), replayed through "
         "every recorded step. Variants: before = 32 columns (random projection) and the weights' variance "
         "in the belief; 32 columns = the projection kept, the mean the regression's point estimate; whole "
-        "view, weight variance = every column, the variance kept; now = every column, the point estimate. "
-        "The interval: a paired bootstrap over whole traces.",
+        "view, weight variance = every column, the variance kept; unit prior = every column, the point "
+        "estimate, the weights' prior variance 1 (these first four with that prior); prior 3, 30, 100 = the "
+        "same with that prior variance; now = the belief as the file's commit shipped it. The intervals: "
+        "a paired bootstrap over whole traces.",
         "",
         *table(header, rows),
         "",

@@ -50,6 +50,8 @@ from adaptive_rollouts.reporting.saving_tables import (
 from adaptive_rollouts.reporting.share_tables import render_pool_beliefs, render_saving_share
 from adaptive_rollouts.reporting.sharpness_tables import (
     render_flatness_sharper,
+    render_prior_before,
+    render_prior_map,
     render_probe_variants,
     render_sharper_before,
     render_sharper_map,
@@ -224,6 +226,8 @@ RENDERERS = {
     "flatness-view-information": render_view_information,
     "saving-sharper-map": render_sharper_map,
     "saving-sharper-before": render_sharper_before,
+    "saving-prior-map": render_prior_map,
+    "saving-prior-before": render_prior_before,
     "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
