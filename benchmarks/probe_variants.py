@@ -9,18 +9,18 @@ the default) replays every trace step by step, as ``benchmarks/flatness_calibrat
 the step's hidden states, then P(all-equal at n) for each prompt, then the groups. Variants:
 
 - ``before``: 32 columns (a random projection of the 192-wide hidden state) and the weights'
-  variance in the belief (``rank=32, weight_variance=True``), with the unit prior: the first belief;
+  variance in the belief (``rank=32, weight_variance=True``), the belief as it was;
 - ``32 columns``: the projection kept, the belief's mean the regression's point estimate;
 - ``whole view, weight variance``: every column, the weights' variance kept;
-- ``unit prior``: every column (``rank=256``), the point estimate, the weights' prior variance 1
-  (``prior_var=1``): the belief before the weaker prior;
-- ``prior 3``, ``prior 30``, ``prior 100``: the same with that prior variance;
-- ``now``: the belief as it is (prior variance `flatness.PRIOR_VAR`, 10).
+- ``now``: every column (``rank=256``), the point estimate: the belief as it is (the weights'
+  prior variance `flatness.PRIOR_VAR`, 1);
+- ``prior 3``, ``prior 10``, ``prior 30``, ``prior 100``: ``now`` with a weaker prior on the
+  weights (``prior_var``).
 
 Scores: the AUROC of P(all-equal) pooled over every group of every trace, the same within a step
 (only pairs of groups of one step compared: what a rule that ranks a step's prompts sees), ECE, and
 the Brier score over the history-only Beta's; and each variant's pooled AUROC minus ``before``'s
-and minus ``unit prior``'s, with 90% intervals from a paired bootstrap over traces (2000 resamples
+and minus ``now``'s, with 90% intervals from a paired bootstrap over traces (2000 resamples
 of whole traces).
 Writes ``results/probe_variants/<folder name>.json``.
 """
@@ -43,18 +43,16 @@ from adaptive_rollouts.progress import progress_bar
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "probe_variants"
 VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"rank": 32, "weight_variance": True, "prior_var": 1.0},
-    "32 columns": {"rank": 32, "prior_var": 1.0},
-    "whole view, weight variance": {"weight_variance": True, "prior_var": 1.0},
-    "unit prior": {"prior_var": 1.0},
-    "prior 3": {"prior_var": 3.0},
+    "before": {"rank": 32, "weight_variance": True},
+    "32 columns": {"rank": 32},
+    "whole view, weight variance": {"weight_variance": True},
     "now": {},
+    "prior 3": {"prior_var": 3.0},
+    "prior 10": {"prior_var": 10.0},
     "prior 30": {"prior_var": 30.0},
     "prior 100": {"prior_var": 100.0},
 }
-UNIT_PRIOR = (
-    "unit prior"  # every column, the point estimate, the weights' prior variance 1: the belief before the weaker prior
-)
+NOW = "now"  # the belief as it ships (every column, the point estimate, the weights' prior variance 1)
 SOURCES = {"probe": None, "default": True}  # the history source of each
 RESAMPLES = 2000
 
@@ -124,7 +122,7 @@ def score(runs: list[dict[str, np.ndarray]]) -> dict[str, Any]:
                 "ece": cal["ece"],
                 "brier_ratio": cal["brier"] / history_brier,
                 "auroc_minus_before": paired_bootstrap(runs, key, f"{source}/before"),
-                "auroc_minus_unit_prior": paired_bootstrap(runs, key, f"{source}/{UNIT_PRIOR}"),
+                "auroc_minus_now": paired_bootstrap(runs, key, f"{source}/{NOW}"),
             }
     return out
 

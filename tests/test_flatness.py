@@ -303,9 +303,9 @@ def test_weight_variance_widens_the_belief_and_pulls_its_mean_to_one_half():
 
 
 def test_a_weaker_prior_spreads_the_prompts_means_sooner_and_a_state_keeps_its_own_prior():
-    """The regression's prior variance per weight (`PRIOR_VAR`): after a few steps on a wide view a
-    weaker prior spreads the prompts' means of p further apart; a state carries the prior it was
-    learned under, so a run saved before the change resumes as it would have gone on."""
+    """The regression's prior variance per weight (``prior_var``, `PRIOR_VAR` by default): after a
+    few steps on a wide view a weaker prior spreads the prompts' means of p further apart; a state
+    carries the prior it was learned under, so a run resumes as it would have gone on."""
     from adaptive_rollouts.predictors.flatness import PRIOR_VAR
 
     rng = np.random.default_rng(21)
@@ -327,10 +327,10 @@ def test_a_weaker_prior_spreads_the_prompts_means_sooner_and_a_state_keeps_its_o
         means[v] = model.model.logit_mean(model._inputs(list(range(16))))
     assert np.std(means[10.0]) > np.std(means[1.0])
     assert FlatnessPredictor().prior_var == PRIOR_VAR == FlatnessPredictor().model.prior_var
-    old = trained(prior_var=1.0)  # saved at a step's end, as a checkpoint is
+    old = trained(prior_var=10.0)  # saved at a step's end, as a checkpoint is
     resumed = FlatnessPredictor(history=None)
     resumed.load_state_dict(old.state_dict())
-    assert resumed.prior_var == 1.0
+    assert resumed.prior_var == 10.0
     for model in (old, resumed):
         model.observe_policy(range(16), hidden)
         model.update(range(16), groups[3])

@@ -92,7 +92,7 @@ def render_sharper_before(root: Path) -> str:
 
 def render_prior_map(root: Path) -> str:
     """The default with the weaker prior against Pilot-Commit on the `PRIOR_MAPS` (fresh seeds)."""
-    intro = "The default here has the weaker prior on the probe's weights (prior variance 10 per weight, was 1)."
+    intro = "The default here has a weaker prior on the probe's weights (prior variance 10 per weight, the shipped 1)."
     return paired_check_block(root, PRIOR_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)
 
 
@@ -139,7 +139,7 @@ def render_probe_variants(root: Path) -> str:
     results = [load_relative(root, rel) for rel in PROBE_VARIANTS]
     header = ["traces", "source", "variant", "AUROC", "AUROC within a step", "ECE", "Brier / history's"]
     header.append("AUROC minus before's (90% interval)")
-    header.append("minus the unit prior's (90%)")
+    header.append("minus now's (90%)")
     rows = []
     for r in results:
         scores, sources = r.data["scores"], r.settings["sources"]
@@ -149,10 +149,10 @@ def render_probe_variants(root: Path) -> str:
                 x = scores[f"{source}/{variant}"]
                 d = x["auroc_minus_before"]
                 delta = "-" if variant == "before" else f"{d['mean']:+.3f} ({d['low']:+.3f} to {d['high']:+.3f})"
-                u = x.get("auroc_minus_unit_prior")
+                u = x.get("auroc_minus_now")
                 unit = (
                     "-"
-                    if u is None or variant == "unit prior"
+                    if u is None or variant == "now"
                     else f"{u['mean']:+.3f} ({u['low']:+.3f} to {u['high']:+.3f})"
                 )
                 rows.append(
@@ -172,10 +172,9 @@ def render_probe_variants(root: Path) -> str:
         "P(all-equal at n) of the probe alone and of the default (probe and history), replayed through "
         "every recorded step. Variants: before = 32 columns (random projection) and the weights' variance "
         "in the belief; 32 columns = the projection kept, the mean the regression's point estimate; whole "
-        "view, weight variance = every column, the variance kept; unit prior = every column, the point "
-        "estimate, the weights' prior variance 1 (these first four with that prior); prior 3, 30, 100 = the "
-        "same with that prior variance; now = the belief as the file's commit shipped it. The intervals: "
-        "a paired bootstrap over whole traces.",
+        "view, weight variance = every column, the variance kept; now = every column, the point estimate "
+        "(the weights' prior variance 1); prior 3 to 100 = now with that prior variance on the weights. "
+        "The intervals: a paired bootstrap over whole traces.",
         "",
         *table(header, rows),
         "",
