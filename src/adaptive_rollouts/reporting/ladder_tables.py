@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.results import provenance
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.markdown import fmt, table
@@ -22,6 +23,8 @@ __all__ = [
     "LADDER_LATEST",
     "LADDER_SHARP",
     "LADDER_SHARP_BEFORE",
+    "LADDER_PRIOR",
+    "LADDER_PRIOR_BEFORE",
     "LADDER_SHORT",
     "LADDER_WIDE",
     "NOTES",
@@ -40,6 +43,8 @@ LADDER_SHARP = (
     "results/demo_ladder/seeds_112_143"  # the probe on the whole hidden state, 32 more seeds, after that switch
 )
 LADDER_SHARP_BEFORE = "results/demo_ladder/seeds_112_143_before"  # the same seeds, the default+view before that switch
+LADDER_PRIOR = "results/demo_ladder/seeds_144_175"  # a weaker prior on the probe's weights, tried on 32 more seeds
+LADDER_PRIOR_BEFORE = "results/demo_ladder/seeds_144_175_before"  # the same seeds, the default+view as shipped
 LADDER_LATEST = LADDER_SHARP  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
@@ -51,6 +56,8 @@ SUBJECTS = {
     LADDER_SHORT: ("default", "default+view"),
     LADDER_SHARP: ("default+view", "default"),  # the trainer's default now gives the view where it can
     LADDER_SHARP_BEFORE: ("default+view",),
+    LADDER_PRIOR: ("default+view", "default"),
+    LADDER_PRIOR_BEFORE: ("default+view",),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -65,6 +72,10 @@ BEFORE_SHARP = (
     "These runs precede the probe on the whole hidden state: their belief saw a random projection of it to "
     "32 columns and added the probe weights' variance to the spread of p."
 )
+TRIED_PRIOR = (
+    "These runs tried a weaker prior on the probe's weights (prior variance 10 per weight; the shipped belief "
+    "has 1), not adopted: their `default` and `default+view` are that variant."
+)
 NOTES = {
     LADDER_PROTOCOL: BEFORE_SWITCH,
     LADDER_FRESH: BEFORE_SHORT,
@@ -72,6 +83,9 @@ NOTES = {
     LADDER_SHORT: BEFORE_SHARP,
     LADDER_SHARP_BEFORE: BEFORE_SHARP
     + " They ran on the seeds of the table above, beside the same Uniform runs (copied, not re-run).",
+    LADDER_PRIOR: TRIED_PRIOR,
+    LADDER_PRIOR_BEFORE: "The default with the policy's view as shipped (the unit prior), on the seeds of the table "
+    "above, beside the same Uniform runs (copied, not re-run).",
 }
 
 
@@ -179,8 +193,12 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
 
     >>> arm = lambda s, lo, hi: {"rollouts": {"speedup": s, "ci95": [lo, hi]}}
     >>> arms = {"default": arm(1.8, 1.2, 2.6), "null": arm(1.0, 0.8, 1.1), "oracle-skip": arm(2.5, 1.9, 3.3)}
+    >>> ladder_reading(arms)[0]
+    "Target: the default's speedup in rollouts >= 1.5, its interval above 1 and above the null control's: met (1.80 (95% 1.20-2.60))"
     >>> ladder_reading(arms)[1]
     "- interval above 1: yes; above the null control's (0.80-1.10): yes; interval clears 1.5: no"
+    >>> ladder_reading({**arms, "default": arm(1.8, 0.0, 2.6)})[0].rsplit(": ", 1)[1]
+    'missed (1.80 (95% 0.00-2.60))'
     >>> ladder_reading({**arms, "default@true-p": arm(2.0, 1.5, 2.5)})[-1]
     "- the default's variants (other sources or rules), speedup and share of the known-p rule's: default@true-p 2.00 (95% 1.50-2.50), 0.80"
     """
@@ -189,15 +207,18 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
     d = arms[subject]["rollouts"]
     lo, hi = d["ci95"]
     who = "the default's" if subject == "default" else f"{subject}'s"
-    out = [
-        f"Target: {who} speedup in rollouts >= {LADDER_SPEEDUP:g}: "
-        f"{'met' if d['speedup'] >= LADDER_SPEEDUP else 'missed'} ({speedup_interval(d)})"
-    ]
     null = arms.get("null", {}).get("rollouts")
+    above_null = null is None or lo > null["ci95"][1]
+    # the target: the estimate at the threshold, its interval above 1 and above the null control's
+    met = d["speedup"] >= LADDER_SPEEDUP and lo > 1 and above_null
+    out = [
+        f"Target: {who} speedup in rollouts >= {LADDER_SPEEDUP:g}, its interval above 1 and above the null "
+        f"control's: {'met' if met else 'missed'} ({speedup_interval(d)})"
+    ]
     parts = [f"interval above 1: {'yes' if lo > 1 else 'no'}"]
     if null is not None:
         nlo, nhi = null["ci95"]
-        parts.append(f"above the null control's ({fmt(nlo)}-{fmt(nhi)}): {'yes' if lo > nhi else 'no'}")
+        parts.append(f"above the null control's ({fmt(nlo)}-{fmt(nhi)}): {'yes' if above_null else 'no'}")
     parts.append(f"interval clears {LADDER_SPEEDUP:g}: {'yes' if lo >= LADDER_SPEEDUP else 'no'}")
     out.append("- " + "; ".join(parts))
     known = arms.get("oracle-skip", {}).get("rollouts")
@@ -225,7 +246,16 @@ def _protocol(root: Path) -> str:
     out = []
     paths = [
         (f, p)
-        for f in (LADDER_PROTOCOL, LADDER_FRESH, LADDER_WIDE, LADDER_SHORT, LADDER_SHARP, LADDER_SHARP_BEFORE)
+        for f in (
+            LADDER_PROTOCOL,
+            LADDER_FRESH,
+            LADDER_WIDE,
+            LADDER_SHORT,
+            LADDER_SHARP,
+            LADDER_SHARP_BEFORE,
+            LADDER_PRIOR,
+            LADDER_PRIOR_BEFORE,
+        )
         for p in sorted((root / f).glob("*/summary.json"))
     ]
     for folder, path in paths:
@@ -294,4 +324,33 @@ def render_ladder_summary(root: Path) -> str:
         "",
         *ladder_reading(arms, subject),
     ]
-    return block(lines, [r])
+    later, used = _later_check(root)
+    if not used:
+        return block(lines, [r])
+    # runs at different commits: one source line each
+    return "\n".join([*lines, *later, "", *(provenance([x]) for x in (r, *used))])
+
+
+def _later_check(root: Path) -> tuple[list[str], list]:
+    """The shipped default with the view on the next 32 seeds (`LADDER_PRIOR_BEFORE`), with the arms
+    that do not depend on the belief run on the same seeds (`LADDER_PRIOR`: the null control, the
+    known-p skip rule)."""
+    paths = [root / f / "single-pass" / "summary.json" for f in (LADDER_PRIOR_BEFORE, LADDER_PRIOR)]
+    if not all(p.exists() for p in paths):
+        return [], []
+    results = [load_relative(root, str(p.relative_to(root))) for p in paths]
+    shipped, beside = results
+    independent = ("null", "oracle-skip")  # arms the belief does not enter: read from the other folder
+    arms = {a["arm"]: a for a in beside.data["arms"] if "rollouts" in a and a["arm"] in independent}
+    arms.update({a["arm"]: a for a in shipped.data["arms"] if "rollouts" in a})
+    seeds = results[0].header["settings"].get("report_seeds") or []
+    if "default+view" not in arms:
+        return [], []
+    named = (
+        ("default+view", "the default with the view"),
+        ("null", "the null control"),
+        ("oracle-skip", "the known-p skip rule"),
+    )
+    parts = [f"{label} {speedup_interval(arms[a]['rollouts'])}" for a, label in named if a in arms]
+    line = f"On {len(seeds)} further seeds ({seeds[0]}-{seeds[-1]}), the same protocol: " + "; ".join(parts) + "."
+    return ["", line, "", *ladder_reading(arms, "default+view")], results

@@ -110,11 +110,17 @@ def render_saving_summary(root: Path) -> str:
             hits = [coverage(data, a) for a, _ in controls]
             text += (
                 f"the default at Uniform's rate {_interval(pooled.get('default@uniform-rate'))} pooled over "
-                f"{_cells(pooled.get('default@uniform-rate'), len(targets))}, "
-                + ", ".join(f"the {n} {_interval(pooled.get(a))}" for a, n in controls)
-                + f"; {' / '.join(n for _, n in controls)} intervals cover 1.00 in "
-                f"{' / '.join(str(h[0]) for h in hits)} of {hits[0][1] if hits else len(targets)} cells; "
+                f"{_cells(pooled.get('default@uniform-rate'), len(targets))}"
             )
+            if controls:
+                text += (
+                    ", "
+                    + ", ".join(f"the {n} {_interval(pooled.get(a))}" for a, n in controls)
+                    + f"; {' / '.join(n for _, n in controls)} intervals cover 1.00 in "
+                    f"{' / '.join(str(h[0]) for h in hits)} of {hits[0][1]} cells; "
+                )
+            else:  # a rerun of the default beside Uniform alone (a before/after check): no control
+                text += ", no control run; "
         else:
             text += "single-target speedup at each arm's own rate; "
         text += (

@@ -151,9 +151,7 @@ def render_probe_variants(root: Path) -> str:
                 delta = "-" if variant == "before" else f"{d['mean']:+.3f} ({d['low']:+.3f} to {d['high']:+.3f})"
                 u = x.get("auroc_minus_now")
                 unit = (
-                    "-"
-                    if u is None or variant == "now"
-                    else f"{u['mean']:+.3f} ({u['low']:+.3f} to {u['high']:+.3f})"
+                    "-" if u is None or variant == "now" else f"{u['mean']:+.3f} ({u['low']:+.3f} to {u['high']:+.3f})"
                 )
                 rows.append(
                     [
