@@ -29,6 +29,8 @@ __all__ = [
     "render_probe_variants",
     "render_sharper_before",
     "render_sharper_map",
+    "render_shipped_versus_pilot",
+    "across_maps_block",
     "render_view_information",
 ]
 
@@ -102,32 +104,55 @@ def render_prior_before(root: Path) -> str:
 
 
 def before_after_block(root: Path, now_rel: str, before_rel: str) -> str:
-    """The default at two commits on the same seeds and cells (two map files, each at its commit): per
-    cell each over Uniform and now over before, paired seed by seed, with `bound_reading`."""
-    now, before = load_relative(root, now_rel), load_relative(root, before_rel)
-    runs_now, runs_before = map_runs(root, now), map_runs(root, before)
-    before_rows = {row["key"]: row["methods"] for row in before.data["rows"]}
-    body, readings = [], []
-    for row in now.data["rows"]:
-        key = row["key"]
-        versus = head_to_head(runs_before[(key, DEFAULT)], runs_now[(key, DEFAULT)])
-        readings.append(bound_reading(versus, "before", "now"))
-        old = before_rows.get(key, {}).get(DEFAULT)
-        body.append(
-            (key, _over_uniform(old), _over_uniform(row["methods"].get(DEFAULT)), _paired(versus), readings[-1])
-        )
-    counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
-    lines = [
+    """The default at two commits on the same seeds and cells (two map files, each at its commit)."""
+    before = load_relative(root, before_rel)
+    intro = (
         f"The default before the change (commit {before.commit[:7]}) ran again on the same seeds and cells, "
         "beside Uniform; its runs paired with the default's above, seed by seed (the same statistic, "
-        "before in Uniform's place):",
+        "before in Uniform's place):"
+    )
+    return across_maps_block(root, (before_rel, DEFAULT, "before"), (now_rel, DEFAULT, "now"), intro)
+
+
+def render_shipped_versus_pilot(root: Path) -> str:
+    """The default as shipped (`PRIOR_BEFORE_MAP`) against Pilot-Commit run on the same seeds in the
+    other map (`PRIOR_MAPS`): Pilot-Commit does not read the belief, so its runs serve both."""
+    intro = (
+        "The default as shipped (the unit prior, its runs in the second file) against Pilot-Commit on the same "
+        "fresh seeds (its runs in the first file: it reads no belief), paired seed by seed:"
+    )
+    pilot = (PRIOR_MAPS[0], "pilot-commit", "Pilot-Commit")
+    return across_maps_block(root, pilot, (PRIOR_BEFORE_MAP, DEFAULT, "default"), intro)
+
+
+def across_maps_block(root: Path, base: tuple[str, str, str], arm: tuple[str, str, str], intro: str) -> str:
+    """One arm of one map file against a base arm of another, on the same seeds and cells: per cell
+    each over Uniform (its own map's) and the arm over the base, paired seed by seed (`head_to_head`),
+    with `bound_reading`. ``base`` and ``arm``: (map file, arm name, label)."""
+    (base_rel, base_arm, base_label), (arm_rel, arm_name, label) = base, arm
+    first, second = load_relative(root, base_rel), load_relative(root, arm_rel)
+    runs_first, runs_second = map_runs(root, first), map_runs(root, second)
+    first_rows = {row["key"]: row["methods"] for row in first.data["rows"]}
+    body, readings = [], []
+    for row in second.data["rows"]:
+        key = row["key"]
+        versus = head_to_head(runs_first[(key, base_arm)], runs_second[(key, arm_name)])
+        readings.append(bound_reading(versus, base_label, label))
+        old = first_rows.get(key, {}).get(base_arm)
+        body.append(
+            (key, _over_uniform(old), _over_uniform(row["methods"].get(arm_name)), _paired(versus), readings[-1])
+        )
+    counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
+    header = ["cell", f"{base_label} over Uniform", f"{label} over Uniform", f"{label} over {base_label}", "reading"]
+    lines = [
+        intro,
         "",
-        *table(["cell", "before over Uniform", "now over Uniform", "now over before", "reading"], body),
+        *table(header, body),
         "",
         f"Readings over the {len(body)} cells: {counts}.",
         "",
-        provenance([now]),
-        provenance([before]),
+        provenance([second]),
+        provenance([first]),
     ]
     return "\n".join(lines)
 

@@ -55,6 +55,7 @@ from adaptive_rollouts.reporting.sharpness_tables import (
     render_probe_variants,
     render_sharper_before,
     render_sharper_map,
+    render_shipped_versus_pilot,
     render_view_information,
 )
 from adaptive_rollouts.reporting.token_tables import render_tokens
@@ -228,6 +229,7 @@ RENDERERS = {
     "saving-sharper-before": render_sharper_before,
     "saving-prior-map": render_prior_map,
     "saving-prior-before": render_prior_before,
+    "saving-shipped-versus-pilot": render_shipped_versus_pilot,
     "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
