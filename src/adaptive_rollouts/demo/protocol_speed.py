@@ -4,7 +4,11 @@ Per arm against Uniform on the seeds both have: rollouts to a common target, com
 modelled synchronous generation time to it (`experiments.speedup.rollouts_needed`: the running max
 of the seed-mean held-out curves, target at ``target_at`` of the run on the pooled curve), the
 speedup and its paired bootstrap intervals (`experiments.speedup.bootstrap_speedup`, 90% as the map
-reports and 95%). The modelled time is `sim.step_time.ENGINES["synchronous"]` (a call lasts its
+reports and 95%); and, under ``gain``, the map's primary statistic on the same curves: Uniform's
+cost to 50%, 75% and 90% of the gain over the arm's, geometric mean
+(`experiments.gain_speedup.gain_speedup`), with jackknife-t intervals over the paired seeds (90%
+and 95%). A single target near where a small gain plateaus is crossed early or late by small
+shifts of the seed-mean curve; three targets and the jackknife read it more steadily. The modelled time is `sim.step_time.ENGINES["synchronous"]` (a call lasts its
 longest completion, in token-times) on the generation calls each run recorded, with the overhead
 per call at which the arm's mean step time would equal Uniform's
 (`sim.step_time.break_even_overhead`).
@@ -16,13 +20,24 @@ from typing import Any
 
 import numpy as np
 
+from adaptive_rollouts.experiments.gain_speedup import FRACTIONS, gain_interval, gain_speedup
 from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_needed, speedup
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.sim.step_time import ENGINES, break_even_overhead
 
 from .allocation import arm_of
 
-__all__ = ["TIME_AXIS", "COST_AXES", "has_axis", "modelled_time", "curve", "report_runs", "reference_arm", "arm_rows"]
+__all__ = [
+    "TIME_AXIS",
+    "COST_AXES",
+    "has_axis",
+    "modelled_time",
+    "curve",
+    "report_runs",
+    "reference_arm",
+    "gain_reading",
+    "arm_rows",
+]
 
 COST_AXES = ("rollouts", "tokens", TIME_AXIS)
 
@@ -73,6 +88,21 @@ def reference_arm(arm: str, arms) -> str:
     return same[0] if same else "uniform"
 
 
+def gain_reading(uniform: list[dict], arm: list[dict]) -> dict[str, Any]:
+    """The map's primary statistic of ``arm`` over ``uniform`` (paired curves, one per seed): the
+    geometric mean over `FRACTIONS` of the gain of Uniform's cost to each share over the arm's, and
+    its 90% and 95% jackknife-t intervals (nan bounds with fewer than 3 seeds or where a
+    leave-one-out subset has no statistic)."""
+    out: dict[str, Any] = {"fractions": list(FRACTIONS), "speedup": gain_speedup(uniform, arm, FRACTIONS)}
+    for level, key in ((0.9, "ci90"), (0.95, "ci95")):
+        if len(arm) >= 3:
+            x = gain_interval(uniform, arm, FRACTIONS, interval="jackknife-t", level=level)
+            out[key] = [x["low"], x["high"]]
+        else:
+            out[key] = [float("nan"), float("nan")]
+    return out
+
+
 def arm_rows(cfg, state) -> list[dict[str, Any]]:
     """One row per arm with report runs: speedups in rollouts and tokens with paired intervals."""
 
@@ -120,6 +150,7 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
                     "ci90": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap)),
                     "ci95": list(bootstrap_speedup(u, m, cfg.target_at, cfg.bootstrap, level=0.95)),
                     "per_seed": [speedup([a], [b], cfg.target_at) for a, b in zip(u, m)],
+                    "gain": gain_reading(u, m),
                 }
             if TIME_AXIS in row:
                 row["break_even_overhead"] = break_even_overhead(

@@ -187,6 +187,29 @@ def _learning(d: dict, s: dict) -> list[str]:
 LADDER_SPEEDUP, LADDER_SHARE_OF_KNOWN_P = 1.5, 0.6
 
 
+GAIN_STATISTIC = (
+    "Speedups: the map's statistic, Uniform's rollouts (tokens, modelled time) to 50%, 75% and 90% of the gain "
+    "over the arm's, geometric mean over the three, on the seed-mean curves; 95% jackknife-t intervals over the "
+    "paired seeds."
+)
+TARGET_STATISTIC = (
+    "Speedups: rollouts (tokens, modelled time) to one target at half the run on the seed-mean curves; 95% "
+    "paired bootstrap intervals (this summary predates the map's statistic on the ladder)."
+)
+
+
+def primary(d: dict) -> dict:
+    """The ladder's statistic of one arm on one cost axis: the map's statistic (``gain``: three
+    shares of the gain, jackknife-t) where the summary has it, else the single target's.
+
+    >>> primary({"speedup": 2.0, "ci95": [0, 3], "gain": {"speedup": 1.8, "ci95": [1.5, 2.1]}})["speedup"]
+    1.8
+    >>> primary({"speedup": 2.0, "ci95": [0, 3]})["speedup"]
+    2.0
+    """
+    return d.get("gain", d)
+
+
 def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]:
     """The ladder target read off a protocol summary's arms (by name) for arm ``subject`` (the
     default, or a variant of it checked on its own): what holds and what does not.
@@ -204,10 +227,11 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
     """
     if subject not in arms:
         return []
-    d = arms[subject]["rollouts"]
+    d = primary(arms[subject]["rollouts"])
     lo, hi = d["ci95"]
     who = "the default's" if subject == "default" else f"{subject}'s"
     null = arms.get("null", {}).get("rollouts")
+    null = None if null is None else primary(null)
     above_null = null is None or lo > null["ci95"][1]
     # the target: the estimate at the threshold, its interval above 1 and above the null control's
     met = d["speedup"] >= LADDER_SPEEDUP and lo > 1 and above_null
@@ -223,13 +247,16 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
     out.append("- " + "; ".join(parts))
     known = arms.get("oracle-skip", {}).get("rollouts")
     if known is not None:
+        known = primary(known)
         share = d["speedup"] / known["speedup"]
         out.append(
             f"- share of the known-p skip rule's speedup ({fmt(known['speedup'], inf='never')}): {fmt(share)} "
             f"(target >= {LADDER_SHARE_OF_KNOWN_P:g}: {'met' if share >= LADDER_SHARE_OF_KNOWN_P else 'missed'})"
         )
         # the default given other sources (the policy's view, similar prompts, the sampled p itself) or rules
-        variants = [(name, a["rollouts"]) for name, a in arms.items() if name.startswith("default") and name != subject]
+        variants = [
+            (name, primary(a["rollouts"])) for name, a in arms.items() if name.startswith("default") and name != subject
+        ]
         if variants:
             shares = "; ".join(
                 f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
@@ -266,9 +293,9 @@ def _protocol(root: Path) -> str:
                 name,
                 str(len(a["seeds"])),
                 f"{a['lr']:g} ({a['lr_from']})",
-                speedup_interval(a["rollouts"]),
-                speedup_interval(a["tokens"]),
-                speedup_interval(a[TIME_AXIS]) if TIME_AXIS in a else "-",
+                speedup_interval(primary(a["rollouts"])),
+                speedup_interval(primary(a["tokens"])),
+                speedup_interval(primary(a[TIME_AXIS])) if TIME_AXIS in a else "-",
                 f"{a['rollouts_per_step']:.1f}",
                 f"{a['oracle_rollouts_per_step']:.1f}",
                 f"{a['final_accuracy']:.3f}",
@@ -280,7 +307,8 @@ def _protocol(root: Path) -> str:
         seeds = r.header["settings"].get("report_seeds")
         title = "Protocol on the ladder" if folder == LADDER_PROTOCOL else "On fresh report seeds"
         title += f", {path.parent.name}" + (f" (report seeds {', '.join(map(str, seeds))})" if seeds else "")
-        lines = [f"{title}:", "", *table(header, rows)]
+        gain = all("gain" in a["rollouts"] for a in arms.values())
+        lines = [f"{title}:", "", *table(header, rows), "", GAIN_STATISTIC if gain else TARGET_STATISTIC]
         for name, err in (r.data.get("errors") or {}).items():
             lines += ["", f"{name}: no number ({err})"]
         missing = r.data.get("missing") or {}
@@ -316,11 +344,15 @@ def render_ladder_summary(root: Path) -> str:
     }
     label = "the default as the trainer gives it" + (" (with the policy's view)" if "+view" in subject else "")
     names = {subject: label, **{n: x for n, x in others.items() if n != subject}}
-    parts = [f"{label} {speedup_interval(arms[n]['rollouts'])}" for n, label in names.items() if n in arms]
+    parts = [f"{label} {speedup_interval(primary(arms[n]['rollouts']))}" for n, label in names.items() if n in arms]
     lines = [
         f"A tiny LM trained through TRL on the difficulty ladder (single pass, {len(seeds)} report seeds fixed "
         "before the run, every arm at Uniform's tuned rate, every generated rollout counted): Uniform's "
-        "rollouts to its targets over the arm's, " + "; ".join(parts) + ".",
+        "rollouts to its targets over the arm's"
+        + (" (50%, 75% and 90% of its gain, 95% jackknife-t intervals)" if "gain" in arms[subject]["rollouts"] else "")
+        + ", "
+        + "; ".join(parts)
+        + ".",
         "",
         *ladder_reading(arms, subject),
     ]
@@ -351,6 +383,6 @@ def _later_check(root: Path) -> tuple[list[str], list]:
         ("null", "the null control"),
         ("oracle-skip", "the known-p skip rule"),
     )
-    parts = [f"{label} {speedup_interval(arms[a]['rollouts'])}" for a, label in named if a in arms]
+    parts = [f"{label} {speedup_interval(primary(arms[a]['rollouts']))}" for a, label in named if a in arms]
     line = f"On {len(seeds)} further seeds ({seeds[0]}-{seeds[-1]}), the same protocol: " + "; ".join(parts) + "."
     return ["", line, "", *ladder_reading(arms, "default+view")], results
