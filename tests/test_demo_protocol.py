@@ -156,6 +156,20 @@ def test_report_reads_the_map_way_and_says_when_commits_differ(tmp_path):
     assert rows["default"]["tokens"]["speedup"] == pytest.approx(rows["default"]["rollouts"]["speedup"])
     lo, hi = rows["default"]["rollouts"]["ci95"]
     assert lo <= rows["default"]["rollouts"]["ci90"][0] <= hi
+    # the map's statistic on the same curves: 50/75/90% of the gain, jackknife-t intervals
+    from adaptive_rollouts.demo.protocol_speed import curve, report_runs
+    from adaptive_rollouts.experiments.gain_speedup import gain_interval, gain_speedup
+
+    gain = rows["default"]["rollouts"]["gain"]
+    u = [curve(r) for r in report_runs(CFG, state, "uniform").values()]
+    m = [curve(r) for r in report_runs(CFG, state, "default").values()]
+    assert gain["fractions"] == [0.5, 0.75, 0.9] and gain["speedup"] == pytest.approx(gain_speedup(u, m))
+    if len(m) >= 3:
+        x = gain_interval(u, m, interval="jackknife-t", level=0.95)
+        assert gain["ci95"] == pytest.approx([x["low"], x["high"]], nan_ok=True)
+    else:  # the jackknife needs three seeds
+        assert all(np.isnan(gain["ci95"]))
+    assert rows["null"]["rollouts"]["gain"]["speedup"] == pytest.approx(1.0, abs=0.05)
     text = write_regime_report(CFG, state, tmp_path, "cmd", tmp_path / "no-map")
     assert "Runs from 2 code versions" in text and "tree-bbbbbbb" in text and "c0bbbbbbb" in text
     assert "No regime-map results" in text
