@@ -36,7 +36,7 @@ from .saving_rule import (
     settling_pilot,
     uniform_targets,
 )
-from .saving_state import load_saving_state, saving_state
+from .saving_state import carried_belief, load_saving_state, saving_state
 
 __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
 
@@ -112,6 +112,11 @@ class SavingProgressive(BaseAllocator):
     through the same rounds: Uniform's counts, the null control of the benchmarks. ``predictor``:
     "beta" (history only, `DiscountedBeta`) by default; any other predictor name or object is used
     as the text source (e.g. "gp" with ``features``), with the history kept beside it.
+    ``belief_from``: start the belief from what an earlier run learned (a state file of
+    `state.save_state`, or a dict: that run's allocator state or its belief's,
+    `saving_state.carried_belief`): the regression of p on the prompt's features and its
+    calibration, never the prompt history (docs/flatness.md, "A belief carried from an earlier
+    run"); a resumed checkpoint replaces it.
 
     >>> import numpy as np
     >>> def sample(idx, counts):  # odd prompts always fail, even ones alternate
@@ -154,6 +159,7 @@ class SavingProgressive(BaseAllocator):
         flat_chance: float | None = FLAT_CHANCE,
         bound_skips: bool | None = None,
         short_pilots: bool = True,
+        belief_from: Any = None,
         seed: int | None = 0,
     ):
         super().__init__(seed)
@@ -173,6 +179,8 @@ class SavingProgressive(BaseAllocator):
         self.tracker = RegimeTracker()
         self.history: list[tuple[float, int]] = []  # (realised signal, rollouts spent) of the last steps
         self._belief: FlatnessPredictor | None = None
+        # a learned belief to start from (an earlier run's): checked now, applied when the belief is built
+        self._carried = None if belief_from is None else carried_belief(belief_from)
         self.lengths = LengthBelief()  # expected tokens per rollout, once the trainer gives lengths
         self.round_plan = RoundPlanner()  # what a round costs, once the trainer times them (round_plan)
 
@@ -206,6 +214,8 @@ class SavingProgressive(BaseAllocator):
                 max_history_strength=self.max_prior_strength,
                 seed=0 if self.seed is None else int(self.seed),
             )
+            if self._carried is not None:
+                self._belief.load_state_dict(self._carried)
         return self._belief
 
     @belief.setter

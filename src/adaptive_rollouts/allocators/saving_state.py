@@ -4,6 +4,7 @@ matches an uninterrupted one bit for bit)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..state.checks import StateReader
 from ..types import StateDict
 from .round_plan import RoundPlanner
 
-__all__ = ["ENTRIES", "OPTIONAL", "saving_state", "load_saving_state"]
+__all__ = ["ENTRIES", "OPTIONAL", "carried_belief", "saving_state", "load_saving_state"]
 
 ENTRIES = (
     "predictor",
@@ -29,6 +30,29 @@ ENTRIES = (
 )
 OPTIONAL = ("belief_history", "lengths", "round_plan")
 """The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
+
+
+def carried_belief(source: Any) -> StateDict:
+    """The learned belief to start a run from (``SavingProgressive(belief_from=...)``): a state file
+    written by `state.save_state` (a path) or a dict, either a `FlatnessPredictor` state or a saving
+    allocator's state (its ``belief`` entry). Only what the belief learned about prompts' features
+    comes along: a belief state saved without its sources carries no prompt history.
+
+    >>> carried_belief({"allocator": "SavingProgressive", "belief": {"class": "FlatnessPredictor"}})
+    {'class': 'FlatnessPredictor'}
+    """
+    if isinstance(source, (str, os.PathLike)):
+        from ..state import load_state
+
+        source = load_state(source)
+    if not isinstance(source, dict):
+        raise ValueError(f"belief_from must be a state file or a state dict, got {type(source).__name__}")
+    state = source.get("belief", source) if source.get("class") != "FlatnessPredictor" else source
+    if not isinstance(state, dict) or state.get("class") != "FlatnessPredictor":
+        raise ValueError(
+            "belief_from: neither a FlatnessPredictor state nor a saving allocator's state with a 'belief' entry"
+        )
+    return {k: v for k, v in state.items() if k not in ("history", "text")}
 
 
 def own_history(alloc: Any) -> DiscountedBeta | None:
