@@ -54,4 +54,4 @@ def test_bad_carried_beliefs_are_refused_by_name(tmp_path):
     earlier, view = _trained(np.random.default_rng(1))
     blind = SavingProgressive(policy=False, belief_from=earlier.state_dict())  # saved with the view's columns
     with pytest.raises(ValueError, match="policy"):
-        blind.belief
+        _ = blind.belief
