@@ -44,6 +44,7 @@ def test_a_carried_belief_predicts_new_prompts_as_the_earlier_one_without_its_hi
     # the belief's own state and a dict do the same
     state = load_state(tmp_path / "run1.npz")
     assert carried_belief(state) == carried_belief(state["belief"])
+    assert carried_belief({"format": 1, "allocator": state}) == carried_belief(state)  # a trainer checkpoint's
 
 
 def test_bad_carried_beliefs_are_refused_by_name(tmp_path):

@@ -34,9 +34,10 @@ OPTIONAL = ("belief_history", "lengths", "round_plan")
 
 def carried_belief(source: Any) -> StateDict:
     """The learned belief to start a run from (``SavingProgressive(belief_from=...)``): a state file
-    written by `state.save_state` (a path) or a dict, either a `FlatnessPredictor` state or a saving
-    allocator's state (its ``belief`` entry). Only what the belief learned about prompts' features
-    comes along: a belief state saved without its sources carries no prompt history.
+    written by `state.save_state` (a path) or a dict: a `FlatnessPredictor` state, a saving
+    allocator's state (its ``belief`` entry), or a TRL or verl checkpoint's adaptive state (its
+    allocator's). Only what the belief learned about prompts' features comes along, never the
+    prompt history.
 
     >>> carried_belief({"allocator": "SavingProgressive", "belief": {"class": "FlatnessPredictor"}})
     {'class': 'FlatnessPredictor'}
@@ -47,10 +48,16 @@ def carried_belief(source: Any) -> StateDict:
         source = load_state(source)
     if not isinstance(source, dict):
         raise ValueError(f"belief_from must be a state file or a state dict, got {type(source).__name__}")
-    state = source.get("belief", source) if source.get("class") != "FlatnessPredictor" else source
+    if source.get("class") == "FlatnessPredictor":
+        state = source
+    elif isinstance(source.get("allocator"), dict):  # a trainer's checkpoint state: its allocator's
+        state = source["allocator"].get("belief")
+    else:
+        state = source.get("belief")
     if not isinstance(state, dict) or state.get("class") != "FlatnessPredictor":
         raise ValueError(
-            "belief_from: neither a FlatnessPredictor state nor a saving allocator's state with a 'belief' entry"
+            "belief_from: neither a FlatnessPredictor state nor a saving allocator's or trainer checkpoint's state "
+            "with a 'belief' entry"
         )
     return {k: v for k, v in state.items() if k not in ("history", "text")}
 
