@@ -48,6 +48,7 @@ def carried_belief(source: Any) -> StateDict:
         source = load_state(source)
     if not isinstance(source, dict):
         raise ValueError(f"belief_from must be a state file or a state dict, got {type(source).__name__}")
+    state: Any
     if source.get("class") == "FlatnessPredictor":
         state = source
     elif isinstance(source.get("allocator"), dict):  # a trainer's checkpoint state: its allocator's
