@@ -23,6 +23,7 @@ __all__ = [
     "LADDER_LATEST",
     "LADDER_SHARP",
     "LADDER_SHARP_BEFORE",
+    "LADDER_CARRIED",
     "LADDER_PRIOR",
     "LADDER_PRIOR_BEFORE",
     "LADDER_SHORT",
@@ -45,7 +46,10 @@ LADDER_SHARP = (
 LADDER_SHARP_BEFORE = "results/demo_ladder/seeds_112_143_before"  # the same seeds, the default+view before that switch
 LADDER_PRIOR = "results/demo_ladder/seeds_144_175"  # a weaker prior on the probe's weights, tried on 32 more seeds
 LADDER_PRIOR_BEFORE = "results/demo_ladder/seeds_144_175_before"  # the same seeds, the default+view as shipped
-LADDER_LATEST = LADDER_SHARP  # what README's line reads
+LADDER_CARRIED = (
+    "results/demo_ladder/seeds_216_247"  # the default with a belief carried from earlier runs, 32 more seeds
+)
+LADDER_LATEST = LADDER_CARRIED  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
 # The arm each folder's target is read for, the first of these it has.
@@ -58,6 +62,7 @@ SUBJECTS = {
     LADDER_SHARP_BEFORE: ("default+view",),
     LADDER_PRIOR: ("default+view", "default"),
     LADDER_PRIOR_BEFORE: ("default+view",),
+    LADDER_CARRIED: ("default+view", "default"),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -76,6 +81,12 @@ TRIED_PRIOR = (
     "These runs tried a weaker prior on the probe's weights (prior variance 10 per weight; the shipped belief "
     "has 1), not adopted: their `default` and `default+view` are that variant."
 )
+CARRIED = (
+    "`default[belief_from=...]+view` starts the default's belief from a state learned on earlier runs "
+    "(`results/carried_belief`: the first of the sixteen development traces, or all of them; Uniform runs "
+    "of the same warm-started model on a recurring pool of the ladder, other seeds): the regression of p "
+    "on the policy's view and its calibration, no prompt history. Those runs' rollouts are not charged here."
+)
 NOTES = {
     LADDER_PROTOCOL: BEFORE_SWITCH,
     LADDER_FRESH: BEFORE_SHORT,
@@ -84,6 +95,7 @@ NOTES = {
     LADDER_SHARP_BEFORE: BEFORE_SHARP
     + " They ran on the seeds of the table above, beside the same Uniform runs (copied, not re-run).",
     LADDER_PRIOR: TRIED_PRIOR,
+    LADDER_CARRIED: CARRIED,
     LADDER_PRIOR_BEFORE: "The default with the policy's view as shipped (the unit prior), on the seeds of the table "
     "above, beside the same Uniform runs (copied, not re-run).",
 }
@@ -282,6 +294,7 @@ def _protocol(root: Path) -> str:
             LADDER_SHARP_BEFORE,
             LADDER_PRIOR,
             LADDER_PRIOR_BEFORE,
+            LADDER_CARRIED,
         )
         for p in sorted((root / f).glob("*/summary.json"))
     ]
@@ -339,6 +352,12 @@ def render_ladder_summary(root: Path) -> str:
         "default[flat_chance=None]+view": "the rule without the bound per group (with the view)",
         "default[short_pilots=False]": "the rule before, with full pilots",
         "default[short_pilots=False]+view": "the rule before with the view",
+        "default[belief_from='results/carried_belief/belief_dev1.npz']+view": (
+            "with the view and a belief carried from one earlier run"
+        ),
+        "default[belief_from='results/carried_belief/belief_dev16.npz']+view": (
+            "with the view and a belief carried from sixteen earlier runs"
+        ),
         "null": "the null control",
         "oracle-skip": "the known-p skip rule",
     }
@@ -384,5 +403,5 @@ def _later_check(root: Path) -> tuple[list[str], list]:
         ("oracle-skip", "the known-p skip rule"),
     )
     parts = [f"{label} {speedup_interval(primary(arms[a]['rollouts']))}" for a, label in named if a in arms]
-    line = f"On {len(seeds)} further seeds ({seeds[0]}-{seeds[-1]}), the same protocol: " + "; ".join(parts) + "."
+    line = f"On {len(seeds)} other seeds ({seeds[0]}-{seeds[-1]}), the same protocol: " + "; ".join(parts) + "."
     return ["", line, "", *ladder_reading(arms, "default+view")], results

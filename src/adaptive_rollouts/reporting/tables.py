@@ -20,6 +20,7 @@ from adaptive_rollouts.reporting.bound_tables import (
     render_short_pilots,
     render_skip_unseen,
 )
+from adaptive_rollouts.reporting.carry_tables import render_carried_belief
 from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
 from adaptive_rollouts.reporting.flatness_tables import (
     render_flatness_calibration,
@@ -225,6 +226,7 @@ RENDERERS = {
     "flatness-sharper": render_flatness_sharper,
     "flatness-probe-variants": render_probe_variants,
     "flatness-view-information": render_view_information,
+    "flatness-carried-belief": render_carried_belief,
     "saving-sharper-map": render_sharper_map,
     "saving-sharper-before": render_sharper_before,
     "saving-prior-map": render_prior_map,
