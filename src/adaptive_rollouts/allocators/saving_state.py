@@ -12,6 +12,7 @@ import numpy as np
 from ..fingerprints import RegimeTracker
 from ..predictors.discounted_beta import DiscountedBeta
 from ..predictors.lengths import LengthBelief
+from ..state import load_state
 from ..state.checks import StateReader
 from ..types import StateDict
 from .round_plan import RoundPlanner
@@ -43,8 +44,6 @@ def carried_belief(source: Any) -> StateDict:
     {'class': 'FlatnessPredictor'}
     """
     if isinstance(source, (str, os.PathLike)):
-        from ..state import load_state
-
         source = load_state(source)
     if not isinstance(source, dict):
         raise ValueError(f"belief_from must be a state file or a state dict, got {type(source).__name__}")
