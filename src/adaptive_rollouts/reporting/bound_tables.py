@@ -54,6 +54,8 @@ __all__ = [
     "SKIP_UNSEEN_MAPS",
     "SKIP_UNSEEN",
     "render_skip_unseen",
+    "render_skip_unseen_again",
+    "SKIP_UNSEEN_AGAIN",
     "render_fresh_pilot_commit",
 ]
 
@@ -69,6 +71,7 @@ GROUP_FOUR_MAPS = ("results/map/group4.json", "results/map/group4-recurring.json
 SHORT_MAPS = ("results/map/short-pilots.json",)
 # the bound also before any rollout at every group size (`bound_skips=True`) against the default, fresh seeds
 SKIP_UNSEEN_MAPS = ("results/map/skip-unseen.json",)
+SKIP_UNSEEN_AGAIN = ("results/map/skip-unseen-2.json",)  # the same check with the sharper probe, fresh seeds
 SKIP_UNSEEN = f"{DEFAULT}[bound_skips=True]"
 FULL_PILOTS = f"{DEFAULT}[short_pilots=False]"
 NO_BOUND = f"{DEFAULT}[flat_chance=None]"
@@ -314,6 +317,15 @@ def render_skip_unseen(root: Path) -> str:
         "the default bounds there only flat pilots (short ones where its belief is sure)."
     )
     return paired_check_block(root, SKIP_UNSEEN_MAPS, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
+
+
+def render_skip_unseen_again(root: Path) -> str:
+    """The same check on the `SKIP_UNSEEN_AGAIN` map: fresh seeds, the belief with the sharper probe."""
+    intro = (
+        "Skip unseen again, with the probe on the whole view (`bound_skips=True` against the default as "
+        "shipped), on seeds not used before."
+    )
+    return paired_check_block(root, SKIP_UNSEEN_AGAIN, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
 
 
 def render_fresh_pilot_commit(root: Path) -> str:

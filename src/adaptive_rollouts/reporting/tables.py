@@ -19,6 +19,7 @@ from adaptive_rollouts.reporting.bound_tables import (
     render_saving_bound,
     render_short_pilots,
     render_skip_unseen,
+    render_skip_unseen_again,
 )
 from adaptive_rollouts.reporting.carry_tables import render_carried_belief
 from adaptive_rollouts.reporting.equal_cost_tables import render_equal_cost_summary
@@ -215,6 +216,7 @@ RENDERERS = {
     "saving-group-four": render_group_four,
     "saving-short-pilots": render_short_pilots,
     "saving-skip-unseen": render_skip_unseen,
+    "saving-skip-unseen-again": render_skip_unseen_again,
     "saving-fresh-pilot-commit": render_fresh_pilot_commit,
     "loss-rows": render_loss_rows,
     "loss-rows-summary": render_loss_rows_summary,
