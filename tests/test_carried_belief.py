@@ -56,3 +56,5 @@ def test_bad_carried_beliefs_are_refused_by_name(tmp_path):
     blind = SavingProgressive(policy=False, belief_from=earlier.state_dict())  # saved with the view's columns
     with pytest.raises(ValueError, match="policy"):
         _ = blind.belief
+    with pytest.raises(ValueError, match="policy"):  # refused again, never a fresh belief in its place
+        _ = blind.belief

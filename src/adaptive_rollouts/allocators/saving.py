@@ -207,15 +207,16 @@ class SavingProgressive(BaseAllocator):
         the predictor is a `DiscountedBeta`, else its text source beside a history of its own)."""
         if self._belief is None:
             history_only = isinstance(self.predictor, DiscountedBeta)
-            self._belief = FlatnessPredictor(
+            belief = FlatnessPredictor(
                 history=self.predictor if history_only else True,
                 text=None if history_only else self.predictor,
                 policy=self.policy,
                 max_history_strength=self.max_prior_strength,
                 seed=0 if self.seed is None else int(self.seed),
             )
-            if self._carried is not None:
-                self._belief.load_state_dict(self._carried)
+            if self._carried is not None:  # a carried state that does not fit is refused on every use
+                belief.load_state_dict(self._carried)
+            self._belief = belief
         return self._belief
 
     @belief.setter

@@ -32,12 +32,12 @@ def fmt_ms(x: float | None) -> str:
 
 
 def pooled_interval(pooled: dict) -> str:
-    """A pooled effect's 90% interval as text, or why it has none (a cell without a standard error:
-    its statistic undefined on some seeds makes the pooled t interval undefined)."""
+    """A pooled effect's 90% interval as text, or "interval undefined" where it has none (no cell
+    with a standard error, or an older file pooled one without)."""
     low, high = pooled["low"], pooled["high"]
     if math.isfinite(low) and math.isfinite(high):
         return f"{low:.2f}-{high:.2f}"
-    return "interval undefined: a cell without a standard error"
+    return "interval undefined"
 
 
 def left_out_reason(pooled: dict, no_statistic: str = "no statistic") -> str:

@@ -105,9 +105,8 @@ def render_prior_before(root: Path) -> str:
 
 def before_after_block(root: Path, now_rel: str, before_rel: str) -> str:
     """The default at two commits on the same seeds and cells (two map files, each at its commit)."""
-    before = load_relative(root, before_rel)
     intro = (
-        f"The default before the change (commit {before.commit[:7]}) ran again on the same seeds and cells, "
+        "The default before the change (commit {base_commit}) ran again on the same seeds and cells, "
         "beside Uniform; its runs paired with the default's above, seed by seed (the same statistic, "
         "before in Uniform's place):"
     )
@@ -118,8 +117,8 @@ def render_shipped_versus_pilot(root: Path) -> str:
     """The default as shipped (`PRIOR_BEFORE_MAP`) against Pilot-Commit run on the same seeds in the
     other map (`PRIOR_MAPS`): Pilot-Commit does not read the belief, so its runs serve both."""
     intro = (
-        "The default as shipped (the unit prior, its runs in the second file) against Pilot-Commit on the same "
-        "fresh seeds (its runs in the first file: it reads no belief), paired seed by seed:"
+        "The default as shipped (the unit prior, its runs in `prior10-before`) against Pilot-Commit on the same "
+        "fresh seeds (its runs in `prior10`: it reads no belief), paired seed by seed:"
     )
     pilot = (PRIOR_MAPS[0], "pilot-commit", "Pilot-Commit")
     return across_maps_block(root, pilot, (PRIOR_BEFORE_MAP, DEFAULT, "default"), intro)
@@ -128,7 +127,8 @@ def render_shipped_versus_pilot(root: Path) -> str:
 def across_maps_block(root: Path, base: tuple[str, str, str], arm: tuple[str, str, str], intro: str) -> str:
     """One arm of one map file against a base arm of another, on the same seeds and cells: per cell
     each over Uniform (its own map's) and the arm over the base, paired seed by seed (`head_to_head`),
-    with `bound_reading`. ``base`` and ``arm``: (map file, arm name, label)."""
+    with `bound_reading`. ``base`` and ``arm``: (map file, arm name, label); ``{base_commit}`` in
+    ``intro`` reads the base file's commit."""
     (base_rel, base_arm, base_label), (arm_rel, arm_name, label) = base, arm
     first, second = load_relative(root, base_rel), load_relative(root, arm_rel)
     runs_first, runs_second = map_runs(root, first), map_runs(root, second)
@@ -145,7 +145,7 @@ def across_maps_block(root: Path, base: tuple[str, str, str], arm: tuple[str, st
     counts = ", ".join(f"{r} {readings.count(r)}" for r in dict.fromkeys(readings))
     header = ["cell", f"{base_label} over Uniform", f"{label} over Uniform", f"{label} over {base_label}", "reading"]
     lines = [
-        intro,
+        intro.format(base_commit=first.commit[:7]),
         "",
         *table(header, body),
         "",
