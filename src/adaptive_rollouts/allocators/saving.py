@@ -34,7 +34,9 @@ from .saving_rule import (
     group_stats,
     realised_signal,
     settling_pilot,
+    skipping_pays,
     uniform_targets,
+    unseen_evidence,
 )
 from .saving_state import carried_belief, load_saving_state, saving_state
 
@@ -157,7 +159,7 @@ class SavingProgressive(BaseAllocator):
         policy: bool = True,
         share: float = LOSS_SHARE,
         flat_chance: float | None = FLAT_CHANCE,
-        bound_skips: bool | None = None,
+        bound_skips: bool | str | None = None,
         short_pilots: bool = True,
         belief_from: Any = None,
         seed: int | None = 0,
@@ -173,7 +175,11 @@ class SavingProgressive(BaseAllocator):
         self.saving = bool(saving)
         self.share = check_range(share, "share", 0.0, 1.0)
         self.flat_chance = None if flat_chance is None else check_range(flat_chance, "flat_chance", 0.0, 1.0)
-        self.bound_skips = None if bound_skips is None else bool(bound_skips)
+        if not (bound_skips is None or bound_skips == "measured" or isinstance(bound_skips, (bool, np.bool_))):
+            raise ValueError(f"bound_skips must be None, True, False or 'measured', got {bound_skips!r}")
+        self.bound_skips = bound_skips if bound_skips is None or isinstance(bound_skips, str) else bool(bound_skips)
+        # [varied, rollouts] of the prompts the bound would skip unseen, then of the others ("measured")
+        self.skip_evidence = np.zeros(4)
         self.short_pilots = bool(short_pilots)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
@@ -271,6 +277,8 @@ class SavingProgressive(BaseAllocator):
         start = time.perf_counter()
         prompts, budget, collector, _ = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
+        unseen: np.ndarray | None = None  # bound_skips="measured": the prompts the bound would skip unseen
+        acting = False
         target = uniform_targets(budget, q, self.rng)
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
@@ -283,9 +291,15 @@ class SavingProgressive(BaseAllocator):
             # the bound before any rollout where it does not wait for each prompt's own pilot (by
             # default: where the pilot is the whole group): only what the belief tells apart
             early = bound_before_rollouts(self.bound_skips, target, self.pilot)
-            hopeless = self._hopeless(a0, b0, target) if early.any() else None
+            measured = self.bound_skips == "measured" and self.flat_chance is not None
+            hopeless = self._hopeless(a0, b0, target) if early.any() or measured else None
             if hopeless is not None:
-                hopeless &= early & (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
+                hopeless &= (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
+                if measured:  # what the bound would skip unseen: skipped once the run has measured
+                    # that it yields fewer varied groups per rollout than the rest (saving_rule.skipping_pays)
+                    unseen, acting = hopeless & ~early, skipping_pays(self.skip_evidence)
+                    early = early | (unseen if acting else False)
+                hopeless &= early
             skip = affordable_losses(value, cost, allowance, self.rng, hopeless)
             keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
         else:
@@ -329,6 +343,8 @@ class SavingProgressive(BaseAllocator):
         # the share of flat pilots cut (what a pilot's round may save; a step without pilots: none)
         self.round_plan.observe_pilots(int(flat_pilots.sum()), int(np.sum(flat_pilots & (collector.counts < target))))
         self.tracker.update(list(prompts), [np.asarray(r, dtype=float) for r in rewards])
+        if unseen is not None:
+            self.skip_evidence = unseen_evidence(self.skip_evidence, unseen, collector.counts, group_stats(rewards)[2])
         spent = int(collector.counts.sum())
         realised = realised_signal(rewards, self.estimator, self._aggregation())
         self.history = [*self.history, (realised, spent)][-self.HISTORY :]
@@ -345,6 +361,8 @@ class SavingProgressive(BaseAllocator):
             "signal_given_up": lost / max(float(value.sum()), 1e-12),
             "signal_per_rollout": self.run_ratio(),
         }
+        if unseen is not None:
+            extra["skips_unseen"] = acting
         if weigh:
             extra["cost_unit"] = "tokens"
         if plan:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.special import betainc
 
 from ..checks.rewards import all_equal, group_extremes
 from ..objectives.beta import stays_flat_beta
@@ -21,12 +22,16 @@ __all__ = [
     "LOSS_SHARE",
     "EXPLORE_SHARE",
     "FLAT_CHANCE",
+    "SKIP_CONFIDENCE",
+    "SKIP_MEMORY",
     "affordable_losses",
     "bound_before_rollouts",
     "group_stats",
     "next_chunk",
     "realised_signal",
     "settling_pilot",
+    "skipping_pays",
+    "unseen_evidence",
     "uniform_targets",
 ]
 
@@ -45,6 +50,14 @@ pilots only)."""
 EXPLORE_SHARE = 0.05
 """The chance that a skipped prompt is piloted whatever its belief says (one in twenty), so that a
 belief grown sure of a prompt still meets drift (docs/saving.md)."""
+
+SKIP_CONFIDENCE = 0.9
+"""How sure the run must be that the prompts the bound would skip unseen yield fewer varied groups
+per rollout than the others before it skips them unseen (``bound_skips="measured"``,
+`skipping_pays`)."""
+SKIP_MEMORY = 0.95
+"""Per step, the weight the evidence of `unseen_evidence` keeps (the belief's forgetting): the
+policy moves, and what its prompts yielded twenty steps ago says little now."""
 
 
 def affordable_losses(
@@ -92,11 +105,12 @@ def affordable_losses(
     return give
 
 
-def bound_before_rollouts(bound_skips: bool | None, target: np.ndarray, pilot: int) -> np.ndarray:
+def bound_before_rollouts(bound_skips: bool | str | None, target: np.ndarray, pilot: int) -> np.ndarray:
     """Where the bound per group acts before any rollout, on the belief alone: everywhere
-    (``bound_skips=True``), nowhere (False), or, by default (None), on the prompts whose pilot would be
-    their whole group (n_q <= ``pilot``): there no flat pilot is left to cut, so the only saving is
-    to skip before generating (at 4 rollouts a prompt, every prompt).
+    (``bound_skips=True``), nowhere (False), or, by default (None, and "measured" until its evidence
+    says otherwise, `skipping_pays`), on the prompts whose pilot would be their whole group
+    (n_q <= ``pilot``): there no flat pilot is left to cut, so the only saving is to skip before
+    generating (at 4 rollouts a prompt, every prompt).
 
     >>> bound_before_rollouts(None, np.array([8, 4, 3, 0]), 4).tolist()
     [False, True, True, True]
@@ -104,9 +118,43 @@ def bound_before_rollouts(bound_skips: bool | None, target: np.ndarray, pilot: i
     ([True, True], [False, False])
     """
     target = np.asarray(target)
-    if bound_skips is None:
+    if bound_skips is None or bound_skips == "measured":
         return target <= pilot
     return np.full(target.shape, bool(bound_skips))
+
+
+def skipping_pays(evidence: np.ndarray, confidence: float = SKIP_CONFIDENCE) -> bool:
+    """Whether skipping unseen pays on the run's own evidence ``[v_s, r_s, v_k, r_k]``: the varied
+    groups v and rollouts r of the prompts the bound would skip unseen (s) and of the other kept
+    prompts (k), piloted as usual (`unseen_evidence`). With Jeffreys posteriors of the two rates,
+    lambda ~ Gamma(v + 1/2, rate r), it pays when P(lambda_s < lambda_k) >= ``confidence``; that
+    chance is the Beta(v_s + 1/2, v_k + 1/2) CDF at r_s / (r_s + r_k). Removing rollouts that yield
+    less than the rest raises the varied groups a rollout buys; without evidence on either side,
+    it does not pay.
+
+    >>> skipping_pays(np.array([0.0, 40.0, 8.0, 60.0])), skipping_pays(np.array([3.0, 40.0, 5.0, 60.0]))
+    (True, False)
+    >>> skipping_pays(np.zeros(4))
+    False
+    """
+    v_s, r_s, v_k, r_k = (float(x) for x in evidence)
+    if r_s <= 0.0 or r_k <= 0.0:
+        return False
+    return bool(betainc(v_s + 0.5, v_k + 0.5, r_s / (r_s + r_k)) >= confidence)
+
+
+def unseen_evidence(evidence: np.ndarray, would_skip: np.ndarray, counts: np.ndarray, varied: np.ndarray) -> np.ndarray:
+    """The evidence of `skipping_pays` after a step: the old one weighed by `SKIP_MEMORY`, plus this
+    step's varied groups and rollouts of the prompts generated (``counts`` > 0) that the bound would
+    have skipped unseen (``would_skip``) and of the others.
+
+    >>> unseen_evidence(np.zeros(4), np.array([True, True, False]), np.array([2, 8, 8]), np.array([False, True, True])).tolist()
+    [1.0, 10.0, 1.0, 8.0]
+    """
+    got = np.asarray(counts) > 0
+    mine, rest = got & would_skip, got & ~would_skip
+    step = [varied[mine].sum(), counts[mine].sum(), varied[rest].sum(), counts[rest].sum()]
+    return SKIP_MEMORY * np.asarray(evidence, dtype=float) + np.asarray(step, dtype=float)
 
 
 def settling_pilot(

@@ -28,8 +28,9 @@ ENTRIES = (
     "history_spent",
     "lengths",
     "round_plan",
+    "skip_evidence",
 )
-OPTIONAL = ("belief_history", "lengths", "round_plan")
+OPTIONAL = ("belief_history", "lengths", "round_plan", "skip_evidence")
 """The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
 
 
@@ -72,7 +73,7 @@ def own_history(alloc: Any) -> DiscountedBeta | None:
 def saving_state(alloc: Any) -> StateDict:
     """The allocator's own entries (`ENTRIES`): the predictor, the belief (without its sources), the
     belief's own history, the regime tracker, the last steps' realised signal and spend, the length
-    belief, the round planner.
+    belief, the round planner, the evidence on skipping unseen (``bound_skips="measured"``).
 
     >>> from adaptive_rollouts.allocators.saving import SavingProgressive
     >>> sorted(saving_state(SavingProgressive())) == sorted(ENTRIES)
@@ -88,6 +89,7 @@ def saving_state(alloc: Any) -> StateDict:
         "history_spent": [int(c) for _, c in alloc.history],
         "lengths": alloc.lengths.state_dict(),
         "round_plan": alloc.round_plan.state_dict(),
+        "skip_evidence": [float(x) for x in alloc.skip_evidence],
     }
 
 
@@ -116,6 +118,8 @@ def load_saving_state(alloc: Any, state: StateDict) -> None:
             "history_signal",
             f"a step's signal is at most half its rollouts, got {signal[i]} for {spent[i]} at index {i}",
         )
+    # a state saved before skipping unseen was measured has no evidence: none gathered
+    evidence = reader.array("skip_evidence", (4,), dtype=float, low=0.0) if "skip_evidence" in state else np.zeros(4)
     tracker = RegimeTracker()
     tracker.load_state_dict(state["tracker"])
     lengths = LengthBelief()  # a state saved before lengths were weighed has none: nothing known
@@ -152,3 +156,4 @@ def load_saving_state(alloc: Any, state: StateDict) -> None:
     alloc.lengths = lengths
     alloc.round_plan = round_plan
     alloc.history = [(float(v), int(c)) for v, c in zip(signal, spent)]
+    alloc.skip_evidence = evidence
