@@ -21,11 +21,14 @@ def test_skipping_pays_reads_the_chance_that_the_skipped_rate_is_lower_as_monte_
     chance = float(low.mean())  # Monte Carlo P(lambda_s < lambda_k), standard error below 0.001
     assert skipping_pays(np.array(evidence), confidence=chance - 0.005)
     assert not skipping_pays(np.array(evidence), confidence=chance + 0.005)
+    # once skipping, it stops only where the chance that they yield more reaches the confidence
+    assert skipping_pays(np.array(evidence), skipping=True, confidence=1.0 - chance + 0.005)
+    assert not skipping_pays(np.array(evidence), skipping=True, confidence=1.0 - chance - 0.005)
 
 
-def test_skipping_never_pays_without_evidence_on_both_sides():
-    assert not skipping_pays(np.array([0.0, 0.0, 5.0, 40.0]))
-    assert not skipping_pays(np.array([0.0, 40.0, 0.0, 0.0]))
+def test_without_evidence_on_both_sides_the_decision_stays_as_it_is():
+    for evidence in ([0.0, 0.0, 5.0, 40.0], [0.0, 40.0, 0.0, 0.0]):
+        assert not skipping_pays(np.array(evidence)) and skipping_pays(np.array(evidence), skipping=True)
 
 
 def test_unseen_evidence_ages_the_old_and_counts_only_generated_prompts():
@@ -81,10 +84,11 @@ def test_measured_evidence_is_saved_and_a_resumed_run_continues_identically():
     for step in range(6):
         a.run(list(range(truth.size)), 8 * truth.size, sample_at(step))
     state = a.state_dict()
-    assert len(state["skip_evidence"]) == 4 and state["skip_evidence"][1] > 0
+    assert state["skip_unseen"]["skipping"] is True and state["skip_unseen"]["evidence"][1] > 0
     b = SavingProgressive(estimator="grpo", bound_skips="measured", seed=2)
     b.load_state_dict(state)
     np.testing.assert_array_equal(a.skip_evidence, b.skip_evidence)
+    assert b.skipping_unseen
     for step in range(6, 12):
         counts = [[r.size for r in x.run(list(range(truth.size)), 8 * truth.size, sample_at(step))] for x in (a, b)]
         assert counts[0] == counts[1]
@@ -96,9 +100,14 @@ def test_bad_skip_settings_and_evidence_are_refused_by_name():
     alloc = SavingProgressive(bound_skips="measured")
     state = alloc.state_dict()
     for bad in ([1.0, -2.0, 0.0, 0.0], [1.0, 2.0], [float("nan")] * 4):
-        with pytest.raises(ValueError, match="skip_evidence"):
-            alloc.load_state_dict({**state, "skip_evidence": bad})
+        with pytest.raises(ValueError, match="skip_unseen"):
+            alloc.load_state_dict({**state, "skip_unseen": {"evidence": bad, "skipping": False}})
+    for bad in ({"evidence": [0.0] * 4, "skipping": "yes"}, {"evidence": [0.0] * 4}, [0.0] * 4):
+        with pytest.raises(ValueError, match="skip_unseen"):
+            alloc.load_state_dict({**state, "skip_unseen": bad})
     np.testing.assert_array_equal(alloc.skip_evidence, np.zeros(4))
-    older = {k: v for k, v in state.items() if k != "skip_evidence"}  # a state from before: none gathered
+    alloc.skip_evidence, alloc.skipping_unseen = np.ones(4), True
+    older = {k: v for k, v in state.items() if k != "skip_unseen"}  # a state from before: none gathered
     alloc.load_state_dict(older)
     np.testing.assert_array_equal(alloc.skip_evidence, np.zeros(4))
+    assert not alloc.skipping_unseen

@@ -178,8 +178,9 @@ class SavingProgressive(BaseAllocator):
         if not (bound_skips is None or bound_skips == "measured" or isinstance(bound_skips, (bool, np.bool_))):
             raise ValueError(f"bound_skips must be None, True, False or 'measured', got {bound_skips!r}")
         self.bound_skips = bound_skips if bound_skips is None or isinstance(bound_skips, str) else bool(bound_skips)
-        # [varied, rollouts] of the prompts the bound would skip unseen, then of the others ("measured")
-        self.skip_evidence = np.zeros(4)
+        # [varied, rollouts] of the prompts the bound would skip unseen, then of the others, and whether
+        # the run skips them ("measured", saving_rule.skipping_pays)
+        self.skip_evidence, self.skipping_unseen = np.zeros(4), False
         self.short_pilots = bool(short_pilots)
         self.policy = bool(policy)
         self.tracker = RegimeTracker()
@@ -278,7 +279,6 @@ class SavingProgressive(BaseAllocator):
         prompts, budget, collector, _ = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
         unseen: np.ndarray | None = None  # bound_skips="measured": the prompts the bound would skip unseen
-        acting = False
         target = uniform_targets(budget, q, self.rng)
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
@@ -297,8 +297,9 @@ class SavingProgressive(BaseAllocator):
                 hopeless &= (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
                 if measured:  # what the bound would skip unseen: skipped once the run has measured
                     # that it yields fewer varied groups per rollout than the rest (saving_rule.skipping_pays)
-                    unseen, acting = hopeless & ~early, skipping_pays(self.skip_evidence)
-                    early = early | (unseen if acting else False)
+                    self.skipping_unseen = skipping_pays(self.skip_evidence, self.skipping_unseen)
+                    unseen = hopeless & ~early
+                    early = early | (unseen if self.skipping_unseen else False)
                 hopeless &= early
             skip = affordable_losses(value, cost, allowance, self.rng, hopeless)
             keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
@@ -362,7 +363,7 @@ class SavingProgressive(BaseAllocator):
             "signal_per_rollout": self.run_ratio(),
         }
         if unseen is not None:
-            extra["skips_unseen"] = acting
+            extra["skips_unseen"] = self.skipping_unseen
         if weigh:
             extra["cost_unit"] = "tokens"
         if plan:

@@ -123,24 +123,31 @@ def bound_before_rollouts(bound_skips: bool | str | None, target: np.ndarray, pi
     return np.full(target.shape, bool(bound_skips))
 
 
-def skipping_pays(evidence: np.ndarray, confidence: float = SKIP_CONFIDENCE) -> bool:
-    """Whether skipping unseen pays on the run's own evidence ``[v_s, r_s, v_k, r_k]``: the varied
-    groups v and rollouts r of the prompts the bound would skip unseen (s) and of the other kept
-    prompts (k), piloted as usual (`unseen_evidence`). With Jeffreys posteriors of the two rates,
-    lambda ~ Gamma(v + 1/2, rate r), it pays when P(lambda_s < lambda_k) >= ``confidence``; that
-    chance is the Beta(v_s + 1/2, v_k + 1/2) CDF at r_s / (r_s + r_k). Removing rollouts that yield
-    less than the rest raises the varied groups a rollout buys; without evidence on either side,
-    it does not pay.
+def skipping_pays(evidence: np.ndarray, skipping: bool = False, confidence: float = SKIP_CONFIDENCE) -> bool:
+    """Whether to skip unseen the prompts the bound would skip, on the run's own evidence
+    ``[v_s, r_s, v_k, r_k]``: the varied groups v and rollouts r of those prompts (s) and of the
+    other kept prompts (k) where they were piloted (`unseen_evidence`). With Jeffreys posteriors of
+    the two rates, lambda ~ Gamma(v + 1/2, rate r), the chance that the skipped prompts yield less
+    is P(lambda_s < lambda_k), the Beta(v_s + 1/2, v_k + 1/2) CDF at r_s / (r_s + r_k). A run starts
+    skipping when that chance reaches ``confidence`` and, once ``skipping``, goes on until the
+    chance that they yield more reaches it (a two-sided sequential test: while skipping, only the
+    skipped prompts' exploration pilots add to their side, so their evidence thins and the chance
+    drifts back between the two bounds, where the decision stays as it is). Removing rollouts that
+    yield less than the rest raises the varied groups a rollout buys; without evidence on either
+    side, a run does not start.
 
     >>> skipping_pays(np.array([0.0, 40.0, 8.0, 60.0])), skipping_pays(np.array([3.0, 40.0, 5.0, 60.0]))
     (True, False)
-    >>> skipping_pays(np.zeros(4))
-    False
+    >>> skipping_pays(np.array([3.0, 40.0, 5.0, 60.0]), skipping=True)  # not shown to yield more: go on
+    True
+    >>> skipping_pays(np.zeros(4)), skipping_pays(np.array([9.0, 40.0, 1.0, 60.0]), skipping=True)
+    (False, False)
     """
     v_s, r_s, v_k, r_k = (float(x) for x in evidence)
     if r_s <= 0.0 or r_k <= 0.0:
-        return False
-    return bool(betainc(v_s + 0.5, v_k + 0.5, r_s / (r_s + r_k)) >= confidence)
+        return bool(skipping)
+    less = float(betainc(v_s + 0.5, v_k + 0.5, r_s / (r_s + r_k)))
+    return less > 1.0 - confidence if skipping else less >= confidence
 
 
 def unseen_evidence(evidence: np.ndarray, would_skip: np.ndarray, counts: np.ndarray, varied: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from ..state.checks import StateReader
 from ..types import StateDict
 from .round_plan import RoundPlanner
 
-__all__ = ["ENTRIES", "OPTIONAL", "carried_belief", "saving_state", "load_saving_state"]
+__all__ = ["ENTRIES", "OPTIONAL", "carried_belief", "saving_state", "load_saving_state", "skip_unseen_state"]
 
 ENTRIES = (
     "predictor",
@@ -28,9 +28,9 @@ ENTRIES = (
     "history_spent",
     "lengths",
     "round_plan",
-    "skip_evidence",
+    "skip_unseen",
 )
-OPTIONAL = ("belief_history", "lengths", "round_plan", "skip_evidence")
+OPTIONAL = ("belief_history", "lengths", "round_plan", "skip_unseen")
 """The entries `saving_state` writes; the `OPTIONAL` ones may be absent from older states."""
 
 
@@ -89,8 +89,20 @@ def saving_state(alloc: Any) -> StateDict:
         "history_spent": [int(c) for _, c in alloc.history],
         "lengths": alloc.lengths.state_dict(),
         "round_plan": alloc.round_plan.state_dict(),
-        "skip_evidence": [float(x) for x in alloc.skip_evidence],
+        "skip_unseen": {"evidence": [float(x) for x in alloc.skip_evidence], "skipping": alloc.skipping_unseen},
     }
+
+
+def skip_unseen_state(reader: StateReader, saved: Any) -> tuple[np.ndarray, bool]:
+    """The ``skip_unseen`` entry checked: four evidence numbers >= 0 and whether the run skips."""
+    if saved is None:
+        return np.zeros(4), False
+    if not isinstance(saved, dict) or set(saved) != {"evidence", "skipping"}:
+        raise reader.error("skip_unseen", "must be {'evidence': 4 numbers >= 0, 'skipping': a bool}")
+    if not isinstance(saved["skipping"], (bool, np.bool_)):
+        raise reader.error("skip_unseen", f"'skipping' must be a bool, got {saved['skipping']!r}")
+    evidence = StateReader(saved, "skip_unseen", ["evidence"]).array("evidence", (4,), dtype=float, low=0.0)
+    return evidence, bool(saved["skipping"])
 
 
 def load_saving_state(alloc: Any, state: StateDict) -> None:
@@ -118,8 +130,8 @@ def load_saving_state(alloc: Any, state: StateDict) -> None:
             "history_signal",
             f"a step's signal is at most half its rollouts, got {signal[i]} for {spent[i]} at index {i}",
         )
-    # a state saved before skipping unseen was measured has no evidence: none gathered
-    evidence = reader.array("skip_evidence", (4,), dtype=float, low=0.0) if "skip_evidence" in state else np.zeros(4)
+    # a state saved before skipping unseen was measured has no evidence: none gathered, not skipping
+    evidence, skipping = skip_unseen_state(reader, state.get("skip_unseen"))
     tracker = RegimeTracker()
     tracker.load_state_dict(state["tracker"])
     lengths = LengthBelief()  # a state saved before lengths were weighed has none: nothing known
@@ -156,4 +168,4 @@ def load_saving_state(alloc: Any, state: StateDict) -> None:
     alloc.lengths = lengths
     alloc.round_plan = round_plan
     alloc.history = [(float(v), int(c)) for v, c in zip(signal, spent)]
-    alloc.skip_evidence = evidence
+    alloc.skip_evidence, alloc.skipping_unseen = evidence, skipping

@@ -51,11 +51,6 @@ __all__ = [
     "render_short_pilots",
     "NO_BOUND",
     "render_group_four",
-    "SKIP_UNSEEN_MAPS",
-    "SKIP_UNSEEN",
-    "render_skip_unseen",
-    "render_skip_unseen_again",
-    "SKIP_UNSEEN_AGAIN",
     "render_fresh_pilot_commit",
 ]
 
@@ -71,8 +66,6 @@ GROUP_FOUR_MAPS = ("results/map/group4.json", "results/map/group4-recurring.json
 SHORT_MAPS = ("results/map/short-pilots.json",)
 # the bound also before any rollout at every group size (`bound_skips=True`) against the default, fresh seeds
 SKIP_UNSEEN_MAPS = ("results/map/skip-unseen.json",)
-SKIP_UNSEEN_AGAIN = ("results/map/skip-unseen-2.json",)  # the same check with the sharper probe, fresh seeds
-SKIP_UNSEEN = f"{DEFAULT}[bound_skips=True]"
 FULL_PILOTS = f"{DEFAULT}[short_pilots=False]"
 NO_BOUND = f"{DEFAULT}[flat_chance=None]"
 BOUND = f"{DEFAULT}[flat_chance=0.1]"
@@ -306,26 +299,6 @@ def render_short_pilots(root: Path) -> str:
     intro = "The default shortens the pilots its belief is sure of; full pilots: `short_pilots=False`, the rule before."
     bases = ((FULL_PILOTS, "full pilots"), ("pilot-commit", "Pilot-Commit"))
     return paired_check_block(root, SHORT_MAPS, bases, (DEFAULT, "default"), intro)
-
-
-def render_skip_unseen(root: Path) -> str:
-    """The bound per group before any rollout at every group size (``bound_skips=True``, skipping
-    unseen what the belief alone says is hopeless) against the default, which does so only where
-    the pilot would be the whole group, on the `SKIP_UNSEEN_MAPS` (seeds fixed before the run)."""
-    intro = (
-        "Skip unseen: `bound_skips=True`, the bound also before any rollout at 8 rollouts a prompt; "
-        "the default bounds there only flat pilots (short ones where its belief is sure)."
-    )
-    return paired_check_block(root, SKIP_UNSEEN_MAPS, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
-
-
-def render_skip_unseen_again(root: Path) -> str:
-    """The same check on the `SKIP_UNSEEN_AGAIN` map: fresh seeds, the belief with the sharper probe."""
-    intro = (
-        "Skip unseen again, with the probe on the whole view (`bound_skips=True` against the default as "
-        "shipped), on seeds not used before."
-    )
-    return paired_check_block(root, SKIP_UNSEEN_AGAIN, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
 
 
 def render_fresh_pilot_commit(root: Path) -> str:

@@ -13,6 +13,7 @@ from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.bound_tables import FULL_PILOTS, NO_BOUND
 from adaptive_rollouts.reporting.gain_report import gap_cell
 from adaptive_rollouts.reporting.markdown import fmt, table
+from adaptive_rollouts.reporting.skip_tables import SKIP_UNSEEN
 from adaptive_rollouts.reporting.token_tables import overhead_text
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 SAVING_SIGNAL = "results/saving_signal/saving_signal.json"
-UNSEEN = f"{DEFAULT}[bound_skips=True]"  # the bound per group also before any rollout, on the belief alone
 
 
 def render_saving_signal(root: Path) -> str:
@@ -72,7 +72,7 @@ def render_saving_given(root: Path) -> str:
         DEFAULT: "",
         FULL_PILOTS: " (full pilots)",
         NO_BOUND: " (no bound)",
-        UNSEEN: " (bound also unseen)",
+        SKIP_UNSEEN: " (bound also unseen)",
     }
     rows = [x for m in accounted for x in d["rows"] if x["method"] == m and x.get("given") is not None]
     if not rows or "p_bins" not in d:
