@@ -449,3 +449,26 @@ def test_arm_options_build_the_registry_allocator_with_them():
         arm_of("default[predictor=gp")
     with pytest.raises(ValueError, match="not a Python literal"):
         arm_of("default[predictor=gp]")
+
+
+def test_a_variant_is_read_head_to_head_against_the_same_arm_without_its_options(tmp_path):
+    from adaptive_rollouts.demo.protocol_speed import arm_rows, curve, report_runs
+    from adaptive_rollouts.experiments.gain_speedup import gain_speedup
+
+    variant = "default[share=0.3]"
+    cfg = replace(CFG, arms=("uniform", "null", "default", variant), report_seeds=(0, 1, 2))
+    store = RunStore(tmp_path / cfg.regime, cfg)
+    fill(store, cfg, ["uniform", "null", "default"])
+    for lr in cfg.lr_grid:
+        for seed in cfg.tune_seeds:
+            store.add(fake_run(cfg, variant, seed, lr))
+    for seed in cfg.report_seeds:
+        store.add(fake_run(cfg, variant, seed, 1e-4, slope=0.04))  # twice as fast as the default
+    state = run_protocol(cfg, tmp_path, run_missing=False, progress=False)
+    rows = {r["arm"]: r for r in arm_rows(cfg, state)}
+    versus = rows[variant]["versus"]
+    plain = [curve(r) for r in report_runs(cfg, state, "default").values()]
+    faster = [curve(r) for r in report_runs(cfg, state, variant).values()]
+    assert versus["arm"] == "default" and versus["seeds"] == 3
+    assert versus["speedup"] == pytest.approx(gain_speedup(plain, faster)) and versus["speedup"] > 1.5
+    assert all("versus" not in rows[a] for a in ("uniform", "null", "default"))  # no options: nothing to pair

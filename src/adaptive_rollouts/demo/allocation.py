@@ -117,6 +117,18 @@ def arm_of(name: str) -> Arm:
     return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
 
+def plain_arm(name: str) -> str:
+    """The arm ``name`` without its allocator ``[options]``, its marks kept: the arm a variant is
+    read against head to head (`protocol_speed.arm_rows`).
+
+    >>> plain_arm("default[bound_skips='measured']+view"), plain_arm("default@true-p[share=0.3]"), plain_arm("uniform")
+    ('default+view', 'default@true-p', 'uniform')
+    """
+    start = name.find("[")
+    end = name.rfind("]")
+    return name if start < 0 or end < start else name[:start] + name[end + 1 :]
+
+
 def uses_oracle(name: str) -> bool:
     """Whether arm ``name`` reads the sampled p of the current policy (`ORACLE_ARMS`: the trainer
     builds a `SampledSuccess` for it, and its run settings record the samples behind p).

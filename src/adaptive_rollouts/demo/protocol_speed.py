@@ -11,7 +11,8 @@ and 95%). A single target near where a small gain plateaus is crossed early or l
 shifts of the seed-mean curve; three targets and the jackknife read it more steadily. The modelled time is `sim.step_time.ENGINES["synchronous"]` (a call lasts its
 longest completion, in token-times) on the generation calls each run recorded, with the overhead
 per call at which the arm's mean step time would equal Uniform's
-(`sim.step_time.break_even_overhead`).
+(`sim.step_time.break_even_overhead`). A variant with ``[options]`` is also read head to head against the
+same arm without them (``versus``, `head_to_head`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_ne
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.sim.step_time import ENGINES, break_even_overhead
 
-from .allocation import arm_of
+from .allocation import arm_of, plain_arm
 
 __all__ = [
     "TIME_AXIS",
@@ -36,6 +37,7 @@ __all__ = [
     "report_runs",
     "reference_arm",
     "gain_reading",
+    "head_to_head",
     "arm_rows",
 ]
 
@@ -103,6 +105,22 @@ def gain_reading(uniform: list[dict], arm: list[dict]) -> dict[str, Any]:
     return out
 
 
+def head_to_head(cfg, state, arm: str, runs: dict[int, dict]) -> dict[str, Any] | None:
+    """A variant with ``[options]`` read against the same arm without them (`allocation.plain_arm`),
+    when that arm ran: the map's statistic on rollouts with the plain arm in Uniform's place (its
+    cost to 50/75/90% of its own gain over the variant's) on the seeds both ran, with its intervals;
+    None otherwise."""
+    plain = plain_arm(arm)
+    if plain == arm or plain not in cfg.arms:
+        return None
+    base = report_runs(cfg, state, plain)
+    seeds = sorted(set(base) & set(runs))
+    if not seeds:
+        return None
+    reading = gain_reading([curve(base[s]) for s in seeds], [curve(runs[s]) for s in seeds])
+    return {"arm": plain, "seeds": len(seeds), **reading}
+
+
 def arm_rows(cfg, state) -> list[dict[str, Any]]:
     """One row per arm with report runs: speedups in rollouts and tokens with paired intervals."""
 
@@ -152,6 +170,9 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
                     "per_seed": [speedup([a], [b], cfg.target_at) for a, b in zip(u, m)],
                     "gain": gain_reading(u, m),
                 }
+            versus = head_to_head(cfg, state, arm, runs)
+            if versus is not None:
+                row["versus"] = versus
             if TIME_AXIS in row:
                 row["break_even_overhead"] = break_even_overhead(
                     [m for s in seeds for m in runs[s]["result"]["round_max_tokens"]],

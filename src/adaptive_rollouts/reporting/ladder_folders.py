@@ -18,6 +18,7 @@ __all__ = [
     "LADDER_SHORT",
     "LADDER_SKIP",
     "LADDER_SKIP_MEASURED",
+    "LADDER_SKIP_MEASURED_FIRST",
     "LADDER_WIDE",
     "NOTES",
     "SUBJECTS",
@@ -37,7 +38,8 @@ LADDER_CARRIED = (
     "results/demo_ladder/seeds_216_247"  # the default with a belief carried from earlier runs, 32 more seeds
 )
 LADDER_SKIP = "results/demo_ladder/seeds_248_279"  # skipping unseen with the present belief, 32 more seeds
-LADDER_SKIP_MEASURED = "results/demo_ladder/seeds_280_311"  # skipping unseen where measured to pay, 32 more seeds
+LADDER_SKIP_MEASURED_FIRST = "results/demo_ladder/seeds_280_311"  # skipping unseen where measured, first form
+LADDER_SKIP_MEASURED = "results/demo_ladder/seeds_312_343"  # skipping unseen where measured to pay, 32 more seeds
 LADDER_LATEST = LADDER_CARRIED  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
@@ -53,6 +55,7 @@ SUBJECTS = {
     LADDER_PRIOR_BEFORE: ("default+view",),
     LADDER_CARRIED: ("default+view", "default"),
     LADDER_SKIP: ("default+view",),
+    LADDER_SKIP_MEASURED_FIRST: ("default+view",),
     LADDER_SKIP_MEASURED: ("default+view",),
 }
 BEFORE_SWITCH = (
@@ -89,10 +92,16 @@ NOTES = {
     LADDER_CARRIED: CARRIED,
     LADDER_SKIP: "A check of skipping unseen (`default[bound_skips=True]+view`: the bound also before any rollout) "
     "with the present belief against the default as shipped, on seeds fixed before the run.",
+    LADDER_SKIP_MEASURED_FIRST: "A check of the first form of skipping unseen where the run has measured that it "
+    "pays (`[bound_skips='measured']` when a step skipped only while the chance that the prompts the bound would "
+    "skip yield fewer varied groups per rollout than the rest was at least 0.9: a one-sided test), with the learned "
+    "belief and view and with the known p (`default@true-p`), against the default as shipped, on seeds fixed "
+    "before the run.",
     LADDER_SKIP_MEASURED: "A check of skipping unseen where the run has measured that it pays "
-    "(`[bound_skips='measured']`: the bound also before any rollout once the prompts it would skip have yielded "
-    "fewer varied groups per rollout than the rest), with the learned belief and view and with the known p "
-    "(`default@true-p`), against the default as shipped, on seeds fixed before the run.",
+    "(`[bound_skips='measured']`, the two-sided test: it starts once the prompts the bound would skip yield fewer "
+    "varied groups per rollout than the rest with chance 0.9, and stops once they yield more with chance 0.9), "
+    "with the learned belief and view and with the known p (`default@true-p`), against the default as shipped, on "
+    "seeds fixed before the run.",
     LADDER_PRIOR_BEFORE: "The default with the policy's view as shipped (the unit prior), on the seeds of the table "
     "above, beside the same Uniform runs (copied, not re-run).",
 }
@@ -108,6 +117,7 @@ FOLDERS = (
     LADDER_PRIOR_BEFORE,
     LADDER_CARRIED,
     LADDER_SKIP,
+    LADDER_SKIP_MEASURED_FIRST,
     LADDER_SKIP_MEASURED,
 )
 """Every folder, in the order the docs show them."""

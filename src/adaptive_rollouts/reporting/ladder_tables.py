@@ -223,16 +223,35 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
         )
         # the default given other sources (the policy's view, similar prompts, the sampled p itself) or rules
         variants = [
-            (name, primary(a["rollouts"])) for name, a in arms.items() if name.startswith("default") and name != subject
+            (name, primary(a["rollouts"]), a.get("versus"))
+            for name, a in arms.items()
+            if name.startswith("default") and name != subject
         ]
         if variants:
             shares = "; ".join(
-                f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}" for name, v in variants
+                f"{name} {speedup_interval(v)}, {fmt(v['speedup'] / known['speedup'])}{versus_text(versus)}"
+                for name, v, versus in variants
             )
             out.append(
                 f"- the default's variants (other sources or rules), speedup and share of the known-p rule's: {shares}"
             )
     return out
+
+
+def versus_text(versus: dict | None) -> str:
+    """A variant's head-to-head reading against the same arm without its options (the summary's
+    ``versus``, `demo.protocol_speed.head_to_head`), 90% interval; empty where the summary has none.
+
+    >>> versus_text({"arm": "default+view", "speedup": 0.85, "ci90": [0.72, 1.01]})
+    ' (over default+view, paired: 0.85 (90% 0.72-1.01), not separated)'
+    >>> versus_text(None)
+    ''
+    """
+    if not versus:
+        return ""
+    lo, hi = versus["ci90"]
+    reading = "ahead" if lo > 1 else "behind" if hi < 1 else "not separated"
+    return f" (over {versus['arm']}, paired: {fmt(versus['speedup'])} (90% {fmt(lo)}-{fmt(hi)}), {reading})"
 
 
 def _protocol(root: Path) -> str:

@@ -15,6 +15,8 @@ __all__ = [
     "SKIP_UNSEEN_AGAIN",
     "SKIP_MEASURED",
     "SKIP_MEASURED_MAPS",
+    "SKIP_MEASURED_FIRST",
+    "render_skip_measured_first",
     "render_skip_unseen",
     "render_skip_unseen_again",
     "render_skip_measured",
@@ -23,7 +25,8 @@ __all__ = [
 SKIP_UNSEEN = f"{DEFAULT}[bound_skips=True]"
 SKIP_UNSEEN_AGAIN = ("results/map/skip-unseen-2.json",)  # the same check with the sharper probe, fresh seeds
 SKIP_MEASURED = f"{DEFAULT}[bound_skips='measured']"
-SKIP_MEASURED_MAPS = ("results/map/skip-measured.json",)  # skipping unseen where measured to pay, fresh seeds
+SKIP_MEASURED_FIRST = ("results/map/skip-measured.json",)  # its first form (a one-sided test), fresh seeds
+SKIP_MEASURED_MAPS = ("results/map/skip-measured-2.json",)  # skipping unseen where measured to pay, fresh seeds
 
 
 def render_skip_unseen(root: Path) -> str:
@@ -46,13 +49,28 @@ def render_skip_unseen_again(root: Path) -> str:
     return paired_check_block(root, SKIP_UNSEEN_AGAIN, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
 
 
-def render_skip_measured(root: Path) -> str:
-    """Skipping unseen where the run has measured that it pays (``bound_skips="measured"``) against
-    the default as shipped on the `SKIP_MEASURED_MAPS` (fresh seeds, fixed before the run)."""
+def render_skip_measured_first(root: Path) -> str:
+    """The first form of ``bound_skips="measured"`` (a one-sided test: skipping in a step only while
+    the chance that the skipped prompts yield less was at least 0.9) against the default as shipped,
+    on the `SKIP_MEASURED_FIRST` map (fresh seeds)."""
     intro = (
-        "Skip unseen where measured to pay: `bound_skips='measured'`, the bound also before any rollout once the "
-        "prompts it would skip have yielded fewer varied groups per rollout than the rest, against the default as "
-        "shipped, on seeds not used before."
+        "Skip unseen where measured to pay, first form: `bound_skips='measured'` when a step skipped only while the "
+        "chance that the prompts the bound would skip yield fewer varied groups per rollout than the rest was at "
+        "least 0.9 (a one-sided test), against the default as shipped, on seeds not used before."
+    )
+    return paired_check_block(
+        root, SKIP_MEASURED_FIRST, ((DEFAULT, "default"),), (SKIP_MEASURED, "skip where measured"), intro
+    )
+
+
+def render_skip_measured(root: Path) -> str:
+    """Skipping unseen where the run has measured that it pays (``bound_skips="measured"``, the
+    two-sided sequential test of `allocators.saving_rule.skipping_pays`) against the default as
+    shipped on the `SKIP_MEASURED_MAPS` (fresh seeds, fixed before the run)."""
+    intro = (
+        "Skip unseen where measured to pay: `bound_skips='measured'` (the two-sided test: it starts skipping once "
+        "the prompts the bound would skip yield fewer varied groups per rollout than the rest with chance 0.9, and "
+        "stops once they yield more with chance 0.9), against the default as shipped, on seeds not used before."
     )
     return paired_check_block(
         root, SKIP_MEASURED_MAPS, ((DEFAULT, "default"),), (SKIP_MEASURED, "skip where measured"), intro

@@ -58,7 +58,12 @@ from adaptive_rollouts.reporting.sharpness_tables import (
     render_shipped_versus_pilot,
     render_view_information,
 )
-from adaptive_rollouts.reporting.skip_tables import render_skip_measured, render_skip_unseen, render_skip_unseen_again
+from adaptive_rollouts.reporting.skip_tables import (
+    render_skip_measured,
+    render_skip_measured_first,
+    render_skip_unseen,
+    render_skip_unseen_again,
+)
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.tune_tables import render_demo_tune
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
@@ -216,6 +221,7 @@ RENDERERS = {
     "saving-short-pilots": render_short_pilots,
     "saving-skip-unseen": render_skip_unseen,
     "saving-skip-unseen-again": render_skip_unseen_again,
+    "saving-skip-measured-first": render_skip_measured_first,
     "saving-skip-measured": render_skip_measured,
     "saving-fresh-pilot-commit": render_fresh_pilot_commit,
     "loss-rows": render_loss_rows,
