@@ -230,7 +230,8 @@ def paired_check_block(
         body.append((key, *cells, *(x for m, _ in bases for x in (_paired(versus[m]), readings[m][-1]))))
     seeds = list(results[0].data["config"]["paired_seeds"])
     counts = "; ".join(
-        f"against {label}: " + ", ".join(f"{r} {readings[m].count(r)}" for r in dict.fromkeys(readings[m]))
+        f"against {label}: "
+        + ", ".join(f"{'no statistic' if r == '-' else r} {readings[m].count(r)}" for r in dict.fromkeys(readings[m]))
         for m, label in bases
     )
     labels = {NULL: "null control (reads 1 in truth)", **dict(arms)}

@@ -7,6 +7,7 @@ command produces one."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from adaptive_rollouts.experiments.map_summary import pooled_arm
@@ -79,6 +80,21 @@ def _interval(p: dict | None) -> str:
     return "-" if not p else f"{p['effect']:.2f}x ({pooled_interval(p)})"
 
 
+def undefined_speedup(target: dict) -> bool:
+    """Whether a cell's saving target has no statistic (NaN speedup and interval: the seed-mean
+    curves never reach a share of the gain on these seeds), which reads "unresolved", never a number.
+
+    >>> nan = float("nan")
+    >>> undefined_speedup({"speedup": nan, "ci90": [nan, nan], "verdict": "unresolved"})
+    True
+    >>> undefined_speedup({"speedup": nan, "ci90": [0.5, 2.0], "verdict": "unresolved"})  # half a statistic: bad data
+    False
+    """
+    value, ci = target.get("speedup"), target.get("ci90") or []
+    nan = [isinstance(x, float) and math.isnan(x) for x in [value, *ci]]
+    return all(nan) and len(ci) == 2 and target.get("verdict") == "unresolved"
+
+
 def render_saving_summary(root: Path) -> str:
     """One line per map result file that ran the default: its verdicts from the intervals (met /
     below / unresolved, `sim.gain_report.targets_with_verdicts`), the default's rollouts (share of
@@ -94,6 +110,8 @@ def render_saving_summary(root: Path) -> str:
             continue
         result = Result(str(path.relative_to(root)), loaded.header, data)
         for i, t in enumerate(targets):
+            if undefined_speedup(t):  # the cell's statistic is undefined on these seeds: unresolved, said so
+                continue
             data_number(result, f"saving_targets/{i}/speedup", t["speedup"], 0.0, True)
         spend = [data_number(result, f"saving_targets/{i}/spend", t["spend"], 0.0) for i, t in enumerate(targets)]
         counts = {v: sum(t["verdict"] == v for t in targets) for v in ("met", "below", "unresolved")}
