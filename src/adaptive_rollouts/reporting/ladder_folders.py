@@ -8,6 +8,7 @@ __all__ = [
     "BEFORE_SWITCH",
     "FOLDERS",
     "LADDER_CARRIED",
+    "LADDER_CARRIED_SKIP",
     "LADDER_FRESH",
     "LADDER_LATEST",
     "LADDER_PRIOR",
@@ -40,6 +41,7 @@ LADDER_CARRIED = (
 LADDER_SKIP = "results/demo_ladder/seeds_248_279"  # skipping unseen with the present belief, 32 more seeds
 LADDER_SKIP_MEASURED_FIRST = "results/demo_ladder/seeds_280_311"  # skipping unseen where measured, first form
 LADDER_SKIP_MEASURED = "results/demo_ladder/seeds_312_343"  # skipping unseen where measured to pay, 32 more seeds
+LADDER_CARRIED_SKIP = "results/demo_ladder/seeds_344_375"  # a carried belief that also skips unseen, 32 more seeds
 LADDER_LATEST = LADDER_CARRIED  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
@@ -57,6 +59,7 @@ SUBJECTS = {
     LADDER_SKIP: ("default+view",),
     LADDER_SKIP_MEASURED_FIRST: ("default+view",),
     LADDER_SKIP_MEASURED: ("default+view",),
+    LADDER_CARRIED_SKIP: ("default+view",),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -102,6 +105,10 @@ NOTES = {
     "varied groups per rollout than the rest with chance 0.9, and stops once they yield more with chance 0.9), "
     "with the learned belief and view and with the known p (`default@true-p`), against the default as shipped, on "
     "seeds fixed before the run.",
+    LADDER_CARRIED_SKIP: "A check of skipping unseen on a sharper belief: the belief carried from sixteen earlier "
+    "runs (`belief_from=...belief_dev16.npz`, as in the seeds 216-247 table) with and without `bound_skips=True`, "
+    "beside the default as shipped, on seeds fixed before the run (the variants are read head to head against "
+    "`default+view`).",
     LADDER_PRIOR_BEFORE: "The default with the policy's view as shipped (the unit prior), on the seeds of the table "
     "above, beside the same Uniform runs (copied, not re-run).",
 }
@@ -119,5 +126,6 @@ FOLDERS = (
     LADDER_SKIP,
     LADDER_SKIP_MEASURED_FIRST,
     LADDER_SKIP_MEASURED,
+    LADDER_CARRIED_SKIP,
 )
 """Every folder, in the order the docs show them."""
