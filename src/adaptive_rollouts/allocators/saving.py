@@ -108,7 +108,10 @@ class SavingProgressive(BaseAllocator):
     ``flat_chance=None`` turns the bound off; ``bound_skips=True`` applies it before any rollout for
     every prompt, among the prompts worth less than the average, on the belief alone instead of each
     prompt's own flat pilot, ``bound_skips=False`` never, not even where the pilot is the group:
-    the rule before it acted there, `saving_rule.bound_before_rollouts`); ``short_pilots=False``
+    the rule before it acted there, `saving_rule.bound_before_rollouts`; ``bound_skips="measured"``
+    as True once the run has measured that the prompts it would skip yield fewer varied groups per
+    rollout than the rest, until they are shown to yield more, `saving_rule.skipping_pays`: logged
+    as ``skips_unseen``); ``short_pilots=False``
     keeps every pilot at ``pilot`` (the rule before; pilots are not shortened either while rounds
     are planned from round times, or awaited). ``saving=False`` completes every group to n_q
     through the same rounds: Uniform's counts, the null control of the benchmarks. ``predictor``:
