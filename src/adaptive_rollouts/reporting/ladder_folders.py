@@ -42,7 +42,7 @@ LADDER_SKIP = "results/demo_ladder/seeds_248_279"  # skipping unseen with the pr
 LADDER_SKIP_MEASURED_FIRST = "results/demo_ladder/seeds_280_311"  # skipping unseen where measured, first form
 LADDER_SKIP_MEASURED = "results/demo_ladder/seeds_312_343"  # skipping unseen where measured to pay, 32 more seeds
 LADDER_CARRIED_SKIP = "results/demo_ladder/seeds_344_375"  # a carried belief that also skips unseen, 32 more seeds
-LADDER_LATEST = LADDER_CARRIED  # what README's line reads
+LADDER_LATEST = LADDER_CARRIED_SKIP  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
 # The arm each folder's target is read for, the first of these it has.

@@ -319,6 +319,9 @@ def render_ladder_summary(root: Path) -> str:
         "default[belief_from='results/carried_belief/belief_dev16.npz']+view": (
             "with the view and a belief carried from sixteen earlier runs"
         ),
+        "default[belief_from='results/carried_belief/belief_dev16.npz';bound_skips=True]+view": (
+            "the same that also skips unseen"
+        ),
         "null": "the null control",
         "oracle-skip": "the known-p skip rule",
     }
