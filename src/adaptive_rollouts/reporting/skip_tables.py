@@ -29,6 +29,11 @@ SKIP_MEASURED_FIRST = ("results/map/skip-measured.json",)  # its first form (a o
 SKIP_MEASURED_MAPS = ("results/map/skip-measured-2.json",)  # skipping unseen where measured to pay, fresh seeds
 
 
+def _against_default(root: Path, maps: tuple[str, ...], arm: tuple[str, str], intro: str) -> str:
+    """A skipping ``arm`` (name, label) head to head against the default as shipped on ``maps``."""
+    return paired_check_block(root, maps, ((DEFAULT, "default"),), arm, intro)
+
+
 def render_skip_unseen(root: Path) -> str:
     """The bound per group before any rollout at every group size (``bound_skips=True``, skipping
     unseen what the belief alone says is hopeless) against the default, which does so only where
@@ -37,7 +42,7 @@ def render_skip_unseen(root: Path) -> str:
         "Skip unseen: `bound_skips=True`, the bound also before any rollout at 8 rollouts a prompt; "
         "the default bounds there only flat pilots (short ones where its belief is sure)."
     )
-    return paired_check_block(root, SKIP_UNSEEN_MAPS, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
+    return _against_default(root, SKIP_UNSEEN_MAPS, (SKIP_UNSEEN, "skip unseen"), intro)
 
 
 def render_skip_unseen_again(root: Path) -> str:
@@ -46,7 +51,7 @@ def render_skip_unseen_again(root: Path) -> str:
         "Skip unseen again, with the probe on the whole view (`bound_skips=True` against the default as "
         "shipped), on seeds not used before."
     )
-    return paired_check_block(root, SKIP_UNSEEN_AGAIN, ((DEFAULT, "default"),), (SKIP_UNSEEN, "skip unseen"), intro)
+    return _against_default(root, SKIP_UNSEEN_AGAIN, (SKIP_UNSEEN, "skip unseen"), intro)
 
 
 def render_skip_measured_first(root: Path) -> str:
@@ -58,9 +63,7 @@ def render_skip_measured_first(root: Path) -> str:
         "chance that the prompts the bound would skip yield fewer varied groups per rollout than the rest was at "
         "least 0.9 (a one-sided test), against the default as shipped, on seeds not used before."
     )
-    return paired_check_block(
-        root, SKIP_MEASURED_FIRST, ((DEFAULT, "default"),), (SKIP_MEASURED, "skip where measured"), intro
-    )
+    return _against_default(root, SKIP_MEASURED_FIRST, (SKIP_MEASURED, "skip where measured"), intro)
 
 
 def render_skip_measured(root: Path) -> str:
@@ -72,6 +75,4 @@ def render_skip_measured(root: Path) -> str:
         "the prompts the bound would skip yield fewer varied groups per rollout than the rest with chance 0.9, and "
         "stops once they yield more with chance 0.9), against the default as shipped, on seeds not used before."
     )
-    return paired_check_block(
-        root, SKIP_MEASURED_MAPS, ((DEFAULT, "default"),), (SKIP_MEASURED, "skip where measured"), intro
-    )
+    return _against_default(root, SKIP_MEASURED_MAPS, (SKIP_MEASURED, "skip where measured"), intro)
