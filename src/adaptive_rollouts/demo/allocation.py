@@ -39,6 +39,7 @@ the protocol (``benchmarks/demo_protocol.py``) tunes its own on its tune seeds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,16 +118,32 @@ def arm_of(name: str) -> Arm:
     return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
 
-def plain_arm(name: str) -> str:
-    """The arm ``name`` without its allocator ``[options]``, its marks kept: the arm a variant is
-    read against head to head (`protocol_speed.arm_rows`).
+def partner_arm(name: str, arms: Sequence[str]) -> str | None:
+    """The arm of ``arms`` a variant is read against head to head (`protocol_speed.head_to_head`):
+    the same allocator with the same marks whose ``[options]`` are a strict part of the variant's,
+    the one with the most of them (so a variant adding one option is read against the arm without
+    that option); None when no arm is.
 
-    >>> plain_arm("default[bound_skips='measured']+view"), plain_arm("default@true-p[share=0.3]"), plain_arm("uniform")
-    ('default+view', 'default@true-p', 'uniform')
+    >>> arms = ["default+view", "default[share=0.3]+view", "default[share=0.3;bound_skips=True]+view", "default"]
+    >>> partner_arm("default[share=0.3;bound_skips=True]+view", arms), partner_arm("default[share=0.3]+view", arms)
+    ('default[share=0.3]+view', 'default+view')
+    >>> partner_arm("default+view", arms), partner_arm("default[share=0.5]", arms)
+    (None, 'default')
     """
-    start = name.find("[")
-    end = name.rfind("]")
-    return name if start < 0 or end < start else name[:start] + name[end + 1 :]
+    me = arm_of(name)
+    base, options = method_options(me.spec)
+    mine = {(k, repr(v)) for k, v in options.items()}
+    best: tuple[str, int] | None = None
+    for other in arms:
+        if other == name:
+            continue
+        arm = arm_of(other)
+        other_base, other_options = method_options(arm.spec)
+        theirs = {(k, repr(v)) for k, v in other_options.items()}
+        same = other_base == base and (arm.policy_features, arm.round_clock) == (me.policy_features, me.round_clock)
+        if same and theirs < mine and (best is None or len(theirs) > best[1]):
+            best = (other, len(theirs))
+    return None if best is None else best[0]
 
 
 def uses_oracle(name: str) -> bool:

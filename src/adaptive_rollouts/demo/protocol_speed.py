@@ -12,7 +12,7 @@ shifts of the seed-mean curve; three targets and the jackknife read it more stea
 longest completion, in token-times) on the generation calls each run recorded, with the overhead
 per call at which the arm's mean step time would equal Uniform's
 (`sim.step_time.break_even_overhead`). A variant with ``[options]`` is also read head to head against the
-same arm without them (``versus``, `head_to_head`).
+arm without the fewest of them (``versus``, `head_to_head`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_ne
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.sim.step_time import ENGINES, break_even_overhead
 
-from .allocation import arm_of, plain_arm
+from .allocation import arm_of, partner_arm
 
 __all__ = [
     "TIME_AXIS",
@@ -106,12 +106,12 @@ def gain_reading(uniform: list[dict], arm: list[dict]) -> dict[str, Any]:
 
 
 def head_to_head(cfg, state, arm: str, runs: dict[int, dict]) -> dict[str, Any] | None:
-    """A variant with ``[options]`` read against the same arm without them (`allocation.plain_arm`),
-    when that arm ran: the map's statistic on rollouts with the plain arm in Uniform's place (its
-    cost to 50/75/90% of its own gain over the variant's) on the seeds both ran, with its intervals;
-    None otherwise."""
-    plain = plain_arm(arm)
-    if plain == arm or plain not in cfg.arms:
+    """A variant with ``[options]`` read against the arm that lacks the fewest of them
+    (`allocation.partner_arm`), when one ran: the map's statistic on rollouts with that arm in
+    Uniform's place (its cost to 50/75/90% of its own gain over the variant's) on the seeds both
+    ran, with its intervals; None otherwise."""
+    plain = partner_arm(arm, cfg.arms)
+    if plain is None:
         return None
     base = report_runs(cfg, state, plain)
     seeds = sorted(set(base) & set(runs))

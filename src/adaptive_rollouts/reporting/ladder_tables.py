@@ -239,8 +239,9 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
 
 
 def versus_text(versus: dict | None) -> str:
-    """A variant's head-to-head reading against the same arm without its options (the summary's
-    ``versus``, `demo.protocol_speed.head_to_head`), 90% interval; empty where the summary has none.
+    """A variant's head-to-head reading against the arm without the fewest of its options (the
+    summary's ``versus``, `demo.protocol_speed.head_to_head`), 90% interval; empty where the summary
+    has none.
 
     >>> versus_text({"arm": "default+view", "speedup": 0.85, "ci90": [0.72, 1.01]})
     ' (over default+view, paired: 0.85 (90% 0.72-1.01), not separated)'
