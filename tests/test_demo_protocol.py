@@ -466,7 +466,7 @@ def test_a_variant_is_read_head_to_head_against_the_same_arm_without_its_options
         store.add(fake_run(cfg, variant, seed, 1e-4, slope=0.04))  # twice as fast as the default
     state = run_protocol(cfg, tmp_path, run_missing=False, progress=False)
     rows = {r["arm"]: r for r in arm_rows(cfg, state)}
-    versus = rows[variant]["versus"]
+    (versus,) = rows[variant]["versus"]
     plain = [curve(r) for r in report_runs(cfg, state, "default").values()]
     faster = [curve(r) for r in report_runs(cfg, state, variant).values()]
     assert versus["arm"] == "default" and versus["seeds"] == 3

@@ -118,32 +118,33 @@ def arm_of(name: str) -> Arm:
     return Arm(name, loss_type, scale, options.get("engine"), viewed)
 
 
-def partner_arm(name: str, arms: Sequence[str]) -> str | None:
-    """The arm of ``arms`` a variant is read against head to head (`protocol_speed.head_to_head`):
-    the same allocator with the same marks whose ``[options]`` are a strict part of the variant's,
-    the one with the most of them (so a variant adding one option is read against the arm without
-    that option); None when no arm is.
+def partner_arms(name: str, arms: Sequence[str]) -> list[str]:
+    """The arms of ``arms`` a variant is read against head to head (`protocol_speed.head_to_head`):
+    among those with the same allocator and marks whose ``[options]`` are a strict part of the
+    variant's, the one with the most of them (the arm without the option the variant adds) and the
+    one with the fewest (the arm the variant started from), once each; none when no arm is.
 
     >>> arms = ["default+view", "default[share=0.3]+view", "default[share=0.3;bound_skips=True]+view", "default"]
-    >>> partner_arm("default[share=0.3;bound_skips=True]+view", arms), partner_arm("default[share=0.3]+view", arms)
-    ('default[share=0.3]+view', 'default+view')
-    >>> partner_arm("default+view", arms), partner_arm("default[share=0.5]", arms)
-    (None, 'default')
+    >>> partner_arms("default[share=0.3;bound_skips=True]+view", arms)
+    ['default[share=0.3]+view', 'default+view']
+    >>> partner_arms("default[share=0.3]+view", arms), partner_arms("default+view", arms)
+    (['default+view'], [])
     """
     me = arm_of(name)
     base, options = method_options(me.spec)
     mine = {(k, repr(v)) for k, v in options.items()}
-    best: tuple[str, int] | None = None
+    parts: list[tuple[int, str]] = []
     for other in arms:
-        if other == name:
-            continue
         arm = arm_of(other)
         other_base, other_options = method_options(arm.spec)
         theirs = {(k, repr(v)) for k, v in other_options.items()}
         same = other_base == base and (arm.policy_features, arm.round_clock) == (me.policy_features, me.round_clock)
-        if same and theirs < mine and (best is None or len(theirs) > best[1]):
-            best = (other, len(theirs))
-    return None if best is None else best[0]
+        if same and theirs < mine:
+            parts.append((len(theirs), other))
+    if not parts:
+        return []
+    closest, plainest = max(parts)[1], min(parts)[1]
+    return list(dict.fromkeys([closest, plainest]))
 
 
 def uses_oracle(name: str) -> bool:

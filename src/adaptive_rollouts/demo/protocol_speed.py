@@ -12,7 +12,7 @@ shifts of the seed-mean curve; three targets and the jackknife read it more stea
 longest completion, in token-times) on the generation calls each run recorded, with the overhead
 per call at which the arm's mean step time would equal Uniform's
 (`sim.step_time.break_even_overhead`). A variant with ``[options]`` is also read head to head against the
-arm without the fewest of them (``versus``, `head_to_head`).
+arms it adds options to (``versus``, `head_to_head`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from adaptive_rollouts.experiments.speedup import bootstrap_speedup, rollouts_ne
 from adaptive_rollouts.experiments.token_summary import SYNCHRONOUS_TIME as TIME_AXIS
 from adaptive_rollouts.sim.step_time import ENGINES, break_even_overhead
 
-from .allocation import arm_of, partner_arm
+from .allocation import arm_of, partner_arms
 
 __all__ = [
     "TIME_AXIS",
@@ -105,20 +105,19 @@ def gain_reading(uniform: list[dict], arm: list[dict]) -> dict[str, Any]:
     return out
 
 
-def head_to_head(cfg, state, arm: str, runs: dict[int, dict]) -> dict[str, Any] | None:
-    """A variant with ``[options]`` read against the arm that lacks the fewest of them
-    (`allocation.partner_arm`), when one ran: the map's statistic on rollouts with that arm in
-    Uniform's place (its cost to 50/75/90% of its own gain over the variant's) on the seeds both
-    ran, with its intervals; None otherwise."""
-    plain = partner_arm(arm, cfg.arms)
-    if plain is None:
-        return None
-    base = report_runs(cfg, state, plain)
-    seeds = sorted(set(base) & set(runs))
-    if not seeds:
-        return None
-    reading = gain_reading([curve(base[s]) for s in seeds], [curve(runs[s]) for s in seeds])
-    return {"arm": plain, "seeds": len(seeds), **reading}
+def head_to_head(cfg, state, arm: str, runs: dict[int, dict]) -> list[dict[str, Any]]:
+    """A variant with ``[options]`` read against the arms it adds options to
+    (`allocation.partner_arms`: the one without the option it adds, and the one it started from),
+    each that ran: the map's statistic on rollouts with that arm in Uniform's place (its cost to
+    50/75/90% of its own gain over the variant's) on the seeds both ran, with its intervals."""
+    out = []
+    for plain in partner_arms(arm, cfg.arms):
+        base = report_runs(cfg, state, plain)
+        seeds = sorted(set(base) & set(runs))
+        if seeds:
+            reading = gain_reading([curve(base[s]) for s in seeds], [curve(runs[s]) for s in seeds])
+            out.append({"arm": plain, "seeds": len(seeds), **reading})
+    return out
 
 
 def arm_rows(cfg, state) -> list[dict[str, Any]]:
@@ -171,7 +170,7 @@ def arm_rows(cfg, state) -> list[dict[str, Any]]:
                     "gain": gain_reading(u, m),
                 }
             versus = head_to_head(cfg, state, arm, runs)
-            if versus is not None:
+            if versus:
                 row["versus"] = versus
             if TIME_AXIS in row:
                 row["break_even_overhead"] = break_even_overhead(

@@ -107,9 +107,8 @@ NOTES = {
     "seeds fixed before the run.",
     LADDER_CARRIED_SKIP: "A check of skipping unseen on a sharper belief: the belief carried from sixteen earlier "
     "runs (`belief_from=...belief_dev16.npz`, as in the seeds 216-247 table) with and without `bound_skips=True`, "
-    "beside the default as shipped, on seeds fixed before the run (each variant is read head to head against the "
-    "arm without the option it adds: the carried belief against `default+view`, the skipping one against the "
-    "carried belief).",
+    "beside the default as shipped, on seeds fixed before the run (the skipping one is read head to head against "
+    "the carried belief and against `default+view`).",
     LADDER_PRIOR_BEFORE: "The default with the policy's view as shipped (the unit prior), on the seeds of the table "
     "above, beside the same Uniform runs (copied, not re-run).",
 }

@@ -238,21 +238,21 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
     return out
 
 
-def versus_text(versus: dict | None) -> str:
-    """A variant's head-to-head reading against the arm without the fewest of its options (the
-    summary's ``versus``, `demo.protocol_speed.head_to_head`), 90% interval; empty where the summary
-    has none.
+def versus_text(versus: list[dict] | None) -> str:
+    """A variant's head-to-head readings against the arms it adds options to (the summary's
+    ``versus``, `demo.protocol_speed.head_to_head`), 90% intervals; empty where the summary has none.
 
-    >>> versus_text({"arm": "default+view", "speedup": 0.85, "ci90": [0.72, 1.01]})
+    >>> versus_text([{"arm": "default+view", "speedup": 0.85, "ci90": [0.72, 1.01]}])
     ' (over default+view, paired: 0.85 (90% 0.72-1.01), not separated)'
     >>> versus_text(None)
     ''
     """
-    if not versus:
-        return ""
-    lo, hi = versus["ci90"]
-    reading = "ahead" if lo > 1 else "behind" if hi < 1 else "not separated"
-    return f" (over {versus['arm']}, paired: {fmt(versus['speedup'])} (90% {fmt(lo)}-{fmt(hi)}), {reading})"
+    parts = []
+    for v in versus or []:
+        lo, hi = v["ci90"]
+        reading = "ahead" if lo > 1 else "behind" if hi < 1 else "not separated"
+        parts.append(f"over {v['arm']}, paired: {fmt(v['speedup'])} (90% {fmt(lo)}-{fmt(hi)}), {reading}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _protocol(root: Path) -> str:
