@@ -30,6 +30,8 @@ __all__ = [
     "render_sharper_before",
     "render_sharper_map",
     "render_shipped_versus_pilot",
+    "render_versus_pilot_again",
+    "VERSUS_PILOT_MAPS",
     "across_maps_block",
     "render_view_information",
 ]
@@ -39,6 +41,7 @@ SHARPER_MAPS = ("results/map/sharper.json",)  # the default with the sharper pro
 SHARPER_BEFORE_MAP = "results/map/sharper-before.json"
 PRIOR_MAPS = ("results/map/prior10.json",)  # the default with the weaker prior, fresh seeds fixed before the run
 PRIOR_BEFORE_MAP = "results/map/prior10-before.json"  # the default before the weaker prior, the same seeds  # the default before the change, the same seeds
+VERSUS_PILOT_MAPS = ("results/map/versus-pilot.json",)  # the shipped default and Pilot-Commit, fresh seeds
 PROBE_VARIANTS = ("results/probe_variants/tinylm_dev.json", "results/probe_variants/tinylm_heldout.json")
 VIEW_INFORMATION = "results/view_information/view_information.json"
 SHOWN = ("probe", "combined", "default")  # the predictors the change is about (the others are unchanged)
@@ -122,6 +125,14 @@ def render_shipped_versus_pilot(root: Path) -> str:
     )
     pilot = (PRIOR_MAPS[0], "pilot-commit", "Pilot-Commit")
     return across_maps_block(root, pilot, (PRIOR_BEFORE_MAP, DEFAULT, "default"), intro)
+
+
+def render_versus_pilot_again(root: Path) -> str:
+    """The default as shipped against Pilot-Commit in one map on fresh seeds (`VERSUS_PILOT_MAPS`),
+    with the null control: where Pilot-Commit is ahead, by how much."""
+    intro = "The default as shipped and Pilot-Commit in one map, on seeds not used before."
+    bases = (("pilot-commit", "Pilot-Commit"),)
+    return paired_check_block(root, VERSUS_PILOT_MAPS, bases, (DEFAULT, "default"), intro)
 
 
 def across_maps_block(root: Path, base: tuple[str, str, str], arm: tuple[str, str, str], intro: str) -> str:

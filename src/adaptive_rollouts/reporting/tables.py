@@ -56,6 +56,7 @@ from adaptive_rollouts.reporting.sharpness_tables import (
     render_sharper_before,
     render_sharper_map,
     render_shipped_versus_pilot,
+    render_versus_pilot_again,
     render_view_information,
 )
 from adaptive_rollouts.reporting.skip_tables import (
@@ -240,6 +241,7 @@ RENDERERS = {
     "saving-prior-map": render_prior_map,
     "saving-prior-before": render_prior_before,
     "saving-shipped-versus-pilot": render_shipped_versus_pilot,
+    "saving-versus-pilot-again": render_versus_pilot_again,
     "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
