@@ -8,6 +8,7 @@ import pytest
 from adaptive_rollouts.allocators import SavingProgressive
 from adaptive_rollouts.allocators.saving_rule import SKIP_MEMORY, skipping_pays, unseen_evidence
 from adaptive_rollouts.predictors.reference import KnownBelief
+from adaptive_rollouts.state import load_state, save_state
 
 HOPELESS, FRONTIER = 24, 8  # prompts the belief calls hopeless at 8 rollouts, and frontier prompts
 CLAIMED = np.r_[np.full(HOPELESS, 0.012), np.full(FRONTIER, 0.5)]  # P(all-equal at 8) = 0.908 and 0.008
@@ -72,7 +73,7 @@ def test_measured_skipping_stays_off_where_the_prompts_it_would_skip_vary_as_oft
     assert not any(acting) and spent == plain  # never acts: the rule as shipped, step for step
 
 
-def test_measured_evidence_is_saved_and_a_resumed_run_continues_identically():
+def test_measured_evidence_is_saved_and_a_resumed_run_continues_identically(tmp_path):
     truth = np.r_[np.zeros(HOPELESS), np.full(FRONTIER, 0.5)]
     sampler = np.random.default_rng(5)
     draws = [sampler.random((truth.size, 8)) for _ in range(12)]
@@ -83,7 +84,8 @@ def test_measured_evidence_is_saved_and_a_resumed_run_continues_identically():
     a = SavingProgressive(estimator="grpo", bound_skips="measured", seed=2)
     for step in range(6):
         a.run(list(range(truth.size)), 8 * truth.size, sample_at(step))
-    state = a.state_dict()
+    save_state(tmp_path / "alloc.safetensors", a.state_dict())  # through a file, as a checkpoint goes
+    state = load_state(tmp_path / "alloc.safetensors")
     assert state["skip_unseen"]["skipping"] is True and state["skip_unseen"]["evidence"][1] > 0
     b = SavingProgressive(estimator="grpo", bound_skips="measured", seed=2)
     b.load_state_dict(state)
