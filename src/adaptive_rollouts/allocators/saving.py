@@ -28,16 +28,12 @@ from .saving_rule import (
     FLAT_CHANCE,
     LOSS_SHARE,
     affordable_losses,
-    below_average,
-    bound_before_rollouts,
-    explore_skipped,
     group_stats,
     realised_signal,
-    settling_pilot,
-    skipping_pays,
     uniform_targets,
     unseen_evidence,
 )
+from .saving_skip import pilot_sizes, skip_unseen
 from .saving_state import carried_belief, load_saving_state, saving_state
 
 __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
@@ -281,7 +277,6 @@ class SavingProgressive(BaseAllocator):
         start = time.perf_counter()
         prompts, budget, collector, _ = self._begin_rounds(prompts, budget, sample)
         q = len(prompts)
-        unseen: np.ndarray | None = None  # bound_skips="measured": the prompts the bound would skip unseen
         target = uniform_targets(budget, q, self.rng)
         a0, b0 = self.belief.belief(prompts)
         zeros = np.zeros(q, dtype=np.int64)
@@ -290,40 +285,11 @@ class SavingProgressive(BaseAllocator):
         # the price of a prompt's group: its rollouts, or their expected tokens once lengths are known
         weigh = self.saving and self.lengths.known
         cost = target * self.lengths.rollout_tokens(prompts, a0 / (a0 + b0)) if weigh else target
-        if self.saving:  # step 2: skip within the allowance, explore what is skipped
-            # the bound before any rollout where it does not wait for each prompt's own pilot (by
-            # default: where the pilot is the whole group): only what the belief tells apart
-            early = bound_before_rollouts(self.bound_skips, target, self.pilot)
-            measured = self.bound_skips == "measured" and self.flat_chance is not None
-            hopeless = self._hopeless(a0, b0, target) if early.any() or measured else None
-            if hopeless is not None:
-                hopeless &= (cost > 0) & below_average(value, np.maximum(cost, 1e-12))
-                if measured:  # what the bound would skip unseen: skipped once the run has measured
-                    # that it yields fewer varied groups per rollout than the rest (saving_rule.skipping_pays)
-                    self.skipping_unseen = skipping_pays(self.skip_evidence, self.skipping_unseen)
-                    unseen = hopeless & ~early
-                    early = early | (unseen if self.skipping_unseen else False)
-                hopeless &= early
-            skip = affordable_losses(value, cost, allowance, self.rng, hopeless)
-            keep, explored, bar = explore_skipped(skip, value, cost, target, a0, b0, self.rng, self._value_at)
-        else:
-            keep, explored, bar = np.ones(q, bool), np.zeros(q, bool), 0.0
+        keep, explored, bar, unseen = skip_unseen(self, target, value, cost, a0, b0, allowance)
         probe = explored, bar  # the prompts piloted only by exploration, and its bar
         keep &= target >= 2
         lost = float(value[~keep & (target >= 2)].sum())
-        # with timed rounds, a round is added only where its tokens saved buy back its latency
-        plan, pilot = weigh and self.round_plan.known, self.pilot
-        if plan:
-            fail, success = self.lengths.means(prompts)
-            pilot = self.round_plan.pilot_size(pilot, target[keep], a0[keep], b0[keep], fail[keep], success[keep])
-        elif self.saving and self.round_plan.awaiting_times:  # rounds will be timed, none priced yet: one
-            pilot = max(int(target.max(initial=0)), pilot)
-        size = np.minimum(target, pilot)
-        rounds_free = not plan and not self.round_plan.awaiting_times  # else the round plan owns the pilot
-        if self.short_pilots and self.flat_chance is not None and self.history and rounds_free:
-            # a pilot only as long as settles the prompt when it comes back flat (not at a run's first
-            # step: the belief has seen nothing yet, and every prompt gets the full pilot)
-            size = settling_pilot(a0, b0, target, pilot, self.flat_chance)
+        size, plan = pilot_sizes(self, prompts, target, keep, a0, b0, weigh)
         collector.draw(np.where(keep, size, 0))
         flat_pilots = keep & (collector.counts < target) & (collector.scored > 0) & ~group_stats(collector.rewards())[2]
         rounds, stopped = 1, np.zeros(q, dtype=bool)
