@@ -65,6 +65,7 @@ from adaptive_rollouts.reporting.skip_tables import (
     render_skip_unseen,
     render_skip_unseen_again,
 )
+from adaptive_rollouts.reporting.targets_tables import render_flatness_targets
 from adaptive_rollouts.reporting.token_tables import render_tokens
 from adaptive_rollouts.reporting.tune_tables import render_demo_tune
 from adaptive_rollouts.reporting.versus_tables import render_saving_versus
@@ -245,6 +246,7 @@ RENDERERS = {
     "flatness-view": render_flatness_view,
     "probe-cost": render_probe_cost,
     "saving-pool": render_saving_pool,
+    "flatness-targets": render_flatness_targets,
     "saving-share": render_saving_share,
     "pool-beliefs": render_pool_beliefs,
     "saving-equal-cost": render_equal_cost_summary,

@@ -1,0 +1,200 @@
+"""The flatness work's targets in one table (docs/flatness.md, "The targets, where they stand"):
+each read off the committed result file that measures it, met or missed and by how much. The
+readings are the ones the blocks beside each measurement give; this block only gathers them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adaptive_rollouts.experiments.map_config import DEFAULT
+from adaptive_rollouts.experiments.map_summary import NO_REGRET, verdict
+from adaptive_rollouts.experiments.results import Result, provenance
+from adaptive_rollouts.reporting.blocks import load_relative
+from adaptive_rollouts.reporting.bound_tables import map_runs
+from adaptive_rollouts.reporting.flatness_tables import (
+    FLATNESS_CALIBRATION,
+    FLATNESS_TINYLM,
+    FLATNESS_TINYLM_FRESH,
+    FLATNESS_TINYLM_HELDOUT,
+)
+from adaptive_rollouts.reporting.ladder_folders import LADDER_LATEST, SUBJECTS
+from adaptive_rollouts.reporting.ladder_reading import LADDER_SHARE_OF_KNOWN_P, LADDER_SPEEDUP, primary
+from adaptive_rollouts.reporting.markdown import fmt, table
+from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL, speedup_interval
+from adaptive_rollouts.reporting.share_tables import KEEP_TARGET, POOL_BELIEFS, POOL_SPEND_TARGETS, SPEND_TARGET
+from adaptive_rollouts.reporting.sharpness_tables import VERSUS_PILOT_MAPS
+from adaptive_rollouts.reporting.skip_tables import SKIP_MEASURED_FIRST, SKIP_MEASURED_MAPS
+from adaptive_rollouts.reporting.versus_tables import head_to_head
+
+__all__ = ["TARGET_MAPS", "render_flatness_targets", "missed_by"]
+
+# the maps of the shipped default on fresh seeds since its last change (the no-regret target is read on each)
+TARGET_MAPS = (*SKIP_MEASURED_FIRST, *SKIP_MEASURED_MAPS, *VERSUS_PILOT_MAPS)
+
+
+def missed_by(value: float, target: float, at_most: bool = False) -> str:
+    """'met' where ``value`` reaches ``target`` (at least it; ``at_most``: at most it), else 'missed
+    by' the distance.
+
+    >>> missed_by(0.85, 0.9), missed_by(0.4, 0.5, at_most=True), missed_by(0.60, 0.5, at_most=True)
+    ('missed by 0.05', 'met', 'missed by 0.10')
+    """
+    ok = value <= target if at_most else value >= target
+    return "met" if ok else f"missed by {abs(value - target):.2f}"
+
+
+def _calibration(root: Path, rel: str, label: str) -> tuple[list[str], Result]:
+    r = load_relative(root, rel)
+    pooled, t = r.data["pooled"], r.settings["targets"]
+    d = pooled["default"]
+    ratio = d["brier"] / pooled["history"]["brier"]
+    ece, brier = missed_by(d["ece"], t["ece"], at_most=True), missed_by(ratio, t["brier_ratio"], at_most=True)
+    reading = "met" if ece == brier == "met" else f"ECE {ece}; Brier ratio {brier}"
+    row = [
+        f"Calibration, {label}",
+        f"ECE <= {t['ece']:g}, Brier <= {t['brier_ratio']:g}x the history's",
+        f"ECE {d['ece']:.3f}, Brier {ratio:.2f}x",
+        reading,
+    ]
+    return row, r
+
+
+def _signal(root: Path) -> tuple[list[list[str]], Result]:
+    r = load_relative(root, SAVING_SIGNAL)
+    rows = [x for x in r.data["rows"] if x["method"] == DEFAULT]
+    met = sum(x["spent"] <= SPEND_TARGET and x["kept"] >= KEEP_TARGET for x in rows)
+    spent, kept = [x["spent"] for x in rows], [x["kept"] for x in rows]
+    out = [
+        [
+            "Signal kept on the simulator's cells",
+            f">= {KEEP_TARGET:g} of Uniform's signal at <= {SPEND_TARGET:g} of its rollouts, every cell",
+            f"{met} of {len(rows)} cells; spent {min(spent):.2f}-{max(spent):.2f}, kept {min(kept):.2f}-{max(kept):.2f}",
+            "met"
+            if met == len(rows)
+            else f"missed in {len(rows) - met} cells (kept short by up to {KEEP_TARGET - min(kept):.2f})",
+        ]
+    ]
+    pool = {x["n"]: x for x in r.data.get("pool_rows", []) if x["method"] == DEFAULT}
+    bound = {}
+    if (root / POOL_BELIEFS).exists():
+        bound = {
+            b["n"]: b["spent"]
+            for b in load_relative(root, POOL_BELIEFS).data.get("bound", [])
+            if b["keep"] == KEEP_TARGET
+        }
+    for n, spend in POOL_SPEND_TARGETS.items():
+        if n not in pool:
+            continue
+        x = pool[n]
+        reading = (
+            "met"
+            if x["spent"] <= spend and x["kept"] >= KEEP_TARGET
+            else (f"spend {missed_by(x['spent'], spend, at_most=True)}; kept {missed_by(x['kept'], KEEP_TARGET)}")
+        )
+        if n in bound:
+            reading += f" (with p known, keeping {KEEP_TARGET:g} takes at least {bound[n]:.2f})"
+        out.append(
+            [
+                f"Recurring pool, {n} rollouts a prompt",
+                f"<= {spend:g} of the budget, >= {KEEP_TARGET:g} of the signal kept",
+                f"spent {x['spent']:.2f}, kept {x['kept']:.2f}",
+                reading,
+            ]
+        )
+    return out, r
+
+
+def _ladder(root: Path) -> tuple[list[list[str]], Result]:
+    r = load_relative(root, f"{LADDER_LATEST}/single-pass/summary.json")
+    arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
+    subject = next(a for a in SUBJECTS[LADDER_LATEST] if a in arms)
+    d, null = primary(arms[subject]["rollouts"]), primary(arms["null"]["rollouts"])
+    lo, null_hi = d["ci95"][0], null["ci95"][1]
+    met = d["speedup"] >= LADDER_SPEEDUP and lo > 1 and lo > null_hi
+    known = primary(arms["oracle-skip"]["rollouts"])
+    share = d["speedup"] / known["speedup"]
+    seeds = r.header["settings"]["report_seeds"]
+    where = f"tiny LM, difficulty ladder (seeds {seeds[0]}-{seeds[-1]})"
+    return [
+        [
+            f"Learning speed, {where}",
+            f">= {LADDER_SPEEDUP:g}x Uniform in rollouts, interval above 1 and above the null control's",
+            f"{speedup_interval(d)}; null {fmt(null['ci95'][0])}-{fmt(null_hi)}",
+            "met" if met else "missed",
+        ],
+        [
+            f"Share of the known-p rule's speedup, {where}",
+            f">= {LADDER_SHARE_OF_KNOWN_P:g}",
+            f"{fmt(share)} (known-p rule {fmt(known['speedup'])})",
+            missed_by(share, LADDER_SHARE_OF_KNOWN_P),
+        ],
+    ], r
+
+
+def _maps(root: Path) -> tuple[list[list[str]], list[Result]]:
+    results = [load_relative(root, rel) for rel in TARGET_MAPS]
+    below, cells = [], 0
+    for r in results:
+        for t in r.data["saving_targets"]:
+            cells += 1
+            if verdict(t["ci90"], NO_REGRET, t["null_ci90"]) == "below":
+                below.append(t["cell"])
+    seeds = [r.data["config"]["paired_seeds"] for r in results]
+    spans = ", ".join(f"{s[0]}-{s[-1]}" for s in seeds)
+    rows = [
+        [
+            f"No regret on the simulator's map (seeds {spans})",
+            f"no cell below {NO_REGRET:g}x Uniform with an interval that says so",
+            f"{len(below)} of {cells} cells below",
+            "met" if not below else f"missed in {', '.join(below)}",
+        ]
+    ]
+    versus = results[-1]
+    runs = map_runs(root, versus)
+    ahead = []
+    for row in versus.data["rows"]:
+        x = head_to_head(runs[(row["key"], DEFAULT)], runs[(row["key"], "pilot-commit")])
+        if x is not None and x["low"] > 1.0:
+            ahead.append(f"{row['key']} {x['speedup']:.2f}x")
+    s = versus.data["config"]["paired_seeds"]
+    rows.append(
+        [
+            f"Ahead of the best baseline (seeds {s[0]}-{s[-1]})",
+            "the default at least matches Pilot-Commit wherever it is ahead",
+            f"Pilot-Commit ahead (paired, 90%) in {len(ahead)} of {len(versus.data['rows'])} cells",
+            "met" if not ahead else "missed in " + ", ".join(f"{a} (Pilot-Commit over the default)" for a in ahead),
+        ]
+    )
+    return rows, results
+
+
+def render_flatness_targets(root: Path) -> str:
+    """The targets, one row each: what is asked, what the latest committed measurement says, and
+    whether it is met (by how much it is missed); then each file's source line."""
+    rows: list[list[str]] = []
+    used: list[Result] = []
+    for rel, label in (
+        (FLATNESS_CALIBRATION, "simulator traces"),
+        (FLATNESS_TINYLM, "tiny-LM traces"),
+        (FLATNESS_TINYLM_FRESH, "fresh tiny-LM traces"),
+        (FLATNESS_TINYLM_HELDOUT, "held-out tiny-LM traces"),
+    ):
+        row, r = _calibration(root, rel, label)
+        rows.append(row)
+        used.append(r)
+    for part in (_signal, _ladder):
+        more, r = part(root)
+        rows += more
+        used.append(r)
+    more, results = _maps(root)
+    rows += more
+    used += results
+    lines = [
+        "Each target read off the latest committed measurement of it (the blocks beside each measurement, "
+        "below and in docs/saving.md and docs/demo.md, give the details):",
+        "",
+        *table(["target", "asked", "measured", "reading"], rows),
+        "",
+        *(provenance([r]) for r in used),
+    ]
+    return "\n".join(lines)
