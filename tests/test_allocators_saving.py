@@ -133,7 +133,8 @@ def test_bound_skips_false_keeps_the_bound_to_each_prompts_own_pilot():
     p = np.array([0.01] * 4 + [0.5] * 2)  # a group of 8 at p = 0.01 varies with chance 0.077: hopeless
 
     def run(skips, seed):
-        alloc = SavingProgressive(estimator="grpo", flat_chance=0.1, bound_skips=skips, seed=seed)
+        # a share of a tenth pays for skipping only some of the hopeless prompts unseen (a fifth, all)
+        alloc = SavingProgressive(estimator="grpo", flat_chance=0.1, bound_skips=skips, share=0.1, seed=seed)
         alloc.belief = KnownBelief(lambda prompts: np.array([p[int(q)] for q in prompts]))
         rng = np.random.default_rng(seed)
         sample = lambda idx, counts: [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]  # noqa: E731
@@ -153,11 +154,11 @@ def test_at_four_rollouts_a_prompt_the_default_bounds_before_generating():
     from adaptive_rollouts.predictors.reference import KnownBelief
 
     # a group of 4 at p = 0.02 varies with chance 0.08: hopeless; six of them are worth more than the
-    # allowance (a tenth of the step's expected signal) pays for
+    # allowance (here a tenth of the step's expected signal) pays for
     p = np.array([0.02] * 6 + [0.5] * 2)
 
     def run(skips, seed, per_prompt):
-        alloc = SavingProgressive(estimator="grpo", bound_skips=skips, seed=seed)
+        alloc = SavingProgressive(estimator="grpo", bound_skips=skips, share=0.1, seed=seed)
         alloc.belief = KnownBelief(lambda prompts: np.array([p[int(q)] for q in prompts]))
         rng = np.random.default_rng(seed)
         sample = lambda idx, counts: [(rng.random(c) < p[i]).astype(float) for i, c in zip(idx, counts)]  # noqa: E731

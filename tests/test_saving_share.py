@@ -20,7 +20,7 @@ def _sampler(p: np.ndarray, seed: int):
 
 
 def test_the_shipped_share_is_the_rules_constant():
-    assert SavingProgressive.share == LOSS_SHARE == 0.1
+    assert SavingProgressive.share == LOSS_SHARE == 0.2
 
 
 @pytest.mark.parametrize("share", [0.02, 0.1])

@@ -43,7 +43,7 @@ def test_unseen_evidence_ages_the_old_and_counts_only_generated_prompts():
 
 def _run(truth: np.ndarray, bound_skips, steps: int = 30) -> tuple[list[int], list]:
     rng = np.random.default_rng(3)
-    alloc = SavingProgressive(estimator="grpo", bound_skips=bound_skips, seed=1)
+    alloc = SavingProgressive(estimator="grpo", bound_skips=bound_skips, share=0.1, seed=1)
     alloc.belief = KnownBelief(lambda prompts: CLAIMED[np.asarray(prompts)])
     spent, acting = [], []
     for _ in range(steps):
@@ -81,13 +81,13 @@ def test_measured_evidence_is_saved_and_a_resumed_run_continues_identically(tmp_
     def sample_at(step):
         return lambda idx, c: [(draws[step][i, :n] < truth[i]).astype(float) for i, n in zip(idx, c)]
 
-    a = SavingProgressive(estimator="grpo", bound_skips="measured", seed=2)
+    a = SavingProgressive(estimator="grpo", bound_skips="measured", share=0.1, seed=2)
     for step in range(6):
         a.run(list(range(truth.size)), 8 * truth.size, sample_at(step))
     save_state(tmp_path / "alloc.safetensors", a.state_dict())  # through a file, as a checkpoint goes
     state = load_state(tmp_path / "alloc.safetensors")
     assert state["skip_unseen"]["skipping"] is True and state["skip_unseen"]["evidence"][1] > 0
-    b = SavingProgressive(estimator="grpo", bound_skips="measured", seed=2)
+    b = SavingProgressive(estimator="grpo", bound_skips="measured", share=0.1, seed=2)
     b.load_state_dict(state)
     np.testing.assert_array_equal(a.skip_evidence, b.skip_evidence)
     assert b.skipping_unseen

@@ -10,7 +10,7 @@ from pathlib import Path
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.map_tables import MAP_DIR
 
-__all__ = ["EQUAL_COST_MAPS", "gap_counts", "render_equal_cost_summary"]
+__all__ = ["EQUAL_COST_MAPS", "equal_cost_line", "gap_counts", "render_equal_cost_summary"]
 
 EQUAL_COST_MAPS = (
     "default-bound-a",
@@ -31,7 +31,7 @@ def gap_counts(cis: list[list[float]]) -> tuple[int, int, int]:
     return above, below, len(cis) - above - below
 
 
-def _arm_line(rows: list[dict], arm: str) -> str | None:
+def equal_cost_line(rows: list[dict], arm: str) -> str | None:
     es = [r["methods"][arm] for r in rows if "final_gap_equal_cost" in r["methods"].get(arm, {})]
     if not es:
         return None
@@ -56,7 +56,7 @@ def render_equal_cost_summary(root: Path) -> str:
             continue
         r = load_relative(root, rel)
         arms = [m for m in r.data["config"]["methods"] if m != "uniform"]
-        lines = [x for arm in arms if (x := _arm_line(r.data["rows"], arm))]
+        lines = [x for arm in arms if (x := equal_cost_line(r.data["rows"], arm))]
         if not lines:
             lines = [
                 "  - summarised before the equal-cost gap existed; its command (the source line), re-run on its run "

@@ -20,6 +20,7 @@ __all__ = [
     "LADDER_SKIP",
     "LADDER_SKIP_MEASURED",
     "LADDER_SKIP_MEASURED_FIRST",
+    "LADDER_SHARE",
     "LADDER_WIDE",
     "NOTES",
     "SUBJECTS",
@@ -42,7 +43,8 @@ LADDER_SKIP = "results/demo_ladder/seeds_248_279"  # skipping unseen with the pr
 LADDER_SKIP_MEASURED_FIRST = "results/demo_ladder/seeds_280_311"  # skipping unseen where measured, first form
 LADDER_SKIP_MEASURED = "results/demo_ladder/seeds_312_343"  # skipping unseen where measured to pay, 32 more seeds
 LADDER_CARRIED_SKIP = "results/demo_ladder/seeds_344_375"  # a carried belief that also skips unseen, 32 more seeds
-LADDER_LATEST = LADDER_CARRIED_SKIP  # what README's line reads
+LADDER_SHARE = "results/demo_ladder/seeds_376_407"  # the share 0.2 against the shipped 0.1, 32 more seeds
+LADDER_LATEST = LADDER_SHARE  # what README's line reads
 # The protocol's runs precede the bound per group on pilots as the default: there its arm ``default``
 # is the rule without it, and the bound on pilots (with the policy's view) ran under its explicit name.
 # The arm each folder's target is read for, the first of these it has.
@@ -60,6 +62,7 @@ SUBJECTS = {
     LADDER_SKIP_MEASURED_FIRST: ("default+view",),
     LADDER_SKIP_MEASURED: ("default+view",),
     LADDER_CARRIED_SKIP: ("default+view",),
+    LADDER_SHARE: ("default+view",),
 }
 BEFORE_SWITCH = (
     "The runs of `default` and of its variants without `flat_chance` here precede the switch: they are the "
@@ -109,6 +112,9 @@ NOTES = {
     "runs (`belief_from=...belief_dev16.npz`, as in the seeds 216-247 table) with and without `bound_skips=True`, "
     "beside the default as shipped, on seeds fixed before the run (the skipping one is read head to head against "
     "the carried belief and against `default+view`).",
+    LADDER_SHARE: "A check of the share epsilon at 0.2 (`default[share=0.2]+view`: the step may give up a fifth of "
+    "its expected signal, against the shipped tenth) beside the default as shipped, on seeds fixed before the run "
+    "(read head to head against `default+view`).",
     LADDER_PRIOR_BEFORE: "The default with the policy's view as shipped (the unit prior), on the seeds of the table "
     "above, beside the same Uniform runs (copied, not re-run).",
 }
@@ -127,5 +133,6 @@ FOLDERS = (
     LADDER_SKIP_MEASURED_FIRST,
     LADDER_SKIP_MEASURED,
     LADDER_CARRIED_SKIP,
+    LADDER_SHARE,
 )
 """Every folder, in the order the docs show them."""

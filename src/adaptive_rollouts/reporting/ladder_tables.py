@@ -223,6 +223,7 @@ def render_ladder_summary(root: Path) -> str:
         "default[belief_from='results/carried_belief/belief_dev16.npz';bound_skips=True]+view": (
             "the same that also skips unseen"
         ),
+        "default[share=0.2]+view": "with the view and the share 0.2",
         "null": "the null control",
         "oracle-skip": "the known-p skip rule",
     }

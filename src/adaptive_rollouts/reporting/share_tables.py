@@ -9,10 +9,23 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.experiments.map_config import DEFAULT
 from adaptive_rollouts.reporting.blocks import block, load_relative
+from adaptive_rollouts.reporting.bound_tables import paired_check_block
+from adaptive_rollouts.reporting.equal_cost_tables import equal_cost_line
 from adaptive_rollouts.reporting.markdown import table
 
-__all__ = ["SAVING_SHARE", "SPEND_TARGET", "KEEP_TARGET", "render_saving_share", "POOL_BELIEFS", "render_pool_beliefs"]
+__all__ = [
+    "SAVING_SHARE",
+    "SPEND_TARGET",
+    "KEEP_TARGET",
+    "render_saving_share",
+    "POOL_BELIEFS",
+    "render_pool_beliefs",
+    "SHARE_ARM",
+    "SHARE_CHECK_MAPS",
+    "render_share_check",
+]
 
 SAVING_SHARE = "results/saving_share/saving_share.json"
 SPEND_TARGET, KEEP_TARGET = 0.6, 0.9  # the saving-signal target: >= 0.9 of the signal at <= 0.6 of the rollouts
@@ -154,3 +167,27 @@ def render_pool_beliefs(root: Path) -> str:
         "![Signal kept against budget spent on the recurring pool](../results/pool_beliefs/pool_frontier.png)",
     ]
     return block(lines, [r])
+
+
+SHARE_CHECK_MAPS = ("results/map/share-0.2.json",)  # the share 0.2 against the shipped 0.1, fresh seeds
+SHARE_ARM = f"{DEFAULT}[share=0.2]"
+
+
+def render_share_check(root: Path) -> str:
+    """The share 0.2 against the shipped 0.1 on the `SHARE_CHECK_MAPS` (fresh seeds, the adoption rule
+    fixed before the run, docs/saving.md): per cell each over Uniform and head to head, the pooled
+    effects, and each arm's final accuracy minus Uniform's at equal cost and at equal steps, with the
+    mean equal-cost gap over the cells."""
+    if not (root / SHARE_CHECK_MAPS[0]).exists():
+        return f"No result file yet: the command in docs/saving.md writes `{SHARE_CHECK_MAPS[0]}`."
+    intro = "The share 0.2 (`default[share=0.2]`) against the shipped 0.1, head to head."
+    check = paired_check_block(root, SHARE_CHECK_MAPS, ((DEFAULT, "default"),), (SHARE_ARM, "share 0.2"), intro)
+    rows = load_relative(root, SHARE_CHECK_MAPS[0]).data["rows"]
+    gaps = []
+    for arm in (DEFAULT, SHARE_ARM):
+        line = equal_cost_line(rows, arm)
+        cost = [r["methods"][arm]["final_gap_equal_cost"] for r in rows if r["methods"].get(arm, {}).get("final_gap_equal_cost") is not None]
+        if line and cost:
+            gaps.append(f"{line} Mean at equal cost over the cells: {np.mean(cost):+.3f}.")
+    body, source = check.rsplit("\n\n", 1)
+    return "\n".join([body, "", "Final accuracy minus Uniform's:", "", *gaps, "", source])
