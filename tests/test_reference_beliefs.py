@@ -138,7 +138,9 @@ def test_the_pool_block_says_which_belief_meets_the_targets_and_reads_the_lines_
     # at the learned belief's spend 0.5 (n = 8): posterior halfway from (0.4, 0.8) to (0.6, 0.9); known p past its range
     assert "the other lines keep (interpolated): posterior 0.85; it keeps 0.85. With p known and nothing" in text
     assert "keeping 0.85 takes at least 0.32, 0.9 takes at least 0.45 of the budget" in text
-    assert "at the shipped share: learned 0.100 / 0.100 at n = 4; posterior 0.080 / 0.100 at n = 4;" in text
+    assert (
+        "at the share shipped when run (0.1): learned 0.100 / 0.100 at n = 4; posterior 0.080 / 0.100 at n = 4;" in text
+    )
     assert "pool_frontier.png" in text and "commit abc1234" in text
 
 

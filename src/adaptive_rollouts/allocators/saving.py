@@ -1,5 +1,5 @@
 """The recommended default: skip and cut the groups a calibrated belief expects to be all-equal,
-giving up at most a tenth of the step's expected signal (a saving allocator: at most the budget,
+giving up at most a fifth of the step's expected signal (a saving allocator: at most the budget,
 never more than Uniform's group size per prompt)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = ["SavingProgressive", "LOSS_SHARE", "affordable_losses"]
 
 class SavingProgressive(BaseAllocator):
     """Skip and cut by a calibrated chance that a group will be all-equal, giving up at most a
-    tenth of the step's expected signal (this library's default; docs/saving.md derives the rule
+    fifth of the step's expected signal (this library's default; docs/saving.md derives the rule
     and measures the share, docs/flatness.md measures the belief).
 
     A "save" allocator: it spends at most the budget C and never gives a prompt more than
@@ -56,7 +56,7 @@ class SavingProgressive(BaseAllocator):
        the run's own groups; so V_q, the expected signal of the prompt's full group, prices
        P(all-equal at n_q) and how sure that is;
     2. before any rollout: the prompts whose V_q / n_q is lowest are skipped while the V_q they give
-       up sum to at most ``LOSS_SHARE`` (1/10) of the step's sum_q V_q, among those worth less per
+       up sum to at most ``LOSS_SHARE`` (1/5) of the step's sum_q V_q, among those worth less per
        rollout than the step's average (`affordable_losses`: a belief that cannot tell prompts
        apart, as at a cold start, skips nothing).
        A skipped prompt is still piloted when a draw of p from its belief says it would be worth
@@ -99,7 +99,7 @@ class SavingProgressive(BaseAllocator):
     without round times, the rounds above.
 
     Nothing here needs tuning: the belief's spread and the weight of history are chosen by how
-    well they predicted this run's groups; the share 1/10, the bound 1/10 and the pilot of 4 are
+    well they predicted this run's groups; the share 1/5, the bound 1/10 and the pilot of 4 are
     structural (docs/saving.md; ``share`` and ``flat_chance`` set others, for studies of them;
     ``flat_chance=None`` turns the bound off; ``bound_skips=True`` applies it before any rollout for
     every prompt, among the prompts worth less than the average, on the belief alone instead of each

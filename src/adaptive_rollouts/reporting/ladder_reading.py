@@ -81,6 +81,8 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
         parts.append(f"above the null control's ({fmt(nlo)}-{fmt(nhi)}): {'yes' if above_null else 'no'}")
     parts.append(f"interval clears {LADDER_SPEEDUP:g}: {'yes' if lo >= LADDER_SPEEDUP else 'no'}")
     out.append("- " + "; ".join(parts))
+    if arms[subject].get("versus"):  # a variant read as the target's arm: against what it adds to
+        out.append(f"- {who} head to head{versus_text(arms[subject]['versus'])}")
     known = arms.get("oracle-skip", {}).get("rollouts")
     if known is not None:
         known = primary(known)

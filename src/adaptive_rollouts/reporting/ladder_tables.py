@@ -27,6 +27,7 @@ from adaptive_rollouts.reporting.ladder_folders import (
     LADDER_SKIP,
     LADDER_WIDE,
     NOTES,
+    RENAMED,
     SUBJECTS,
 )
 from adaptive_rollouts.reporting.ladder_reading import (
@@ -227,6 +228,7 @@ def render_ladder_summary(root: Path) -> str:
         "null": "the null control",
         "oracle-skip": "the known-p skip rule",
     }
+    others |= RENAMED.get(LADDER_LATEST, {})
     label = "the default as the trainer gives it" + (" (with the policy's view)" if "+view" in subject else "")
     names = {subject: label, **{n: x for n, x in others.items() if n != subject}}
     parts = [f"{label} {speedup_interval(primary(arms[n]['rollouts']))}" for n, label in names.items() if n in arms]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptive_rollouts.allocators.saving_rule import LOSS_SHARE
 from adaptive_rollouts.experiments.map_config import DEFAULT
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.bound_tables import paired_check_block
@@ -25,10 +26,24 @@ __all__ = [
     "SHARE_ARM",
     "SHARE_CHECK_MAPS",
     "render_share_check",
+    "shipped_mark",
 ]
 
 SAVING_SHARE = "results/saving_share/saving_share.json"
 SPEND_TARGET, KEEP_TARGET = 0.6, 0.9  # the saving-signal target: >= 0.9 of the signal at <= 0.6 of the rollouts
+
+
+def shipped_mark(share: float, shipped_then: float) -> str:
+    """The column mark of a share: the one shipped when the study ran, and whether it still is.
+
+    >>> shipped_mark(0.1, 0.1), shipped_mark(0.05, 0.1)
+    (' (shipped then)', '')
+    >>> shipped_mark(LOSS_SHARE, LOSS_SHARE)
+    ' (shipped)'
+    """
+    if share != shipped_then:
+        return ""
+    return " (shipped)" if share == LOSS_SHARE else " (shipped then)"
 
 
 def _speed(x: dict | None) -> str:
@@ -44,7 +59,7 @@ def render_saving_share(root: Path) -> str:
     r = load_relative(root, SAVING_SHARE)
     d = r.data
     shares = list(d["shares"])
-    heads = [f"epsilon = {s:g}" + (" (shipped)" if s == d["shipped"] else "") for s in shares]
+    heads = [f"epsilon = {s:g}" + shipped_mark(s, d["shipped"]) for s in shares]
     led = {(x["cell"], x["share"]): x for x in d["ledger"]}
     cells = list(dict.fromkeys(x["cell"] for x in d["ledger"]))
     body = [[c, *(f"{led[c, s]['spent']:.2f} / {led[c, s]['kept']:.2f}" for s in shares)] for c in cells]
@@ -102,7 +117,7 @@ def render_pool_beliefs(root: Path) -> str:
     shares, rows = list(d["shares"]), d["rows"]
     beliefs = list(dict.fromkeys(x["belief"] for x in rows))
     at = {(x["n"], x["belief"], x["share"]): x for x in rows}
-    heads = [f"epsilon = {s:g}" + (" (shipped)" if s == d["shipped"] else "") for s in shares]
+    heads = [f"epsilon = {s:g}" + shipped_mark(s, d["shipped"]) for s in shares]
     body = [
         [str(n), b, *(f"{at[n, b, s]['spent']:.2f} / {at[n, b, s]['kept']:.2f}" for s in shares)]
         for n in d["sizes"]
@@ -136,7 +151,7 @@ def render_pool_beliefs(root: Path) -> str:
             said = [f"{b} {k:.2f}" for b, k in others if k is not None]
             if said:
                 cmp = (
-                    f" At the {beliefs[0]} belief's spend ({own['spent']:.2f}, shipped share), the other lines keep "
+                    f" At the {beliefs[0]} belief's spend ({own['spent']:.2f}, the share shipped when run), the other lines keep "
                     f"(interpolated): {', '.join(said)}; it keeps {own['kept']:.2f}."
                 )
         bound = {b["keep"]: b["spent"] for b in d.get("bound", []) if b["n"] == n}
@@ -160,7 +175,7 @@ def render_pool_beliefs(root: Path) -> str:
     if honest:
         lines.append(
             "- Signal given up (priced with the true p at what the rule had seen) / what the rule says it "
-            f"gave up, at the shipped share: {'; '.join(honest)}."
+            f"gave up, at the share shipped when run ({d['shipped']:g}): {'; '.join(honest)}."
         )
     lines += [
         "",
@@ -169,24 +184,29 @@ def render_pool_beliefs(root: Path) -> str:
     return block(lines, [r])
 
 
-SHARE_CHECK_MAPS = ("results/map/share-0.2.json",)  # the share 0.2 against the shipped 0.1, fresh seeds
+SHARE_CHECK_MAPS = ("results/map/share-0.2.json",)  # the share 0.2 against 0.1 (then shipped), fresh seeds
 SHARE_ARM = f"{DEFAULT}[share=0.2]"
 
 
 def render_share_check(root: Path) -> str:
-    """The share 0.2 against the shipped 0.1 on the `SHARE_CHECK_MAPS` (fresh seeds, the adoption rule
+    """The share 0.2 against 0.1 (then shipped) on the `SHARE_CHECK_MAPS` (fresh seeds, the adoption rule
     fixed before the run, docs/saving.md): per cell each over Uniform and head to head, the pooled
     effects, and each arm's final accuracy minus Uniform's at equal cost and at equal steps, with the
     mean equal-cost gap over the cells."""
     if not (root / SHARE_CHECK_MAPS[0]).exists():
         return f"No result file yet: the command in docs/saving.md writes `{SHARE_CHECK_MAPS[0]}`."
-    intro = "The share 0.2 (`default[share=0.2]`) against the shipped 0.1, head to head."
-    check = paired_check_block(root, SHARE_CHECK_MAPS, ((DEFAULT, "default"),), (SHARE_ARM, "share 0.2"), intro)
+    intro = "The share 0.2 (`default[share=0.2]`, the default since) against 0.1 (then the default), head to head."
+    intro += " In this map `default` is the rule with the share 0.1."
+    check = paired_check_block(root, SHARE_CHECK_MAPS, ((DEFAULT, "share 0.1"),), (SHARE_ARM, "share 0.2"), intro)
     rows = load_relative(root, SHARE_CHECK_MAPS[0]).data["rows"]
     gaps = []
     for arm in (DEFAULT, SHARE_ARM):
         line = equal_cost_line(rows, arm)
-        cost = [r["methods"][arm]["final_gap_equal_cost"] for r in rows if r["methods"].get(arm, {}).get("final_gap_equal_cost") is not None]
+        cost = [
+            r["methods"][arm]["final_gap_equal_cost"]
+            for r in rows
+            if r["methods"].get(arm, {}).get("final_gap_equal_cost") is not None
+        ]
         if line and cost:
             gaps.append(f"{line} Mean at equal cost over the cells: {np.mean(cost):+.3f}.")
     body, source = check.rsplit("\n\n", 1)

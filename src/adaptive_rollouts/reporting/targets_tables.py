@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptive_rollouts.experiments.map_config import DEFAULT
+import numpy as np
+
+from adaptive_rollouts.experiments.map_config import DEFAULT, NULL
 from adaptive_rollouts.experiments.map_summary import NO_REGRET, verdict
 from adaptive_rollouts.experiments.results import Result, provenance
 from adaptive_rollouts.reporting.blocks import load_relative
@@ -21,15 +23,22 @@ from adaptive_rollouts.reporting.ladder_folders import LADDER_LATEST, SUBJECTS
 from adaptive_rollouts.reporting.ladder_reading import LADDER_SHARE_OF_KNOWN_P, LADDER_SPEEDUP, primary
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL, speedup_interval
-from adaptive_rollouts.reporting.share_tables import KEEP_TARGET, POOL_BELIEFS, POOL_SPEND_TARGETS, SPEND_TARGET
+from adaptive_rollouts.reporting.share_tables import (
+    KEEP_TARGET,
+    POOL_BELIEFS,
+    POOL_SPEND_TARGETS,
+    SHARE_ARM,
+    SHARE_CHECK_MAPS,
+    SPEND_TARGET,
+)
 from adaptive_rollouts.reporting.sharpness_tables import VERSUS_PILOT_MAPS
-from adaptive_rollouts.reporting.skip_tables import SKIP_MEASURED_FIRST, SKIP_MEASURED_MAPS
 from adaptive_rollouts.reporting.versus_tables import head_to_head
 
-__all__ = ["TARGET_MAPS", "render_flatness_targets", "missed_by"]
+__all__ = ["TARGET_MAPS", "below_no_regret", "render_flatness_targets", "missed_by"]
 
-# the maps of the shipped default on fresh seeds since its last change (the no-regret target is read on each)
-TARGET_MAPS = (*SKIP_MEASURED_FIRST, *SKIP_MEASURED_MAPS, *VERSUS_PILOT_MAPS)
+# the maps of the shipped default on fresh seeds since its last change, and its arm's name in each
+# (the no-regret target is read on each; the last one also ran Pilot-Commit)
+TARGET_MAPS = ((SHARE_CHECK_MAPS[0], SHARE_ARM), (VERSUS_PILOT_MAPS[-1], DEFAULT))
 
 
 def missed_by(value: float, target: float, at_most: bool = False) -> str:
@@ -131,16 +140,30 @@ def _ladder(root: Path) -> tuple[list[list[str]], Result]:
     ], r
 
 
-def _maps(root: Path) -> tuple[list[list[str]], list[Result]]:
-    results = [load_relative(root, rel) for rel in TARGET_MAPS]
+def below_no_regret(result: Result, arm: str) -> tuple[list[str], int]:
+    """The cells of a map where ``arm`` over Uniform reads below `NO_REGRET` with an interval that
+    says so (`experiments.map_summary.verdict`, beside the null control's interval), and the cells
+    it has a statistic in."""
     below, cells = [], 0
-    for r in results:
-        for t in r.data["saving_targets"]:
-            cells += 1
-            if verdict(t["ci90"], NO_REGRET, t["null_ci90"]) == "below":
-                below.append(t["cell"])
-    seeds = [r.data["config"]["paired_seeds"] for r in results]
-    spans = ", ".join(f"{s[0]}-{s[-1]}" for s in seeds)
+    for row in result.data["rows"]:
+        entry, null = row["methods"].get(arm) or {}, row["methods"].get(NULL) or {}
+        ci = entry.get("gain_ci90")
+        if ci is None or not all(np.isfinite(ci)):
+            continue
+        cells += 1
+        if verdict(ci, NO_REGRET, null.get("gain_ci90")) == "below":
+            below.append(row["key"])
+    return below, cells
+
+
+def _maps(root: Path) -> tuple[list[list[str]], list[Result]]:
+    results = [load_relative(root, rel) for rel, _ in TARGET_MAPS]
+    below: list[str] = []
+    cells = 0
+    for r, (_, arm) in zip(results, TARGET_MAPS):
+        more, n = below_no_regret(r, arm)
+        below, cells = below + more, cells + n
+    spans = ", ".join(f"{s[0]}-{s[-1]}" for s in (r.data["config"]["paired_seeds"] for r in results))
     rows = [
         [
             f"No regret on the simulator's map (seeds {spans})",
@@ -149,11 +172,11 @@ def _maps(root: Path) -> tuple[list[list[str]], list[Result]]:
             "met" if not below else f"missed in {', '.join(below)}",
         ]
     ]
-    versus = results[-1]
+    versus, arm = results[-1], TARGET_MAPS[-1][1]
     runs = map_runs(root, versus)
     ahead = []
     for row in versus.data["rows"]:
-        x = head_to_head(runs[(row["key"], DEFAULT)], runs[(row["key"], "pilot-commit")])
+        x = head_to_head(runs[(row["key"], arm)], runs[(row["key"], "pilot-commit")])
         if x is not None and x["low"] > 1.0:
             ahead.append(f"{row['key']} {x['speedup']:.2f}x")
     s = versus.data["config"]["paired_seeds"]
