@@ -41,3 +41,19 @@ def test_signal_and_pool_rows_count_cells_and_say_by_how_much(tmp_path):
     assert out[0][2].startswith("1 of 2 cells") and out[0][3].startswith("missed in 1 cells")
     assert out[1][3] == "met"
     assert out[2][3] == "spend missed by 0.10; kept missed by 0.10"
+
+
+def test_no_regret_reads_below_only_where_the_interval_lies_under_the_line_and_the_nulls():
+    from types import SimpleNamespace
+
+    def row(key, ci, null):
+        return {"key": key, "methods": {"default": {"gain_ci90": ci}, "uniform-rounds": {"gain_ci90": null}}}
+
+    rows = [
+        row("a", [0.80, 0.95], [0.97, 1.05]),  # below the line and the null's interval
+        row("b", [0.80, 0.95], [0.90, 1.05]),  # below the line, inside the null's noise: not called
+        row("c", [1.10, 1.40], [0.95, 1.05]),
+        row("d", [float("nan"), float("nan")], [0.95, 1.05]),  # no statistic: not counted
+    ]
+    below, cells = tt.below_no_regret(SimpleNamespace(data={"rows": rows}), "default")
+    assert below == ["a"] and cells == 3

@@ -26,7 +26,11 @@ __all__ = [
     "SHARE_ARM",
     "SHARE_CHECK_MAPS",
     "render_share_check",
+    "render_share_group4",
+    "render_share_versus_pilot",
     "shipped_mark",
+    "SHARE_GROUP4_MAPS",
+    "SHARE_PILOT_MAPS",
 ]
 
 SAVING_SHARE = "results/saving_share/saving_share.json"
@@ -211,3 +215,29 @@ def render_share_check(root: Path) -> str:
             gaps.append(f"{line} Mean at equal cost over the cells: {np.mean(cost):+.3f}.")
     body, source = check.rsplit("\n\n", 1)
     return "\n".join([body, "", "Final accuracy minus Uniform's:", "", *gaps, "", source])
+
+
+SHARE_PILOT_MAPS = ("results/map/versus-pilot-2.json",)  # the default with a fifth and Pilot-Commit, fresh seeds
+SHARE_GROUP4_MAPS = ("results/map/group4-share.json",)  # a fifth against a tenth at 4 rollouts a prompt, fresh seeds
+
+
+def render_share_versus_pilot(root: Path) -> str:
+    """The default with a fifth against Pilot-Commit in one map on fresh seeds (`SHARE_PILOT_MAPS`),
+    with the null control: where Pilot-Commit is ahead, by how much."""
+    if not (root / SHARE_PILOT_MAPS[0]).exists():
+        return f"No result file yet: the command in docs/saving.md writes `{SHARE_PILOT_MAPS[0]}`."
+    intro = "The default with a fifth and Pilot-Commit in one map, on seeds not used before."
+    return paired_check_block(root, SHARE_PILOT_MAPS, (("pilot-commit", "Pilot-Commit"),), (DEFAULT, "default"), intro)
+
+
+def render_share_group4(root: Path) -> str:
+    """At 4 rollouts a prompt (`SHARE_GROUP4_MAPS`, fresh seeds): the default with a fifth against
+    the rule with a tenth (`default[share=0.1]`), head to head, checked after the switch."""
+    if not (root / SHARE_GROUP4_MAPS[0]).exists():
+        return f"No result file yet: the command in docs/saving.md writes `{SHARE_GROUP4_MAPS[0]}`."
+    intro = (
+        "At 4 rollouts a prompt, after the switch: the default (a fifth) against the rule with a tenth "
+        "(`default[share=0.1]`), head to head."
+    )
+    tenth = f"{DEFAULT}[share=0.1]"
+    return paired_check_block(root, SHARE_GROUP4_MAPS, ((tenth, "a tenth"),), (DEFAULT, "a fifth"), intro)

@@ -47,7 +47,13 @@ from adaptive_rollouts.reporting.saving_tables import (
     render_saving_given,
     render_saving_signal,
 )
-from adaptive_rollouts.reporting.share_tables import render_pool_beliefs, render_saving_share, render_share_check
+from adaptive_rollouts.reporting.share_tables import (
+    render_pool_beliefs,
+    render_saving_share,
+    render_share_check,
+    render_share_group4,
+    render_share_versus_pilot,
+)
 from adaptive_rollouts.reporting.sharpness_tables import (
     render_flatness_sharper,
     render_prior_before,
@@ -249,6 +255,8 @@ RENDERERS = {
     "flatness-targets": render_flatness_targets,
     "saving-share": render_saving_share,
     "saving-share-check": render_share_check,
+    "saving-share-pilot": render_share_versus_pilot,
+    "saving-share-group4": render_share_group4,
     "pool-beliefs": render_pool_beliefs,
     "saving-equal-cost": render_equal_cost_summary,
     "demo-ladder": render_demo_ladder,

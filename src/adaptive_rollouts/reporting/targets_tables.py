@@ -29,16 +29,16 @@ from adaptive_rollouts.reporting.share_tables import (
     POOL_SPEND_TARGETS,
     SHARE_ARM,
     SHARE_CHECK_MAPS,
+    SHARE_PILOT_MAPS,
     SPEND_TARGET,
 )
-from adaptive_rollouts.reporting.sharpness_tables import VERSUS_PILOT_MAPS
 from adaptive_rollouts.reporting.versus_tables import head_to_head
 
-__all__ = ["TARGET_MAPS", "below_no_regret", "render_flatness_targets", "missed_by"]
+__all__ = ["TARGET_MAPS", "below_no_regret", "both_met", "render_flatness_targets", "missed_by"]
 
 # the maps of the shipped default on fresh seeds since its last change, and its arm's name in each
 # (the no-regret target is read on each; the last one also ran Pilot-Commit)
-TARGET_MAPS = ((SHARE_CHECK_MAPS[0], SHARE_ARM), (VERSUS_PILOT_MAPS[-1], DEFAULT))
+TARGET_MAPS = ((SHARE_CHECK_MAPS[0], SHARE_ARM), (SHARE_PILOT_MAPS[0], DEFAULT))
 
 
 def missed_by(value: float, target: float, at_most: bool = False) -> str:
@@ -52,20 +52,27 @@ def missed_by(value: float, target: float, at_most: bool = False) -> str:
     return "met" if ok else f"missed by {abs(value - target):.2f}"
 
 
+def both_met(**readings: str) -> str:
+    """'met' where every reading is, else each named with its reading.
+
+    >>> both_met(ECE="met", Brier="met"), both_met(spend="met", kept="missed by 0.08")
+    ('met', 'spend met; kept missed by 0.08')
+    """
+    if all(r == "met" for r in readings.values()):
+        return "met"
+    return "; ".join(f"{name} {r}" for name, r in readings.items())
+
+
 def _calibration(root: Path, rel: str, label: str) -> tuple[list[str], Result]:
     r = load_relative(root, rel)
     pooled, t = r.data["pooled"], r.settings["targets"]
     d = pooled["default"]
     ratio = d["brier"] / pooled["history"]["brier"]
-    ece, brier = missed_by(d["ece"], t["ece"], at_most=True), missed_by(ratio, t["brier_ratio"], at_most=True)
-    reading = "met" if ece == brier == "met" else f"ECE {ece}; Brier ratio {brier}"
-    row = [
-        f"Calibration, {label}",
-        f"ECE <= {t['ece']:g}, Brier <= {t['brier_ratio']:g}x the history's",
-        f"ECE {d['ece']:.3f}, Brier {ratio:.2f}x",
-        reading,
-    ]
-    return row, r
+    reading = both_met(
+        ECE=missed_by(d["ece"], t["ece"], at_most=True), **{"Brier ratio": missed_by(ratio, t["brier_ratio"], True)}
+    )
+    asked = f"ECE <= {t['ece']:g}, Brier <= {t['brier_ratio']:g}x the history's"
+    return [f"Calibration, {label}", asked, f"ECE {d['ece']:.3f}, Brier {ratio:.2f}x", reading], r
 
 
 def _signal(root: Path) -> tuple[list[list[str]], Result]:
@@ -95,20 +102,12 @@ def _signal(root: Path) -> tuple[list[list[str]], Result]:
         if n not in pool:
             continue
         x = pool[n]
-        reading = (
-            "met"
-            if x["spent"] <= spend and x["kept"] >= KEEP_TARGET
-            else (f"spend {missed_by(x['spent'], spend, at_most=True)}; kept {missed_by(x['kept'], KEEP_TARGET)}")
-        )
+        reading = both_met(spend=missed_by(x["spent"], spend, at_most=True), kept=missed_by(x["kept"], KEEP_TARGET))
         if n in bound:
             reading += f" (with p known, keeping {KEEP_TARGET:g} takes at least {bound[n]:.2f})"
+        asked = f"<= {spend:g} of the budget, >= {KEEP_TARGET:g} of the signal kept"
         out.append(
-            [
-                f"Recurring pool, {n} rollouts a prompt",
-                f"<= {spend:g} of the budget, >= {KEEP_TARGET:g} of the signal kept",
-                f"spent {x['spent']:.2f}, kept {x['kept']:.2f}",
-                reading,
-            ]
+            [f"Recurring pool, {n} rollouts a prompt", asked, f"spent {x['spent']:.2f}, kept {x['kept']:.2f}", reading]
         )
     return out, r
 
