@@ -16,7 +16,7 @@ pilots, the rule that bounds flat pilots only, Pilot-Commit and the known-p rule
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -211,10 +211,12 @@ def paired_check_block(
     bound: tuple[str, str],
     intro: str,
     rates: str = "the rates as tuned above",
+    after: Sequence[str] = (),
 ) -> str:
     """One check of a bound against base arms: per cell of ``maps``, each arm over Uniform, the bound
     over each base the maps ran, paired, with `bound_reading`; the pooled effects of the null control
-    and every arm. ``rates`` says where the rates were tuned."""
+    and every arm, then the lines ``after`` (before the source lines). ``rates`` says where the rates
+    were tuned."""
     results = [load_relative(root, rel) for rel in maps]
     ran = set(results[0].data["config"]["methods"])
     bases = tuple(b for b in bases if b[0] in ran)
@@ -247,6 +249,7 @@ def paired_check_block(
         "",
         *(_pooled_line(label, pooled_arm(entries[m])) for m, label in labels.items()),
         "",
+        *([*after, ""] if after else []),
         *(provenance([r]) for r in results),
     ]
     return "\n".join(lines)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.map_tables import MAP_DIR
 
-__all__ = ["EQUAL_COST_MAPS", "equal_cost_line", "gap_counts", "render_equal_cost_summary"]
+__all__ = ["EQUAL_COST_MAPS", "equal_cost_line", "gap_counts", "mean_final_gaps", "render_equal_cost_summary"]
 
 EQUAL_COST_MAPS = (
     "default-bound-a",
@@ -29,6 +31,21 @@ def gap_counts(cis: list[list[float]]) -> tuple[int, int, int]:
     above = sum(lo > 0 for lo, _ in cis)
     below = sum(hi < 0 for _, hi in cis)
     return above, below, len(cis) - above - below
+
+
+def mean_final_gaps(rows: list[dict], arm: str) -> tuple[float, float]:
+    """``arm``'s final accuracy minus Uniform's, averaged over a map's cells (``rows``): at equal
+    cost and at equal steps (`experiments.equal_cost`).
+
+    >>> rows = [{"methods": {"a": {"final_gap_equal_cost": 0.02, "final_gap": -0.1}}},
+    ...         {"methods": {"a": {"final_gap_equal_cost": 0.04, "final_gap": -0.3}}}]
+    >>> [round(x, 3) for x in mean_final_gaps(rows, "a")]
+    [0.03, -0.2]
+    """
+    entries = [row["methods"].get(arm) or {} for row in rows]
+    cost = [e["final_gap_equal_cost"] for e in entries if e.get("final_gap_equal_cost") is not None]
+    steps = [e["final_gap"] for e in entries if e.get("final_gap") is not None]
+    return float(np.mean(cost)), float(np.mean(steps))
 
 
 def equal_cost_line(rows: list[dict], arm: str) -> str | None:

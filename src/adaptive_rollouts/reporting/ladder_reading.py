@@ -13,6 +13,7 @@ __all__ = [
     "LADDER_SPEEDUP",
     "TARGET_STATISTIC",
     "ladder_reading",
+    "ladder_target_met",
     "primary",
     "versus_text",
 ]
@@ -46,6 +47,20 @@ def primary(d: dict) -> dict:
     return d.get("gain", d)
 
 
+def ladder_target_met(arm: dict, null: dict | None) -> bool:
+    """The ladder target on one arm's statistic (`primary`): the estimate at `LADDER_SPEEDUP` or
+    more, its interval above 1 and above the null control's (``null``: its statistic, None when the
+    summary has no null control).
+
+    >>> ladder_target_met({"speedup": 1.8, "ci95": [1.2, 2.6]}, {"speedup": 1.0, "ci95": [0.8, 1.1]})
+    True
+    >>> ladder_target_met({"speedup": 1.8, "ci95": [1.2, 2.6]}, {"speedup": 1.1, "ci95": [0.9, 1.3]})
+    False
+    """
+    lo = arm["ci95"][0]
+    return arm["speedup"] >= LADDER_SPEEDUP and lo > 1 and (null is None or lo > null["ci95"][1])
+
+
 def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]:
     """The ladder target read off a protocol summary's arms (by name) for arm ``subject`` (the
     default, or a variant of it checked on its own): what holds and what does not.
@@ -69,8 +84,7 @@ def ladder_reading(arms: dict[str, dict], subject: str = "default") -> list[str]
     null = arms.get("null", {}).get("rollouts")
     null = None if null is None else primary(null)
     above_null = null is None or lo > null["ci95"][1]
-    # the target: the estimate at the threshold, its interval above 1 and above the null control's
-    met = d["speedup"] >= LADDER_SPEEDUP and lo > 1 and above_null
+    met = ladder_target_met(d, null)
     out = [
         f"Target: {who} speedup in rollouts >= {LADDER_SPEEDUP:g}, its interval above 1 and above the null "
         f"control's: {'met' if met else 'missed'} ({speedup_interval(d)})"

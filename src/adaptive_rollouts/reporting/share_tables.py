@@ -13,13 +13,14 @@ from adaptive_rollouts.allocators.saving_rule import LOSS_SHARE
 from adaptive_rollouts.experiments.map_config import DEFAULT
 from adaptive_rollouts.reporting.blocks import block, load_relative
 from adaptive_rollouts.reporting.bound_tables import paired_check_block
-from adaptive_rollouts.reporting.equal_cost_tables import equal_cost_line
+from adaptive_rollouts.reporting.equal_cost_tables import equal_cost_line, mean_final_gaps
 from adaptive_rollouts.reporting.markdown import table
 
 __all__ = [
     "SAVING_SHARE",
     "SPEND_TARGET",
     "KEEP_TARGET",
+    "meets_signal_target",
     "render_saving_share",
     "POOL_BELIEFS",
     "render_pool_beliefs",
@@ -35,6 +36,16 @@ __all__ = [
 
 SAVING_SHARE = "results/saving_share/saving_share.json"
 SPEND_TARGET, KEEP_TARGET = 0.6, 0.9  # the saving-signal target: >= 0.9 of the signal at <= 0.6 of the rollouts
+
+
+def meets_signal_target(ledger: dict, spend: float = SPEND_TARGET) -> bool:
+    """Whether a ledger entry (``spent``, ``kept``: shares of Uniform's rollouts and expected signal)
+    keeps at least `KEEP_TARGET` at no more than ``spend`` (the cells' target, or the pool's).
+
+    >>> meets_signal_target({"spent": 0.5, "kept": 0.92}), meets_signal_target({"spent": 0.5, "kept": 0.92}, 0.4)
+    (True, False)
+    """
+    return ledger["spent"] <= spend and ledger["kept"] >= KEEP_TARGET
 
 
 def shipped_mark(share: float, shipped_then: float) -> str:
@@ -72,7 +83,7 @@ def render_saving_share(root: Path) -> str:
         [f"recurring pool, n = {n}", *(f"{pool[n, s]['spent']:.2f} / {pool[n, s]['kept']:.2f}" for s in shares)]
         for n in sorted({x["n"] for x in d["pool"]})
     ]
-    met = [sum(led[c, s]["spent"] <= SPEND_TARGET and led[c, s]["kept"] >= KEEP_TARGET for c in cells) for s in shares]
+    met = [sum(meets_signal_target(led[c, s]) for c in cells) for s in shares]
     body.append(
         [f"cells at <= {SPEND_TARGET:g} spent and >= {KEEP_TARGET:g} kept", *(f"{m} of {len(cells)}" for m in met)]
     )
@@ -140,12 +151,7 @@ def render_pool_beliefs(root: Path) -> str:
         spend = POOL_SPEND_TARGETS.get(n)
         if spend is None:
             continue
-        met = [
-            f"{b} at {s:g}"
-            for b in beliefs
-            for s in shares
-            if at[n, b, s]["spent"] <= spend and at[n, b, s]["kept"] >= KEEP_TARGET
-        ]
+        met = [f"{b} at {s:g}" for b in beliefs for s in shares if meets_signal_target(at[n, b, s], spend)]
         own = at.get((n, beliefs[0], d["shipped"]))
         cmp = ""
         if own is not None:
@@ -201,20 +207,15 @@ def render_share_check(root: Path) -> str:
         return f"No result file yet: the command in docs/saving.md writes `{SHARE_CHECK_MAPS[0]}`."
     intro = "The share 0.2 (`default[share=0.2]`, the default since) against 0.1 (then the default), head to head."
     intro += " In this map `default` is the rule with the share 0.1."
-    check = paired_check_block(root, SHARE_CHECK_MAPS, ((DEFAULT, "share 0.1"),), (SHARE_ARM, "share 0.2"), intro)
     rows = load_relative(root, SHARE_CHECK_MAPS[0]).data["rows"]
-    gaps = []
-    for arm in (DEFAULT, SHARE_ARM):
-        line = equal_cost_line(rows, arm)
-        cost = [
-            r["methods"][arm]["final_gap_equal_cost"]
-            for r in rows
-            if r["methods"].get(arm, {}).get("final_gap_equal_cost") is not None
-        ]
-        if line and cost:
-            gaps.append(f"{line} Mean at equal cost over the cells: {np.mean(cost):+.3f}.")
-    body, source = check.rsplit("\n\n", 1)
-    return "\n".join([body, "", "Final accuracy minus Uniform's:", "", *gaps, "", source])
+    gaps = [
+        f"{line} Mean at equal cost over the cells: {mean_final_gaps(rows, arm)[0]:+.3f}."
+        for arm in (DEFAULT, SHARE_ARM)
+        if (line := equal_cost_line(rows, arm))
+    ]
+    after = ["Final accuracy minus Uniform's:", "", *gaps]
+    bases, arm = ((DEFAULT, "share 0.1"),), (SHARE_ARM, "share 0.2")
+    return paired_check_block(root, SHARE_CHECK_MAPS, bases, arm, intro, after=after)
 
 
 SHARE_PILOT_MAPS = ("results/map/versus-pilot-2.json",)  # the default with a fifth and Pilot-Commit, fresh seeds

@@ -13,6 +13,7 @@ from adaptive_rollouts.experiments.map_summary import NO_REGRET, verdict
 from adaptive_rollouts.experiments.results import Result, provenance
 from adaptive_rollouts.reporting.blocks import load_relative
 from adaptive_rollouts.reporting.bound_tables import map_runs
+from adaptive_rollouts.reporting.equal_cost_tables import mean_final_gaps
 from adaptive_rollouts.reporting.flatness_tables import (
     FLATNESS_CALIBRATION,
     FLATNESS_TINYLM,
@@ -20,7 +21,12 @@ from adaptive_rollouts.reporting.flatness_tables import (
     FLATNESS_TINYLM_HELDOUT,
 )
 from adaptive_rollouts.reporting.ladder_folders import LADDER_LATEST, SUBJECTS
-from adaptive_rollouts.reporting.ladder_reading import LADDER_SHARE_OF_KNOWN_P, LADDER_SPEEDUP, primary
+from adaptive_rollouts.reporting.ladder_reading import (
+    LADDER_SHARE_OF_KNOWN_P,
+    LADDER_SPEEDUP,
+    ladder_target_met,
+    primary,
+)
 from adaptive_rollouts.reporting.markdown import fmt, table
 from adaptive_rollouts.reporting.saving_tables import SAVING_SIGNAL, speedup_interval
 from adaptive_rollouts.reporting.share_tables import (
@@ -31,10 +37,11 @@ from adaptive_rollouts.reporting.share_tables import (
     SHARE_CHECK_MAPS,
     SHARE_PILOT_MAPS,
     SPEND_TARGET,
+    meets_signal_target,
 )
 from adaptive_rollouts.reporting.versus_tables import head_to_head
 
-__all__ = ["TARGET_MAPS", "below_no_regret", "both_met", "mean_final_gaps", "render_flatness_targets", "missed_by"]
+__all__ = ["TARGET_MAPS", "below_no_regret", "both_met", "render_flatness_targets", "missed_by"]
 
 # the maps of the shipped default on fresh seeds since its last change, and its arm's name in each
 # (the no-regret target is read on each; the last one also ran Pilot-Commit)
@@ -78,7 +85,7 @@ def _calibration(root: Path, rel: str, label: str) -> tuple[list[str], Result]:
 def _signal(root: Path) -> tuple[list[list[str]], Result]:
     r = load_relative(root, SAVING_SIGNAL)
     rows = [x for x in r.data["rows"] if x["method"] == DEFAULT]
-    met = sum(x["spent"] <= SPEND_TARGET and x["kept"] >= KEEP_TARGET for x in rows)
+    met = sum(meets_signal_target(x) for x in rows)
     spent, kept = [x["spent"] for x in rows], [x["kept"] for x in rows]
     out = [
         [
@@ -117,8 +124,7 @@ def _ladder(root: Path) -> tuple[list[list[str]], Result]:
     arms = {a["arm"]: a for a in r.data["arms"] if "rollouts" in a}
     subject = next(a for a in SUBJECTS[LADDER_LATEST] if a in arms)
     d, null = primary(arms[subject]["rollouts"]), primary(arms["null"]["rollouts"])
-    lo, null_hi = d["ci95"][0], null["ci95"][1]
-    met = d["speedup"] >= LADDER_SPEEDUP and lo > 1 and lo > null_hi
+    null_hi = null["ci95"][1]
     known = primary(arms["oracle-skip"]["rollouts"])
     share = d["speedup"] / known["speedup"]
     seeds = r.header["settings"]["report_seeds"]
@@ -128,7 +134,7 @@ def _ladder(root: Path) -> tuple[list[list[str]], Result]:
             f"Learning speed, {where}",
             f">= {LADDER_SPEEDUP:g}x Uniform in rollouts, interval above 1 and above the null control's",
             f"{speedup_interval(d)}; null {fmt(null['ci95'][0])}-{fmt(null_hi)}",
-            "met" if met else "missed",
+            "met" if ladder_target_met(d, null) else "missed",
         ],
         [
             f"Share of the known-p rule's speedup, {where}",
@@ -155,15 +161,6 @@ def below_no_regret(result: Result, arm: str) -> tuple[list[str], int]:
     return below, cells
 
 
-def mean_final_gaps(result: Result, arm: str) -> tuple[float, float]:
-    """``arm``'s final accuracy minus Uniform's, averaged over the map's cells: at equal cost and at
-    equal steps (`experiments.equal_cost`)."""
-    entries = [row["methods"].get(arm) or {} for row in result.data["rows"]]
-    cost = [e["final_gap_equal_cost"] for e in entries if e.get("final_gap_equal_cost") is not None]
-    steps = [e["final_gap"] for e in entries if e.get("final_gap") is not None]
-    return float(np.mean(cost)), float(np.mean(steps))
-
-
 def _maps(root: Path) -> tuple[list[list[str]], list[Result]]:
     results = [load_relative(root, rel) for rel, _ in TARGET_MAPS]
     below: list[str] = []
@@ -188,7 +185,7 @@ def _maps(root: Path) -> tuple[list[list[str]], list[Result]]:
         if x is not None and x["low"] > 1.0:
             ahead.append(f"{row['key']} {x['speedup']:.2f}x")
     s = versus.data["config"]["paired_seeds"]
-    gaps = {m: mean_final_gaps(versus, m) for m in (arm, "pilot-commit")}
+    gaps = {m: mean_final_gaps(versus.data["rows"], m) for m in (arm, "pilot-commit")}
     rows.append(
         [
             f"Ahead of the best baseline (seeds {s[0]}-{s[-1]})",
